@@ -1,0 +1,3 @@
+from dgbench.cli import main
+
+main()

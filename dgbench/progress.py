@@ -1,0 +1,27 @@
+"""Progress bars for every step that can take more than a second; `--quiet` turns them all off."""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+from tqdm.auto import tqdm
+
+T = TypeVar("T")
+_quiet = bool(os.environ.get("DGBENCH_QUIET"))
+
+
+def set_quiet(quiet: bool) -> None:
+    global _quiet
+    _quiet = quiet
+
+
+def is_quiet() -> bool:
+    return _quiet
+
+
+def progress(iterable: Iterable[T] | None = None, *, total: int | None = None, desc: str = "",
+             unit: str = "it") -> Iterator[T] | tqdm:
+    """A tqdm bar on stderr, disabled when quiet; use as an iterable wrapper or a manual bar."""
+    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=_quiet, leave=False,
+                dynamic_ncols=True, unit_scale=True)

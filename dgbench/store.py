@@ -1,0 +1,486 @@
+"""The two Zarr store kinds every dgbench part meets: writing (atomic), reading, fingerprinting.
+
+Format: docs/store-format.md (schema version SCHEMA_VERSION). In short:
+
+* snapshot store (``kind = "snapshots"``): T snapshots over N vertices; edges as flat columns
+  ``src``, ``dst`` (+ optional ``weight``, ``time``, ``label``) sorted by (snapshot, dst, src),
+  ``offsets`` (T+1) delimiting snapshots; optional ``node_features`` (T, N, F) frames,
+  ``node_label`` (N) or (T, N), ``snapshot_start`` (T) and ``node_ids`` (N, original ids).
+* edge-stream store (``kind = "stream"``): time-sorted events ``src``, ``dst``, ``t``; optional
+  ``edge_features`` (E, F), ``label`` (E), ``node_features`` (N, F), ``node_ids`` (N); the
+  chronological split is stored in the ``split`` attribute as event indices.
+
+Writers stream: columns are appended in blocks and flushed whole chunks at a time, content hashes
+are computed while writing, and the store is built in a hidden temporary directory that is renamed
+into place only once complete, so a crash never leaves a store that looks valid.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec, BloscShuffle
+
+from dgbench.errors import StoreError
+
+SCHEMA_VERSION = 1
+SNAPSHOTS, STREAM = "snapshots", "stream"
+SCHEMA_NAMES = {SNAPSHOTS: "dgbench.snapshots", STREAM: "dgbench.stream"}
+# 256K elements per chunk: measured best of 64K/256K/1M for one-snapshot reads and full reads
+# of a 10M-edge store (see benchmarks/test_store_bench.py and docs/store-format.md).
+CHUNK_ELEMENTS = 1 << 18
+COMPRESSOR = BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.shuffle)
+# Arrays that describe, not define, the graph: left out of the content fingerprint so that the
+# same events parsed from two formats (with different original ids) fingerprint the same.
+METADATA_ARRAYS = frozenset({"node_ids"})
+EDGE_COLUMNS = {SNAPSHOTS: ("src", "dst", "weight", "time", "label"),
+                STREAM: ("src", "dst", "t", "edge_features", "label")}
+REQUIRED_ARRAYS = {SNAPSHOTS: ("src", "dst", "offsets"), STREAM: ("src", "dst", "t")}
+
+
+def id_dtype(num_nodes: int) -> np.dtype:
+    """int32 vertex ids while N < 2^31, else int64."""
+    return np.dtype(np.int32) if num_nodes < 2**31 else np.dtype(np.int64)
+
+
+# --------------------------------------------------------------------------- fingerprinting
+
+def array_digest_update(hasher: "hashlib._Hash", values: np.ndarray) -> None:
+    """Feed an array block into a content hash in canonical (little-endian, C-order) bytes."""
+    values = np.ascontiguousarray(values)
+    if values.dtype.byteorder == ">":
+        values = values.astype(values.dtype.newbyteorder("<"))
+    hasher.update(memoryview(values).cast("B"))
+
+
+def combine_fingerprint(kind: str, header: dict[str, Any], array_digests: dict[str, dict]) -> str:
+    """The store fingerprint: sha256 over the defining attributes and each array's content hash."""
+    content = {"schema": SCHEMA_NAMES[kind], "schema_version": SCHEMA_VERSION, "header": header,
+               "arrays": {k: array_digests[k] for k in sorted(array_digests) if k not in METADATA_ARRAYS}}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def fingerprint_header(kind: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    """Attributes that define the graph (and so enter the fingerprint); provenance does not."""
+    keys = ["num_nodes", "directed", "bipartite"] + (
+        ["num_snapshots"] if kind == SNAPSHOTS else ["num_events", "split"])
+    return {k: attrs.get(k) for k in keys}
+
+
+# --------------------------------------------------------------------------- writing
+
+class _ColumnWriter:
+    """Appends rows to one Zarr array, writing only whole chunks until closed; hashes as it goes."""
+
+    def __init__(self, group: zarr.Group, name: str, dtype: np.dtype, row_shape: tuple[int, ...] = ()):
+        self.name, self.dtype, self.row_shape = name, np.dtype(dtype), tuple(row_shape)
+        row_elems = int(np.prod(row_shape)) if row_shape else 1
+        self.chunk_rows = max(1, CHUNK_ELEMENTS // row_elems)
+        self.array = group.create_array(name, shape=(0, *row_shape), dtype=self.dtype,
+                                        chunks=(self.chunk_rows, *row_shape), compressors=[COMPRESSOR],
+                                        fill_value=0)
+        self.hasher = hashlib.sha256()
+        self.pending: list[np.ndarray] = []
+        self.pending_rows = 0
+        self.rows = 0
+
+    def append(self, values: np.ndarray) -> None:
+        values = np.asarray(values, dtype=self.dtype)
+        if values.shape[1:] != self.row_shape:
+            raise ValueError(f"{self.name}: rows of shape {values.shape[1:]}, expected {self.row_shape}")
+        if len(values) == 0:
+            return
+        array_digest_update(self.hasher, values)
+        self.pending.append(values)
+        self.pending_rows += len(values)
+        if self.pending_rows >= 4 * self.chunk_rows:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        if not self.pending:
+            return
+        block = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
+        take = len(block) if final else (len(block) // self.chunk_rows) * self.chunk_rows
+        start = self.rows
+        self.array.resize((start + take, *self.row_shape))
+        self.array[start:start + take] = block[:take]
+        self.rows += take
+        rest = block[take:]
+        self.pending = [rest] if len(rest) else []
+        self.pending_rows = len(rest)
+
+    def close(self) -> dict[str, Any]:
+        self._flush(final=True)
+        return {"dtype": self.dtype.str.replace(">", "<"), "shape": [self.rows, *self.row_shape],
+                "sha256": self.hasher.hexdigest()}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_temporaries(final: Path) -> None:
+    """Delete temporary stores a crashed writer left beside ``final`` (their pid is gone)."""
+    for tmp in final.parent.glob(f".{final.name}.tmp-*"):
+        try:
+            pid = int(tmp.name.rsplit(".tmp-", 1)[1].split("-")[0])
+        except (IndexError, ValueError):
+            continue
+        if not _pid_alive(pid):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _StoreWriter:
+    """Shared machinery: temporary directory, columns, attributes, atomic rename."""
+
+    kind: str
+
+    def __init__(self, path: str | Path, *, num_nodes: int, directed: bool, provenance: dict[str, Any],
+                 overwrite: bool = False, bipartite: dict[str, int] | None = None):
+        self.path = Path(path)
+        if self.path.exists() and not overwrite:
+            raise StoreError(f"{self.path}: a store already exists (pass --overwrite to replace it)")
+        if num_nodes <= 0:
+            raise StoreError(f"{self.path}: a store needs at least one vertex (num_nodes={num_nodes})")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(self.path)
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        self.group = zarr.open_group(str(self.tmp), mode="w")
+        self.overwrite = overwrite
+        self.attrs: dict[str, Any] = {"schema": SCHEMA_NAMES[self.kind], "schema_version": SCHEMA_VERSION,
+                                      "kind": self.kind, "num_nodes": int(num_nodes), "directed": bool(directed),
+                                      "bipartite": bipartite, "provenance": provenance}
+        self.columns: dict[str, _ColumnWriter] = {}
+        self.digests: dict[str, dict] = {}
+        self.ids = id_dtype(num_nodes)
+        self.closed = False
+
+    def _column(self, name: str, dtype: Any, row_shape: tuple[int, ...] = ()) -> _ColumnWriter:
+        if name not in self.columns:
+            self.columns[name] = _ColumnWriter(self.group, name, dtype, row_shape)
+        return self.columns[name]
+
+    def write_array(self, name: str, values: np.ndarray) -> None:
+        """Write a whole (small, node-sized) array at once, e.g. ``node_ids`` or ``node_features``."""
+        values = np.asarray(values)
+        column = _ColumnWriter(self.group, name, values.dtype, values.shape[1:])
+        column.append(values)
+        self.digests[name] = column.close()
+
+    def _finish(self) -> Path:
+        for name, column in self.columns.items():
+            self.digests[name] = column.close()
+        self.attrs["arrays"] = self.digests
+        self.attrs["fingerprint"] = combine_fingerprint(self.kind, fingerprint_header(self.kind, self.attrs),
+                                                        self.digests)
+        self.attrs["size_bytes"] = _disk_size(self.tmp)
+        self.group.attrs.update(self.attrs)  # written last: a store without it is never valid
+        if self.path.exists():
+            old = self.path.with_name(f".{self.path.name}.old-{uuid.uuid4().hex[:8]}")
+            os.rename(self.path, old)
+            os.rename(self.tmp, self.path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(self.tmp, self.path)
+        self.closed = True
+        return self.path
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and not self.closed:
+            self.abort()
+
+
+class SnapshotStoreWriter(_StoreWriter):
+    """Writes a snapshot store one snapshot at a time (each snapshot sorted by (dst, src)).
+
+    Use as a context manager and call :meth:`close` at the end; an exception aborts cleanly.
+    """
+
+    kind = SNAPSHOTS
+
+    def __init__(self, path: str | Path, *, num_nodes: int, directed: bool, cut: dict[str, Any],
+                 provenance: dict[str, Any], overwrite: bool = False, bipartite: dict[str, int] | None = None,
+                 time_dtype: Any = None):
+        super().__init__(path, num_nodes=num_nodes, directed=directed, provenance=provenance,
+                         overwrite=overwrite, bipartite=bipartite)
+        self.attrs["cut"] = cut
+        self.offsets = [0]
+        self.time_dtype = None if time_dtype is None else np.dtype(time_dtype)
+        self.snapshot_start: list[float] = []
+        self.frames: _ColumnWriter | None = None
+        self._column("src", self.ids)
+        self._column("dst", self.ids)
+
+    def append_snapshot(self, src: np.ndarray, dst: np.ndarray, *, weight: np.ndarray | None = None,
+                        time: np.ndarray | None = None, label: np.ndarray | None = None,
+                        start: float | None = None, features: np.ndarray | None = None) -> None:
+        """Add the next snapshot's edges (any order; sorted here) and optionally its (N, F) frame."""
+        src, dst = np.asarray(src), np.asarray(dst)
+        order = np.lexsort((src, dst))
+        n_before = len(self.offsets) - 1
+        self.columns["src"].append(src[order])
+        self.columns["dst"].append(dst[order])
+        optional = {"weight": (weight, np.float32), "time": (time, self.time_dtype), "label": (label, np.int8)}
+        for name, (values, dtype) in optional.items():
+            if values is None:
+                if name in self.columns:
+                    raise ValueError(f"snapshot {n_before}: column '{name}' given before but missing now")
+                continue
+            if name not in self.columns and n_before > 0 and self.offsets[-1] > 0:
+                raise ValueError(f"snapshot {n_before}: column '{name}' missing from earlier snapshots")
+            column = self._column(name, dtype if dtype is not None else np.asarray(values).dtype)
+            column.append(np.asarray(values)[order])
+        if features is not None:
+            features = np.asarray(features, dtype=np.float32)
+            if self.frames is None:
+                self.frames = self._column("node_features", np.float32, (self.attrs["num_nodes"], features.shape[1]))
+            self.frames.append(features[None])
+        if start is not None:
+            self.snapshot_start.append(start)
+        self.offsets.append(self.offsets[-1] + len(src))
+
+    def close(self) -> Path:
+        num_snapshots = len(self.offsets) - 1
+        if num_snapshots == 0:
+            raise StoreError(f"{self.path}: no snapshots were written")
+        self.attrs["num_snapshots"] = num_snapshots
+        self.attrs["num_edges"] = int(self.offsets[-1])
+        self.write_array("offsets", np.asarray(self.offsets, dtype=np.int64))
+        if self.snapshot_start:
+            self.write_array("snapshot_start", np.asarray(self.snapshot_start))
+        return self._finish()
+
+
+class EdgeStreamStoreWriter(_StoreWriter):
+    """Writes an edge-stream store from time-sorted blocks of events."""
+
+    kind = STREAM
+
+    def __init__(self, path: str | Path, *, num_nodes: int, directed: bool, provenance: dict[str, Any],
+                 time_dtype: Any = np.int64, edge_feature_dim: int = 0, overwrite: bool = False,
+                 bipartite: dict[str, int] | None = None):
+        super().__init__(path, num_nodes=num_nodes, directed=directed, provenance=provenance,
+                         overwrite=overwrite, bipartite=bipartite)
+        self._column("src", self.ids)
+        self._column("dst", self.ids)
+        self._column("t", np.dtype(time_dtype))
+        if edge_feature_dim:
+            self._column("edge_features", np.float32, (edge_feature_dim,))
+        self.last_time: Any = None
+        self.num_events = 0
+        self.split: dict[str, Any] | None = None
+
+    def append_events(self, src: np.ndarray, dst: np.ndarray, t: np.ndarray, *,
+                      edge_features: np.ndarray | None = None, label: np.ndarray | None = None) -> None:
+        t = np.asarray(t)
+        if len(t) == 0:
+            return
+        if np.any(t[1:] < t[:-1]) or (self.last_time is not None and t[0] < self.last_time):
+            raise StoreError(f"{self.path}: events must be appended in time order (event {self.num_events})")
+        if np.issubdtype(t.dtype, np.floating) and np.isnan(t).any():
+            raise StoreError(f"{self.path}: NaN time near event {self.num_events}")
+        self.columns["src"].append(src)
+        self.columns["dst"].append(dst)
+        self.columns["t"].append(t)
+        if "edge_features" in self.columns:
+            if edge_features is None:
+                raise ValueError("edge_features declared but not given")
+            self.columns["edge_features"].append(edge_features)
+        if label is not None:
+            self._column("label", np.int8).append(label)
+        self.last_time = t[-1]
+        self.num_events += len(t)
+
+    def set_split(self, train_end: int, val_end: int, method: str, **details: Any) -> None:
+        """Store the chronological split as event indices: train [0, train_end), val, test [val_end, E)."""
+        self.split = {"train_end": int(train_end), "val_end": int(val_end), "method": method, **details}
+
+    def close(self, val_fraction: float = 0.15, test_fraction: float = 0.15) -> Path:
+        if self.num_events == 0:
+            raise StoreError(f"{self.path}: no events were written")
+        self.attrs["num_events"] = self.num_events
+        self.attrs["num_edges"] = self.num_events
+        if self.split is None:
+            train_end = int(round(self.num_events * (1 - val_fraction - test_fraction)))
+            val_end = int(round(self.num_events * (1 - test_fraction)))
+            self.set_split(train_end, val_end, "quantile", fractions=[1 - val_fraction - test_fraction,
+                                                                      val_fraction, test_fraction])
+        if not 0 <= self.split["train_end"] <= self.split["val_end"] <= self.num_events:
+            raise StoreError(f"{self.path}: split {self.split} does not fit {self.num_events} events")
+        self.attrs["split"] = self.split
+        return self._finish()
+
+
+def _disk_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+# --------------------------------------------------------------------------- reading
+
+@dataclass
+class Snapshot:
+    """The edges of one snapshot, sorted by (dst, src); optional columns are None when absent."""
+
+    index: int
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray | None = None
+    time: np.ndarray | None = None
+    label: np.ndarray | None = None
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.src)
+
+
+@dataclass
+class _OpenStore:
+    path: Path
+    group: zarr.Group
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Subclasses load their small index arrays here."""
+
+    @property
+    def kind(self) -> str:
+        return self.attrs["kind"]
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.attrs["num_nodes"])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.attrs["num_edges"])
+
+    @property
+    def directed(self) -> bool:
+        return bool(self.attrs["directed"])
+
+    @property
+    def fingerprint(self) -> str:
+        return self.attrs["fingerprint"]
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return self.attrs.get("provenance", {})
+
+    def has(self, name: str) -> bool:
+        return name in self.attrs.get("arrays", {})
+
+    def array(self, name: str) -> zarr.Array:
+        if not self.has(name):
+            raise StoreError(f"{self.path}: store has no array '{name}'")
+        return self.group[name]
+
+    def read(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
+        """Read rows [start, stop) of one array (only the chunks that hold them)."""
+        return self.array(name)[start:stop]
+
+    def node_ids(self) -> np.ndarray | None:
+        return self.read("node_ids") if self.has("node_ids") else None
+
+
+class SnapshotStore(_OpenStore):
+    """A discrete-time store: ``store.snapshot(t)`` reads one snapshot without touching the rest."""
+
+    def __post_init__(self) -> None:
+        self.offsets = self.read("offsets")
+
+    @property
+    def num_snapshots(self) -> int:
+        return int(self.attrs["num_snapshots"])
+
+    def edges_per_snapshot(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def snapshot(self, t: int) -> Snapshot:
+        if not 0 <= t < self.num_snapshots:
+            raise IndexError(f"snapshot {t} out of range 0..{self.num_snapshots - 1}")
+        a, b = int(self.offsets[t]), int(self.offsets[t + 1])
+        cols = {name: self.read(name, a, b) for name in ("weight", "time", "label") if self.has(name)}
+        return Snapshot(t, self.read("src", a, b), self.read("dst", a, b), **cols)
+
+    def snapshots(self, start: int = 0, stop: int | None = None) -> Iterator[Snapshot]:
+        for t in range(start, self.num_snapshots if stop is None else stop):
+            yield self.snapshot(t)
+
+    def frame(self, t: int) -> np.ndarray | None:
+        """Vertex features of snapshot t, shape (N, F), or None when the store has none."""
+        return self.group["node_features"][t] if self.has("node_features") else None
+
+
+class EdgeStreamStore(_OpenStore):
+    """A continuous-time store of time-sorted events with a stored chronological split."""
+
+    @property
+    def num_events(self) -> int:
+        return int(self.attrs["num_events"])
+
+    @property
+    def split(self) -> dict[str, Any]:
+        return self.attrs["split"]
+
+    def split_ranges(self) -> dict[str, tuple[int, int]]:
+        s = self.split
+        return {"train": (0, s["train_end"]), "val": (s["train_end"], s["val_end"]),
+                "test": (s["val_end"], self.num_events)}
+
+    def events(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+        """Columns of events [start, stop): src, dst, t and, when present, edge_features and label."""
+        names = [n for n in EDGE_COLUMNS[STREAM] if self.has(n)]
+        return {n: self.read(n, start, stop) for n in names}
+
+
+def read_attrs(path: str | Path) -> dict[str, Any]:
+    """The root attributes of a store, or a StoreError saying why it is not one."""
+    path = Path(path)
+    meta = path / "zarr.json"
+    if not meta.is_file():
+        raise StoreError(f"{path}: not a dgbench store (no zarr.json)")
+    try:
+        attrs = json.loads(meta.read_text()).get("attributes", {})
+    except (OSError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{meta}: unreadable store metadata ({exc})") from exc
+    if attrs.get("schema") not in SCHEMA_NAMES.values():
+        raise StoreError(f"{path}: not a dgbench store (schema attribute {attrs.get('schema')!r})")
+    if attrs.get("schema_version") != SCHEMA_VERSION:
+        raise StoreError(f"{path}: store schema version {attrs.get('schema_version')!r} is not supported "
+                         f"(this dgbench reads version {SCHEMA_VERSION})")
+    if "fingerprint" not in attrs:
+        raise StoreError(f"{path}: incomplete store (no fingerprint: the writer did not finish)")
+    return attrs
+
+
+def open_store(path: str | Path, kind: str | None = None) -> SnapshotStore | EdgeStreamStore:
+    """Open a store read-only; ``kind`` ("snapshots" or "stream") checks it is the expected one."""
+    path = Path(path)
+    attrs = read_attrs(path)
+    if kind is not None and attrs["kind"] != kind:
+        raise StoreError(f"{path}: is a {attrs['kind']} store, a {kind} store is needed here")
+    group = zarr.open_group(str(path), mode="r")
+    cls = SnapshotStore if attrs["kind"] == SNAPSHOTS else EdgeStreamStore
+    return cls(path=path, group=group, attrs=attrs)

@@ -1,0 +1,178 @@
+"""`dgbench validate`: checks a store against its schema and content, naming array and problem.
+
+Every array is read block by block (never whole), so validation runs in bounded memory.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dgbench.errors import StoreError
+from dgbench.store import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, combine_fingerprint,
+                           fingerprint_header, open_store)
+
+BLOCK_ROWS = 1 << 22
+
+
+def _blocks(array, rows: int):
+    for start in range(0, rows, BLOCK_ROWS):
+        yield start, array[start:min(rows, start + BLOCK_ROWS)]
+
+
+def _scan_array(store, name: str, problems: list[str], check) -> dict[str, Any] | None:
+    """Read one array block by block, hash it and run ``check(start, block)`` on each block."""
+    try:
+        array = store.group[name]
+    except (KeyError, FileNotFoundError):
+        problems.append(f"array '{name}': missing from the store directory")
+        return None
+    except Exception as exc:  # noqa: BLE001 - any failure to open is reported, not raised
+        problems.append(f"array '{name}': metadata unreadable ({type(exc).__name__}: {exc})")
+        return None
+    hasher = hashlib.sha256()
+    rows = array.shape[0]
+    try:
+        for start, block in _blocks(array, rows):
+            array_digest_update(hasher, block)
+            if check is not None:
+                check(start, block)
+    except _Stop:
+        return None
+    except Exception as exc:  # noqa: BLE001 - a truncated or garbled chunk surfaces here
+        problems.append(f"array '{name}': chunk unreadable near row {start} ({type(exc).__name__}: {exc})")
+        return None
+    return {"dtype": array.dtype.str.replace(">", "<"), "shape": list(array.shape), "sha256": hasher.hexdigest()}
+
+
+class _Stop(Exception):
+    pass
+
+
+def validate_store(path: str | Path) -> list[str]:
+    """All problems found in the store at ``path`` (empty when valid)."""
+    try:
+        store = open_store(path)
+    except StoreError as exc:
+        return [str(exc)]
+    attrs = store.attrs
+    kind = store.kind
+    declared: dict[str, dict] = attrs.get("arrays", {})
+    problems: list[str] = []
+    for name in REQUIRED_ARRAYS[kind]:
+        if name not in declared:
+            problems.append(f"array '{name}': required but not declared in the store attributes")
+    n = store.num_nodes
+    num_edges = int(attrs.get("num_edges", -1))
+    offsets = None
+    if kind == SNAPSHOTS and "offsets" in declared:
+        digest = _scan_array(store, "offsets", problems, None)
+        if digest is not None:
+            offsets = store.group["offsets"][:]
+            problems += _check_offsets(offsets, int(attrs["num_snapshots"]), num_edges)
+            if problems:
+                offsets = None
+
+    def check_ids(name):
+        def check(start, block):
+            if len(block) and (block.min() < 0 or block.max() >= n):
+                bad = int(np.flatnonzero((block < 0) | (block >= n))[0]) + start
+                problems.append(f"array '{name}': vertex id {int(store.group[name][bad])} at row {bad} "
+                                f"is outside 0..{n - 1}")
+                raise _Stop
+        return check
+
+    checks = {"src": check_ids("src"), "dst": check_ids("dst")}
+    if kind == STREAM:
+        checks["t"] = _check_sorted_times(problems)
+    elif offsets is not None and "time" in declared:
+        checks["time"] = _check_snapshot_times(problems, offsets)
+    digests: dict[str, dict] = {}
+    for name, expected in declared.items():
+        if name == "offsets":
+            digest = _scan_array(store, name, [], None)
+        else:
+            digest = _scan_array(store, name, problems, checks.get(name))
+        if digest is None:
+            continue
+        digests[name] = digest
+        if name in ("src", "dst", "t", "weight", "time", "label") and digest["shape"][0] != num_edges:
+            problems.append(f"array '{name}': {digest['shape'][0]} rows, the store declares {num_edges} edges")
+        elif digest["sha256"] != expected.get("sha256"):
+            problems.append(f"array '{name}': content hash differs from the one recorded when written")
+    if kind == SNAPSHOTS and offsets is not None and not problems:
+        problems += _check_snapshot_order(store, offsets)
+    if not problems and len(digests) == len(declared):
+        recomputed = combine_fingerprint(kind, fingerprint_header(kind, attrs), digests)
+        if recomputed != store.fingerprint:
+            problems.append(f"fingerprint: stored {store.fingerprint[:12]}… but the content gives {recomputed[:12]}…")
+    return problems
+
+
+def _check_offsets(offsets: np.ndarray, num_snapshots: int, num_edges: int) -> list[str]:
+    if len(offsets) != num_snapshots + 1:
+        return [f"array 'offsets': length {len(offsets)}, expected T+1 = {num_snapshots + 1}"]
+    if offsets[0] != 0:
+        return [f"array 'offsets': starts at {offsets[0]}, expected 0"]
+    drops = np.flatnonzero(np.diff(offsets) < 0)
+    if len(drops):
+        i = int(drops[0])
+        return [f"array 'offsets': decreasing at snapshot {i} ({offsets[i]} -> {offsets[i + 1]})"]
+    if offsets[-1] != num_edges:
+        return [f"array 'offsets': ends at {offsets[-1]}, the store declares {num_edges} edges"]
+    return []
+
+
+def _check_sorted_times(problems: list[str]):
+    last = [None]
+
+    def check(start, block):
+        if np.issubdtype(block.dtype, np.floating) and np.isnan(block).any():
+            problems.append(f"array 't': NaN time at row {start + int(np.flatnonzero(np.isnan(block))[0])}")
+            raise _Stop
+        prev = np.concatenate([[last[0]], block]) if last[0] is not None else block
+        bad = np.flatnonzero(prev[1:] < prev[:-1])
+        if len(bad):
+            row = start + int(bad[0]) + (0 if last[0] is not None else 1)
+            problems.append(f"array 't': times not sorted at row {row}")
+            raise _Stop
+        if len(block):
+            last[0] = block[-1]
+    return check
+
+
+def _check_snapshot_times(problems: list[str], offsets: np.ndarray):
+    """Snapshots are cut in time order: every time in snapshot t precedes every time in t+1."""
+    state = {"prev_max": None, "snap": 0, "cur_min": None, "cur_max": None}
+
+    def check(start, block):
+        rows = np.arange(start, start + len(block))
+        snap_of_row = np.searchsorted(offsets, rows, side="right") - 1
+        for snap in np.unique(snap_of_row):
+            values = block[snap_of_row == snap]
+            if state["snap"] != snap:
+                if state["cur_max"] is not None:
+                    state["prev_max"] = state["cur_max"]
+                state.update(snap=snap, cur_min=None, cur_max=None)
+            lo, hi = values.min(), values.max()
+            state["cur_min"] = lo if state["cur_min"] is None else min(lo, state["cur_min"])
+            state["cur_max"] = hi if state["cur_max"] is None else max(hi, state["cur_max"])
+            if state["prev_max"] is not None and state["cur_min"] < state["prev_max"]:
+                problems.append(f"array 'time': snapshot {snap} holds a time before the end of snapshot {snap - 1}")
+                raise _Stop
+    return check
+
+
+def _check_snapshot_order(store, offsets: np.ndarray) -> list[str]:
+    """Within each snapshot edges must be sorted by (dst, src)."""
+    for t in range(len(offsets) - 1):
+        a, b = int(offsets[t]), int(offsets[t + 1])
+        if b - a < 2:
+            continue
+        dst, src = store.group["dst"][a:b].astype(np.int64), store.group["src"][a:b].astype(np.int64)
+        key = dst * store.num_nodes + src
+        if np.any(key[1:] < key[:-1]):
+            return [f"arrays 'src'/'dst': snapshot {t} is not sorted by (dst, src)"]
+    return []

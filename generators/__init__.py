@@ -1,0 +1,5 @@
+"""Synthetic dynamic graphs with the knobs the papers use; each is deterministic given its seed.
+
+Importing this package registers every generator with `dgbench prepare`.
+"""
+from generators import esdg_random, nonuniform, static_to_dynamic, stream  # noqa: F401  (registration)

@@ -1,0 +1,1 @@
+"""Loaders: real raw dataset files -> dgbench stores. Importing registers each with `dgbench prepare`."""

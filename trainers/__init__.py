@@ -1,0 +1,1 @@
+"""Trainers: the distributed schemes. Importing registers each scheme and model with the CLI."""
