@@ -1,0 +1,309 @@
+"""torch.distributed plumbing shared by every scheme: start ranks, count what collectives move.
+
+* :func:`launch` runs ``fn(ctx, *args)`` on ``nproc`` ranks (gloo on CPU, NCCL when CUDA is present),
+  or, when started by an external ``torchrun`` (RANK/WORLD_SIZE set), runs it on this rank only —
+  so the same program works single-node with ``--nproc`` and multi-node under torchrun.
+* :class:`Comm` wraps the collectives dgbench uses and counts bytes and elements actually sent to
+  other ranks (self-sends excluded) and the seconds spent, per tag. Collectives with uneven sizes go
+  only through ``all_to_all_single`` (list-form ``all_to_all``/``all_gather`` fail on gloo).
+* :func:`all_to_all_autograd` is an all-to-all whose backward is the reverse all-to-all.
+* :class:`PhaseTimer` splits wall time into transfer / compute / communication.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import socket
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from dgbench.errors import DgbenchError
+
+DEFAULT_TIMEOUT_S = 300.0
+
+
+@dataclass
+class DistContext:
+    """Who this process is in the job, and where it computes."""
+
+    rank: int
+    world_size: int
+    backend: str
+    device: torch.device
+    comm: "Comm"
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def default_backend() -> str:
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def _device_for(backend: str, local_rank: int) -> torch.device:
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def init_distributed(backend: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> DistContext:
+    """Join the process group described by torchrun-style environment variables.
+
+    Without RANK/WORLD_SIZE this is a world of one with no process group (collectives are local).
+    The timeout makes a dead rank fail the job with an error instead of hanging it.
+    """
+    backend = backend or default_backend()
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
+    device = _device_for(backend, local_rank) if (backend == "nccl" and torch.cuda.is_available()) \
+        else torch.device("cpu")
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend=backend, rank=rank, world_size=world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s))
+    return DistContext(rank, world_size, backend, device, Comm(rank, world_size, device))
+
+
+def shutdown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank: int, nproc: int, port: int, backend: str, timeout_s: float, fn: Callable,
+               args: tuple, results: Any) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // nproc))
+    try:
+        ctx = init_distributed(backend, timeout_s)
+        value = fn(ctx, *args)
+        results.put((rank, "ok", value))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails the job
+        detail = str(exc) if isinstance(exc, DgbenchError) else traceback.format_exc(limit=6)
+        results.put((rank, "error", detail))
+    finally:
+        shutdown()
+
+
+def launch(fn: Callable[..., Any], nproc: int = 1, args: Sequence[Any] = (), backend: str | None = None,
+           timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Any]:
+    """Run ``fn(ctx, *args)`` on every rank and return the per-rank results, rank order.
+
+    Under an external launcher (WORLD_SIZE set) it runs on this process only and returns [result].
+    With nproc == 1 it runs in this process. Any rank failing raises DgbenchError naming the rank.
+    """
+    backend = backend or default_backend()
+    if "WORLD_SIZE" in os.environ:
+        ctx = init_distributed(backend, timeout_s)
+        try:
+            return [fn(ctx, *args)]
+        finally:
+            shutdown()
+    if nproc == 1:
+        device = torch.device("cuda", 0) if backend == "nccl" and torch.cuda.is_available() else torch.device("cpu")
+        return [fn(DistContext(0, 1, backend, device, Comm(0, 1, device)), *args)]
+    mp_ctx = mp.get_context("spawn")
+    results = mp_ctx.Queue()
+    port = _free_port()
+    procs = [mp_ctx.Process(target=_rank_main, args=(r, nproc, port, backend, timeout_s, fn, tuple(args), results))
+             for r in range(nproc)]
+    for p in procs:
+        p.start()
+    collected: dict[int, Any] = {}
+    failure: tuple[int, str] | None = None
+    deadline = time.monotonic() + timeout_s * 4
+    while len(collected) < nproc and failure is None:
+        try:
+            rank, status, value = results.get(timeout=1.0)
+        except Exception:  # queue.Empty: check for ranks that died without reporting
+            dead = [r for r, p in enumerate(procs) if not p.is_alive() and p.exitcode not in (0, None)
+                    and r not in collected]
+            if dead:
+                failure = (dead[0], f"rank {dead[0]} exited with code {procs[dead[0]].exitcode}")
+            elif time.monotonic() > deadline:
+                failure = (-1, f"job did not finish within {timeout_s * 4:.0f} s")
+            continue
+        if status == "ok":
+            collected[rank] = value
+        else:
+            failure = (rank, value)
+    for p in procs:
+        if failure is not None and p.is_alive():
+            p.terminate()
+        p.join(timeout=30)
+    if failure is not None:
+        raise DgbenchError(f"distributed run failed on rank {failure[0]}: {failure[1].strip().splitlines()[-1]}"
+                           if failure[0] >= 0 else failure[1])
+    return [collected[r] for r in range(nproc)]
+
+
+@dataclass
+class CommStats:
+    """Totals for one tag: calls, bytes and elements sent to other ranks, seconds spent."""
+
+    calls: int = 0
+    bytes: int = 0
+    elements: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"calls": self.calls, "bytes": self.bytes, "elements": self.elements, "seconds": self.seconds}
+
+
+@dataclass
+class Comm:
+    """Counted collectives. In a world of one they are local copies and count nothing."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+    stats: dict[str, CommStats] = field(default_factory=lambda: defaultdict(CommStats))
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @contextmanager
+    def _timed(self, tag: str, elements: int, element_size: int) -> Iterator[None]:
+        self._sync()
+        start = time.perf_counter()
+        yield
+        self._sync()
+        s = self.stats[tag]
+        s.calls += 1
+        s.elements += int(elements)
+        s.bytes += int(elements) * element_size
+        s.seconds += time.perf_counter() - start
+
+    def all_to_all_single(self, tensor: torch.Tensor, send_splits: Sequence[int], recv_splits: Sequence[int],
+                          tag: str = "all_to_all") -> torch.Tensor:
+        """Send rows ``send_splits[q]`` to rank q; returns the received rows, source-rank order.
+
+        Counted: rows sent to other ranks times the row width (the self part stays local).
+        """
+        send_splits, recv_splits = [int(x) for x in send_splits], [int(x) for x in recv_splits]
+        row = math.prod(tensor.shape[1:])
+        remote_rows = sum(send_splits) - send_splits[self.rank]
+        out = tensor.new_empty((sum(recv_splits), *tensor.shape[1:]))
+        with self._timed(tag, remote_rows * row, tensor.element_size()):
+            if self.world_size == 1:
+                out.copy_(tensor)
+            else:
+                dist.all_to_all_single(out, tensor.contiguous(), recv_splits, send_splits)
+        return out
+
+    def all_reduce(self, tensor: torch.Tensor, tag: str = "all_reduce", op=None) -> torch.Tensor:
+        """In-place sum (default) across ranks. Counted as the payload each rank contributes."""
+        with self._timed(tag, tensor.numel() if self.world_size > 1 else 0, tensor.element_size()):
+            if self.world_size > 1:
+                dist.all_reduce(tensor, op=op or dist.ReduceOp.SUM)
+        return tensor
+
+    def all_gather_equal(self, tensor: torch.Tensor, tag: str = "all_gather") -> torch.Tensor:
+        """Gather equal-sized tensors from every rank, concatenated along dim 0 in rank order."""
+        out = tensor.new_empty((self.world_size * tensor.shape[0], *tensor.shape[1:]))
+        sent = tensor.numel() * (self.world_size - 1)
+        with self._timed(tag, sent, tensor.element_size()):
+            if self.world_size == 1:
+                out.copy_(tensor)
+            else:
+                dist.all_gather_into_tensor(out, tensor.contiguous())
+        return out
+
+    def exchange_counts(self, send_counts: Sequence[int], tag: str = "counts") -> list[int]:
+        """Tell every rank how many rows it will receive from us (an all-to-all of one int each)."""
+        counts = torch.tensor([int(c) for c in send_counts], dtype=torch.int64, device=self.device)
+        if self.world_size == 1:
+            return counts.tolist()
+        received = self.all_to_all_single(counts.view(-1, 1), [1] * self.world_size, [1] * self.world_size, tag)
+        return received.view(-1).tolist()
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            dist.barrier()
+
+    def totals(self, exclude: Sequence[str] = ("counts",)) -> CommStats:
+        total = CommStats()
+        for tag, s in self.stats.items():
+            if tag in exclude:
+                continue
+            total.calls += s.calls
+            total.bytes += s.bytes
+            total.elements += s.elements
+            total.seconds += s.seconds
+        return total
+
+    def snapshot(self) -> dict[str, dict[str, float]]:
+        return {tag: s.as_dict() for tag, s in self.stats.items()}
+
+    def reset(self) -> None:
+        self.stats.clear()
+
+
+class _AllToAll(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, comm: Comm, send_splits, recv_splits, tag):
+        ctx.comm, ctx.send_splits, ctx.recv_splits, ctx.tag = comm, send_splits, recv_splits, tag
+        return comm.all_to_all_single(x, send_splits, recv_splits, tag=f"{tag}:forward")
+
+    @staticmethod
+    def backward(ctx, grad):
+        back = ctx.comm.all_to_all_single(grad.contiguous(), ctx.recv_splits, ctx.send_splits,
+                                          tag=f"{ctx.tag}:backward")
+        return back, None, None, None, None
+
+
+def all_to_all_autograd(x: torch.Tensor, comm: Comm, send_splits: Sequence[int], recv_splits: Sequence[int],
+                        tag: str = "redistribute") -> torch.Tensor:
+    """All-to-all in the forward pass and the reverse all-to-all of gradients in the backward pass."""
+    return _AllToAll.apply(x, comm, list(send_splits), list(recv_splits), tag)
+
+
+class PhaseTimer:
+    """Accumulates wall time per phase (transfer / compute / communication); CUDA-synchronised."""
+
+    def __init__(self, device: torch.device | None = None):
+        self.device = device
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.device is not None and self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.seconds[name] += time.perf_counter() - start
+
+    def reset(self) -> None:
+        self.seconds.clear()
+
+
+def peak_memory(device: torch.device | None = None) -> dict[str, int]:
+    """Peak resident set size of this process (bytes) and, on GPU, CUDA max allocated."""
+    import resource
+    out = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if device is not None and device.type == "cuda":
+        out["cuda_max_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+    return out

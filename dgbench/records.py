@@ -1,0 +1,142 @@
+"""Result records: the versioned JSON every `dgbench run` writes and `dgbench submit` accepts.
+
+Schema (version RECORD_SCHEMA_VERSION) is documented in docs/result-record.md. A record says
+what ran (scheme, model, hyper-parameters, world size, backend), on what (dataset name and store
+fingerprint), where (device, host, software versions, git commit and whether the tree was dirty),
+and what came out (per-epoch figures, final metrics), so every number traces back to a command
+and a store fingerprint.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import dgbench
+
+RECORD_SCHEMA = "dgbench.result"
+RECORD_SCHEMA_VERSION = 1
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# Fields every per-epoch entry carries (others may be added by a family, e.g. events_per_s).
+EPOCH_FIELDS = ("epoch", "loss", "time_s", "transfer_s", "compute_s", "communication_s",
+                "comm_bytes", "comm_elements", "throughput", "metrics")
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_state(repo: Path = REPO_ROOT) -> dict[str, Any]:
+    """Commit of the code that ran and whether the working tree had uncommitted changes."""
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    """Host, device and software versions."""
+    env: dict[str, Any] = {"host": socket.gethostname(), "platform": platform.platform(),
+                           "processor": platform.processor() or platform.machine(),
+                           "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
+                           "torch": torch.__version__, "numpy": np.__version__, "dgbench": dgbench.__version__,
+                           "device": str(device), "device_name": "cpu"}
+    if device.type == "cuda":
+        env["device_name"] = torch.cuda.get_device_name(device)
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+def hardware_class(env: dict[str, Any]) -> str:
+    """A coarse label leaderboard rows are grouped by, e.g. 'cpu-2c' or 'NVIDIA H100 80GB HBM3'."""
+    return env["device_name"] if env.get("device_name") not in (None, "cpu") else f"cpu-{env.get('cpu_count')}c"
+
+
+def build_record(*, family: str, task: str, scheme: str, model: str, dataset: dict[str, Any],
+                 hyperparameters: dict[str, Any], world_size: int, backend: str, device: torch.device,
+                 epochs: list[dict[str, Any]], final_metrics: dict[str, Any], started_at: str,
+                 ended_at: str | None = None, command: list[str] | None = None,
+                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Assemble a record; ``dataset`` needs at least name, fingerprint, kind, num_nodes, num_edges."""
+    env = environment(device)
+    record = {"schema": RECORD_SCHEMA, "schema_version": RECORD_SCHEMA_VERSION,
+              "family": family, "task": task, "scheme": scheme, "model": model, "dataset": dataset,
+              "hyperparameters": hyperparameters, "world_size": int(world_size), "backend": backend,
+              "environment": env, "hardware_class": hardware_class(env), "code": git_state(),
+              "command": command if command is not None else sys.argv,
+              "started_at": started_at, "ended_at": ended_at or utc_now(),
+              "epochs": epochs, "final_metrics": final_metrics}
+    if extra:
+        record["extra"] = extra
+    return _plain(record)
+
+
+def dataset_entry(store) -> dict[str, Any]:
+    """The dataset block of a record, from an open store."""
+    entry = {"name": store.provenance.get("dataset") or store.provenance.get("generator") or store.path.stem,
+             "fingerprint": store.fingerprint, "kind": store.kind, "path": str(store.path),
+             "num_nodes": store.num_nodes, "num_edges": store.num_edges,
+             "transforms": store.provenance.get("transforms", [])}
+    if store.kind == "snapshots":
+        entry["num_snapshots"] = store.num_snapshots
+    return entry
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe copy: numpy scalars to Python, paths to str, NaN kept as None."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return None if np.isnan(value) else float(value)
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def content_hash(record: dict[str, Any]) -> str:
+    """sha256 of the record's canonical JSON: the name a leaderboard stores it under."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def record_filename(record: dict[str, Any]) -> str:
+    stamp = record["started_at"].replace(":", "").replace("-", "").split("+")[0]
+    return f"{record['scheme']}-{record['model']}-{record['dataset']['name']}-p{record['world_size']}-{stamp}.json"
+
+
+def write_record(record: dict[str, Any], out: str | Path) -> Path:
+    """Write atomically to ``out`` (a .json path, or a directory to name the file in)."""
+    out = Path(out)
+    path = out if out.suffix == ".json" else out / record_filename(record)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """Parse a record file as plain JSON (never executes or unpickles anything)."""
+    return json.loads(Path(path).read_text())
