@@ -1,0 +1,70 @@
+"""The one epoch driver every scheme of both families runs under.
+
+A scheme supplies ``train_epoch(epoch, timer) -> (loss, work)`` (work = edges or events processed,
+for throughput) and ``evaluate() -> {split: metrics}``; this module times the epoch, splits it into
+transfer / compute / communication, reads the counted collectives and peak memory, and merges the
+per-rank figures into the record's per-epoch entries. It never knows which scheme is on.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from dgbench.dist import DistContext, PhaseTimer, peak_memory
+
+TrainEpoch = Callable[[int, PhaseTimer], tuple[float, int]]
+Evaluate = Callable[[], dict[str, dict[str, float]]]
+
+
+def run_epochs(ctx: DistContext, *, epochs: int, train_epoch: TrainEpoch, evaluate: Evaluate,
+               log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Train ``epochs`` epochs on this rank; returns this rank's per-epoch figures."""
+    timer = PhaseTimer(ctx.device)
+    figures = []
+    for epoch in range(epochs):
+        ctx.comm.reset()
+        timer.reset()
+        if ctx.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(ctx.device)
+        start = time.perf_counter()
+        loss, work = train_epoch(epoch, timer)
+        elapsed = time.perf_counter() - start
+        comm = ctx.comm.totals()
+        by_tag = ctx.comm.snapshot()
+        ctx.comm.reset()
+        metrics = evaluate()
+        transfer = timer.seconds.get("transfer", 0.0)
+        figures.append({"epoch": epoch, "loss": float(loss), "time_s": elapsed, "transfer_s": transfer,
+                        "communication_s": comm.seconds, "compute_s": max(0.0, elapsed - transfer - comm.seconds),
+                        "comm_bytes": comm.bytes, "comm_elements": comm.elements, "comm_by_tag": by_tag,
+                        "work": int(work), "throughput": work / elapsed if elapsed > 0 else 0.0,
+                        "metrics": metrics, "phases": dict(timer.seconds), **peak_memory(ctx.device)})
+        if log is not None and ctx.is_main:
+            log(f"epoch {epoch}: loss {loss:.4f}  {elapsed:.2f}s  {metrics}")
+    return figures
+
+
+def merge_rank_epochs(per_rank: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One entry per epoch for the record: the slowest rank's times, summed communication,
+    the largest peak memory, rank 0's loss and metrics (all ranks agree), and the per-rank detail."""
+    merged = []
+    for epoch_of_ranks in zip(*per_rank):
+        first = epoch_of_ranks[0]
+        slowest = max(epoch_of_ranks, key=lambda f: f["time_s"])
+        entry = {"epoch": first["epoch"], "loss": first["loss"], "metrics": first["metrics"],
+                 "time_s": slowest["time_s"], "transfer_s": slowest["transfer_s"],
+                 "compute_s": slowest["compute_s"], "communication_s": slowest["communication_s"],
+                 "comm_bytes": sum(f["comm_bytes"] for f in epoch_of_ranks),
+                 "comm_elements": sum(f["comm_elements"] for f in epoch_of_ranks),
+                 "work": first["work"], "throughput": first["work"] / slowest["time_s"] if slowest["time_s"] else 0.0,
+                 "peak_rss_bytes": max(f["peak_rss_bytes"] for f in epoch_of_ranks),
+                 "per_rank": [{k: f[k] for k in ("time_s", "transfer_s", "compute_s", "communication_s",
+                                                 "comm_bytes", "comm_elements", "comm_by_tag", "peak_rss_bytes")}
+                              for f in epoch_of_ranks]}
+        if "cuda_max_allocated_bytes" in first:
+            entry["cuda_max_allocated_bytes"] = max(f["cuda_max_allocated_bytes"] for f in epoch_of_ranks)
+        merged.append(entry)
+    return merged
