@@ -238,7 +238,7 @@ class SnapshotStoreWriter(_StoreWriter):
                         start: float | None = None, features: np.ndarray | None = None) -> None:
         """Add the next snapshot's edges (any order; sorted here) and optionally its (N, F) frame."""
         src, dst = np.asarray(src), np.asarray(dst)
-        order = np.lexsort((src, dst))
+        order = _dst_src_order(src, dst)
         n_before = len(self.offsets) - 1
         self.columns["src"].append(src[order])
         self.columns["dst"].append(dst[order])
@@ -271,6 +271,15 @@ class SnapshotStoreWriter(_StoreWriter):
         if self.snapshot_start:
             self.write_array("snapshot_start", np.asarray(self.snapshot_start))
         return self._finish()
+
+
+def _dst_src_order(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Row order sorting edges by (dst, src). Transforms hand in already sorted snapshots: checking
+    that is ~50x cheaper than lexsort. Always an index array, so the rows written are copies."""
+    same_dst = dst[1:] == dst[:-1]
+    if np.all((dst[1:] > dst[:-1]) | (same_dst & (src[1:] >= src[:-1]))):
+        return np.arange(len(src))
+    return np.lexsort((src, dst))
 
 
 class EdgeStreamStoreWriter(_StoreWriter):
