@@ -1,0 +1,45 @@
+# Two commands set everything up on a fresh machine (see README):
+#   make demo   - create .venv, prepare the embedded generated dataset, train, submit, render
+#   make test   - create .venv and run the test suite
+# `make bench` runs the full benchmark suite; `make bench-quick` runs every benchmark once (CI).
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_STORE := stores/esdg-random.zarr
+DEMO_BOARD := runs/demo-board
+
+.PHONY: install demo test test-all bench bench-quick clean
+
+install: $(STAMP)
+
+# torch==2.13.0 is pinned first so pip takes the CPU build available here instead of resolving a
+# multi-GB CUDA build through another package's requirement.
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "dgbench needs Python >= 3.11"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/dgbench prepare esdg-random --overwrite --out $(DEMO_STORE)
+	$(BIN)/dgbench info $(DEMO_STORE)
+	$(BIN)/dgbench validate $(DEMO_STORE)
+
+test: install
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+test-all: install
+	$(BIN)/python -m pytest -q tests
+
+bench: install
+	$(BIN)/python -m pytest -q benchmarks --benchmark-json=artifacts/bench.json
+
+bench-quick: install
+	DGBENCH_BENCH_QUICK=1 DGBENCH_BENCH_EDGES=200000 DGBENCH_BENCH_ROWS=200000 \
+	  $(BIN)/python -m pytest -q benchmarks --benchmark-min-rounds=1 --benchmark-max-time=0 \
+	  --benchmark-warmup=off --benchmark-json=artifacts/bench-quick.json
+
+clean:
+	rm -rf stores runs artifacts .pytest_cache
