@@ -23,13 +23,20 @@ def summarize(path: str | Path) -> dict[str, Any]:
         out.update(num_snapshots=store.num_snapshots, cut=store.attrs.get("cut"),
                    edges_per_snapshot={"min": int(per.min()), "median": float(np.median(per)), "max": int(per.max())})
         if store.has("time") and store.num_edges:
-            out["time_span"] = _span(store.read("time", 0, 1)[0], store.read("time", store.num_edges - 1)[0])
+            out["time_span"] = _snapshot_time_span(store, per)
     elif isinstance(store, EdgeStreamStore):
         t = store.array("t")
         out.update(num_events=store.num_events, split=store.split,
                    time_span=_span(t[0], t[store.num_events - 1]),
                    edge_feature_dim=int(store.array("edge_features").shape[1]) if store.has("edge_features") else 0)
     return out
+
+
+def _snapshot_time_span(store: SnapshotStore, per: np.ndarray) -> dict[str, float]:
+    """Snapshots are in time order but sorted by (dst, src) inside: span = first/last non-empty one."""
+    nonempty = np.flatnonzero(per)
+    first, last = store.snapshot(int(nonempty[0])).time, store.snapshot(int(nonempty[-1])).time
+    return _span(first.min(), last.max())
 
 
 def _span(first, last) -> dict[str, float]:

@@ -213,7 +213,7 @@ class _StoreWriter:
 
 
 class SnapshotStoreWriter(_StoreWriter):
-    """Writes a snapshot store one snapshot at a time (each snapshot sorted by (dst, src)).
+    """Writes a snapshot store one snapshot at a time (each sorted by (dst, src), ties by time, weight, label).
 
     Use as a context manager and call :meth:`close` at the end; an exception aborts cleanly.
     """
@@ -238,7 +238,7 @@ class SnapshotStoreWriter(_StoreWriter):
                         start: float | None = None, features: np.ndarray | None = None) -> None:
         """Add the next snapshot's edges (any order; sorted here) and optionally its (N, F) frame."""
         src, dst = np.asarray(src), np.asarray(dst)
-        order = _dst_src_order(src, dst)
+        order = _dst_src_order(src, dst, [np.asarray(v) for v in (label, weight, time) if v is not None])
         n_before = len(self.offsets) - 1
         self.columns["src"].append(src[order])
         self.columns["dst"].append(dst[order])
@@ -273,13 +273,16 @@ class SnapshotStoreWriter(_StoreWriter):
         return self._finish()
 
 
-def _dst_src_order(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Row order sorting edges by (dst, src). Transforms hand in already sorted snapshots: checking
-    that is ~50x cheaper than lexsort. Always an index array, so the rows written are copies."""
+def _dst_src_order(src: np.ndarray, dst: np.ndarray, tie_breakers: list[np.ndarray] = ()) -> np.ndarray:
+    """Row order sorting edges by (dst, src), repeated pairs by time, weight, label (``tie_breakers``
+    in order label, weight, time), so the stored order, hence the fingerprint, depends only on the
+    snapshot's multiset of edges. Transforms hand in already sorted snapshots: checking that is
+    ~50x cheaper than lexsort. Always an index array, so the rows written are copies."""
     same_dst = dst[1:] == dst[:-1]
-    if np.all((dst[1:] > dst[:-1]) | (same_dst & (src[1:] >= src[:-1]))):
+    src_order = src[1:] > src[:-1] if len(tie_breakers) else src[1:] >= src[:-1]
+    if np.all((dst[1:] > dst[:-1]) | (same_dst & src_order)):
         return np.arange(len(src))
-    return np.lexsort((src, dst))
+    return np.lexsort((*tie_breakers, src, dst))
 
 
 class EdgeStreamStoreWriter(_StoreWriter):
@@ -369,6 +372,7 @@ class _OpenStore:
     path: Path
     group: zarr.Group
     attrs: dict[str, Any] = field(default_factory=dict)
+    _arrays: dict[str, zarr.Array] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         """Subclasses load their small index arrays here."""
@@ -401,13 +405,25 @@ class _OpenStore:
         return name in self.attrs.get("arrays", {})
 
     def array(self, name: str) -> zarr.Array:
-        if not self.has(name):
-            raise StoreError(f"{self.path}: store has no array '{name}'")
-        return self.group[name]
+        """The named array, opened once (its metadata is read on first use, then cached)."""
+        if name not in self._arrays:
+            if not self.has(name):
+                raise StoreError(f"{self.path}: store has no array '{name}'")
+            try:
+                self._arrays[name] = self.group[name]
+            except (KeyError, FileNotFoundError) as exc:
+                raise StoreError(f"{self.path}: array '{name}' is declared but missing from the store directory "
+                                 f"(run `dgbench validate`)") from exc
+        return self._arrays[name]
 
     def read(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """Read rows [start, stop) of one array (only the chunks that hold them)."""
-        return self.array(name)[start:stop]
+        array = self.array(name)
+        try:
+            return array[start:stop]
+        except Exception as exc:  # noqa: BLE001 - a truncated/garbled chunk: say which array, not a codec trace
+            raise StoreError(f"{self.path}: array '{name}' rows {start}..{stop} unreadable "
+                             f"({type(exc).__name__}: {exc}; run `dgbench validate`)") from exc
 
     def node_ids(self) -> np.ndarray | None:
         return self.read("node_ids") if self.has("node_ids") else None
@@ -439,7 +455,7 @@ class SnapshotStore(_OpenStore):
 
     def frame(self, t: int) -> np.ndarray | None:
         """Vertex features of snapshot t, shape (N, F), or None when the store has none."""
-        return self.group["node_features"][t] if self.has("node_features") else None
+        return self.array("node_features")[t] if self.has("node_features") else None
 
 
 class EdgeStreamStore(_OpenStore):

@@ -34,6 +34,7 @@ def _scan_array(store, name: str, problems: list[str], check) -> dict[str, Any] 
         return None
     hasher = hashlib.sha256()
     rows = array.shape[0]
+    start = 0
     try:
         for start, block in _blocks(array, rows):
             array_digest_update(hasher, block)
@@ -42,9 +43,21 @@ def _scan_array(store, name: str, problems: list[str], check) -> dict[str, Any] 
     except _Stop:
         return None
     except Exception as exc:  # noqa: BLE001 - a truncated or garbled chunk surfaces here
-        problems.append(f"array '{name}': chunk unreadable near row {start} ({type(exc).__name__}: {exc})")
+        problems.append(f"array '{name}': {_locate_bad_chunk(array, start, rows)} unreadable "
+                        f"({type(exc).__name__}: {exc})")
         return None
     return {"dtype": array.dtype.str.replace(">", "<"), "shape": list(array.shape), "sha256": hasher.hexdigest()}
+
+
+def _locate_bad_chunk(array, start: int, rows: int) -> str:
+    """Name the first chunk of the failed block that cannot be decoded (chunk file and rows)."""
+    step = array.chunks[0]
+    for lo in range(start - start % step, min(rows, start + BLOCK_ROWS), step):
+        try:
+            array[lo:min(rows, lo + step)]
+        except Exception:  # noqa: BLE001 - this is the chunk we are looking for
+            return f"chunk c/{lo // step} (rows {lo}..{min(rows, lo + step) - 1})"
+    return f"block at row {start}"
 
 
 class _Stop(Exception):
