@@ -1,0 +1,169 @@
+"""Generators: deterministic per seed, and each keeps the statistical promise its paper's knob makes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dgbench.errors import DgbenchError
+from dgbench.store import open_store
+from dgbench.validate import validate_store
+from generators import esdg_random, nonuniform, static_to_dynamic, stream
+
+SMALL = {
+    esdg_random: {"nodes": 64, "snapshots": 4, "edge_factor": 2.0},
+    nonuniform: {"nodes": 64, "snapshots": 4, "mean_edges": 200, "std_edges": 50.0},
+    static_to_dynamic: {"nodes": 64, "static_edges": 300, "snapshots": 4},
+    stream: {"users": 30, "items": 20, "events": 1500, "edge_dim": 2, "label_rate": 0.1},
+}
+
+
+def build(module, tmp_path: Path, name: str = "g", **options):
+    path = module.build(out=tmp_path / f"{name}.zarr", **options)
+    return open_store(path)
+
+
+def snapshot_pairs(store, t: int) -> np.ndarray:
+    snap = store.snapshot(t)
+    return np.stack([snap.src, snap.dst], axis=1)
+
+
+@pytest.mark.parametrize("module", list(SMALL), ids=lambda m: m.__name__.split(".")[-1])
+def test_same_seed_same_fingerprint_other_seed_differs(tmp_path, module):
+    a = build(module, tmp_path, "a", seed=7, **SMALL[module])
+    b = build(module, tmp_path, "b", seed=7, **SMALL[module])
+    c = build(module, tmp_path, "c", seed=8, **SMALL[module])
+    assert a.fingerprint == b.fingerprint != c.fingerprint
+    assert validate_store(a.path) == []
+    assert a.provenance["params"]["seed"] == 7 and a.provenance["source"] == "generator"
+
+
+# --------------------------------------------------------------------------- esdg-random (ESDG §6.1)
+
+def test_esdg_random_has_n_times_f_uniform_edges_per_snapshot(tmp_path):
+    nodes, factor = 64, 8.0
+    store = build(esdg_random, tmp_path, nodes=nodes, snapshots=6, edge_factor=factor, seed=0)
+    assert list(store.edges_per_snapshot()) == [int(nodes * factor)] * 6
+    for column in ("src", "dst"):
+        ids = store.read(column)
+        assert ids.min() >= 0 and ids.max() < nodes
+        counts = np.bincount(ids, minlength=nodes)
+        expected = len(ids) / nodes
+        chi2 = float(((counts - expected) ** 2 / expected).sum())
+        assert chi2 < (nodes - 1) + 5 * np.sqrt(2 * (nodes - 1)), f"{column} ids are not uniform (chi2 {chi2:.0f})"
+
+
+# --------------------------------------------------------------------------- nonuniform (DGC)
+
+def edge_count_std(tmp_path, std: float) -> float:
+    store = build(nonuniform, tmp_path, f"std{std}", nodes=128, snapshots=40, mean_edges=600, std_edges=std, seed=3)
+    return float(store.edges_per_snapshot().std())
+
+
+def test_nonuniform_std_knob_sets_spread_of_edge_counts(tmp_path):
+    store = build(nonuniform, tmp_path, nodes=128, snapshots=10, mean_edges=600, std_edges=0.0, seed=3)
+    assert list(store.edges_per_snapshot()) == [600] * 10
+    small, large = edge_count_std(tmp_path, 30.0), edge_count_std(tmp_path, 200.0)
+    assert 0 < small < large
+    assert 100 < large < 300 and 10 < small < 60
+
+
+def appearance_spans(store) -> np.ndarray:
+    """For each vertex, last - first + 1 over the snapshots in which it has an edge."""
+    first = np.full(store.num_nodes, store.num_snapshots)
+    last = np.full(store.num_nodes, -1)
+    for snap in store.snapshots():
+        seen = np.unique(np.concatenate([snap.src, snap.dst]))
+        first[seen] = np.minimum(first[seen], snap.index)
+        last[seen] = np.maximum(last[seen], snap.index)
+    return last - first + 1
+
+
+def test_nonuniform_vertex_sequence_lengths_differ(tmp_path):
+    options = dict(nodes=100, snapshots=20, mean_edges=800, std_edges=0.0, seed=4)
+    varied = appearance_spans(build(nonuniform, tmp_path, "varied", min_presence=0.2, **options))
+    assert varied.min() <= 6 and varied.max() == 20 and varied.std() > 3
+    always = appearance_spans(build(nonuniform, tmp_path, "always", min_presence=1.0, **options))
+    assert np.all(always == 20)
+
+
+# --------------------------------------------------------------------------- static-to-dynamic (BLAD)
+
+@pytest.mark.parametrize("trend,full_at", [("increasing", -1), ("decreasing", 0)])
+def test_static_to_dynamic_follows_trend_and_keeps_static_edges(tmp_path, trend, full_at):
+    static_edges = 500
+    store = build(static_to_dynamic, tmp_path, nodes=80, static_edges=static_edges, snapshots=8, trend=trend,
+                  min_keep=0.3, seed=5)
+    counts = store.edges_per_snapshot()
+    steps = np.diff(counts) if trend == "increasing" else -np.diff(counts)
+    assert np.all(steps > 0)
+    assert counts[full_at] == static_edges and min(counts) == round(0.3 * static_edges)
+    static = {tuple(p) for p in snapshot_pairs(store, full_at if full_at >= 0 else store.num_snapshots - 1)}
+    for t in range(store.num_snapshots):
+        assert {tuple(p) for p in snapshot_pairs(store, t)} <= static
+
+
+def test_static_to_dynamic_explicit_fractions(tmp_path):
+    store = build(static_to_dynamic, tmp_path, nodes=50, static_edges=400, snapshots=3, trend="0.5,0.1,0.9", seed=1)
+    assert list(store.edges_per_snapshot()) == [200, 40, 360]
+
+
+@pytest.mark.parametrize("trend", ["sideways", "0.5,0.2", "0.5,1.5,0.2"])
+def test_static_to_dynamic_bad_trend(tmp_path, trend):
+    with pytest.raises(DgbenchError, match="--trend"):
+        static_to_dynamic.build(out=tmp_path / "x.zarr", snapshots=3, trend=trend)
+    assert not (tmp_path / "x.zarr").exists()
+
+
+# --------------------------------------------------------------------------- stream
+
+def repeat_fraction(store) -> float:
+    """Fraction of events whose destination is the source's previous partner."""
+    events = store.events()
+    last: dict[int, int] = {}
+    repeats = 0
+    for s, d in zip(events["src"].tolist(), events["dst"].tolist()):
+        repeats += last.get(s) == d
+        last[s] = d
+    return repeats / len(events["src"])
+
+
+def stream_store(tmp_path, name, **options):
+    base = dict(users=200, items=300, events=4000, zipf=1.1, repeat=0.5, seed=2)
+    return build(stream, tmp_path, name, **{**base, **options})
+
+
+def test_stream_time_sorted_bipartite_features_labels(tmp_path):
+    store = stream_store(tmp_path, "s", edge_dim=3, label_rate=0.2)
+    events = store.events()
+    assert np.all(np.diff(events["t"]) > 0)
+    assert events["src"].min() >= 0 and events["src"].max() < 200
+    assert events["dst"].min() >= 200 and events["dst"].max() < 500
+    assert store.num_nodes == 500 and store.attrs["bipartite"] == {"num_users": 200, "num_items": 300}
+    assert events["edge_features"].shape == (4000, 3)
+    assert 0.15 < events["label"].mean() < 0.25
+
+
+def test_stream_not_bipartite_shares_ids(tmp_path):
+    store = stream_store(tmp_path, "s", items=0)
+    events = store.events()
+    assert store.num_nodes == 200 and store.attrs["bipartite"] is None
+    assert events["dst"].max() < 200
+
+
+def test_stream_repeat_knob_changes_repeat_fraction(tmp_path):
+    low = repeat_fraction(stream_store(tmp_path, "low", repeat=0.1))
+    high = repeat_fraction(stream_store(tmp_path, "high", repeat=0.9))
+    assert high > low + 0.5 and high > 0.8
+
+
+def top_decile_share(store) -> float:
+    counts = np.sort(np.bincount(store.read("src"), minlength=200))[::-1]
+    return counts[: len(counts) // 10].sum() / counts.sum()
+
+
+def test_stream_zipf_skews_activity(tmp_path):
+    uniform = top_decile_share(stream_store(tmp_path, "uniform", zipf=0.0))
+    skewed = top_decile_share(stream_store(tmp_path, "skewed", zipf=1.5))
+    assert uniform < 0.15 and skewed > 0.6
