@@ -124,8 +124,20 @@ def record_filename(record: dict[str, Any]) -> str:
     return f"{record['scheme']}-{record['model']}-{record['dataset']['name']}-p{record['world_size']}-{stamp}.json"
 
 
+def record_seal(record: dict[str, Any]) -> str:
+    """The record's seal: a hash over everything but the seal itself. It is no signature (anyone can
+    recompute it); it makes a hand edit of a written record detectable, so `dgbench submit` can refuse it."""
+    return "sha256:" + content_hash({k: v for k, v in record.items() if k != "seal"})
+
+
+def seal_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``record`` with its seal set (write_record does this; call it only to write by other means)."""
+    return {**record, "seal": record_seal(record)}
+
+
 def write_record(record: dict[str, Any], out: str | Path) -> Path:
-    """Write atomically to ``out`` (a .json path, or a directory to name the file in)."""
+    """Seal and write atomically to ``out`` (a .json path, or a directory to name the file in)."""
+    record = seal_record(record)
     out = Path(out)
     path = out if out.suffix == ".json" else out / record_filename(record)
     path.parent.mkdir(parents=True, exist_ok=True)
