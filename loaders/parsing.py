@@ -1,0 +1,356 @@
+"""The one block-parsing core every raw format uses: bytes blocks -> pyarrow -> numpy columns.
+
+A format declares a :class:`TableSpec` (columns with explicit pyarrow types, delimiter, header,
+comment characters); :func:`read_table` streams the file in blocks cut at line ends, hashes the
+raw bytes as it reads them, normalises what pyarrow cannot parse itself (``%``/``#`` comment
+lines, tabs and runs of spaces in whitespace-separated files), parses each block with
+``pyarrow.csv.read_csv`` and explicit column types, and checks ids and times. When a block fails,
+its lines are re-scanned in Python to name the exact line and field (pyarrow's row numbers are
+relative to the block and blind to skipped lines), and a one-line :class:`InputError` is raised.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from dgbench.errors import InputError
+from dgbench.progress import progress
+
+WHITESPACE = "whitespace"  # any run of spaces and tabs separates fields
+BLOCK_BYTES = 64 << 20
+ID, FLOAT, INT, TIMESTAMP, FLAG = pa.int64(), pa.float64(), pa.int64(), pa.timestamp("s"), pa.bool_()
+# pyarrow's default spellings of booleans (ConvertOptions true_values/false_values)
+FLAG_VALUES = {"1", "True", "TRUE", "true", "0", "False", "FALSE", "false"}
+TIMESTAMP_PARSERS = [pacsv.ISO8601, "%Y%m%d"]
+_TAB_TO_SPACE = bytes.maketrans(b"\t", b" ")
+_SPACE_RUNS = re.compile(rb" {2,}")
+_EDGE_SPACES = re.compile(rb"(?m)^ +| +(?=\r?$)")
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One field of a row: its name, explicit type (None: present but not converted) and checks."""
+
+    name: str
+    type: pa.DataType | None = None
+    nonnegative: bool = False  # vertex ids: a negative value is malformed
+    finite: bool = False  # times: NaN/inf is malformed
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """How to read one file: the columns in file order, the delimiter, header and comments."""
+
+    columns: tuple[Column, ...]
+    delimiter: str = ","
+    header: bool = False  # first non-comment line names the columns (any names: renamed headers are fine)
+    comments: bytes = b""  # lines starting with one of these characters are skipped
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def converted(self) -> list[Column]:
+        return [c for c in self.columns if c.type is not None]
+
+
+@dataclass
+class Table:
+    """Parsed columns (numpy) plus what was seen: rows, dropped rows, header, raw sha256."""
+
+    path: Path
+    columns: dict[str, np.ndarray]
+    rows: int
+    rows_dropped: int = 0
+    header: str | None = None
+    sha256: str = ""
+    size_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Block:
+    data: bytes
+    first_line: int  # 1-based line number of the block's first line
+    unterminated: bool = False  # the file's last line, without a newline
+
+
+# --------------------------------------------------------------------------- sniffing
+
+def sniff(path: Path, delimiter: str, comments: bytes = b"", header: bool = False) -> tuple[list[str] | None, list[str]]:
+    """The header fields (when ``header``) and the fields of the first data row, for choosing a spec."""
+    head: list[str] | None = None
+    with open(path, "rb") as handle:
+        for raw in handle:
+            line = raw.removeprefix(_BOM).decode("utf-8", errors="replace").strip()
+            if not line or (comments and line[0].encode() in _split_chars(comments)):
+                continue
+            fields = split_fields(line, delimiter)
+            if header and head is None:
+                head = fields
+                continue
+            return head, fields
+    raise InputError(path, "no data rows (the file is empty or holds only comments/header)")
+
+
+def _split_chars(chars: bytes) -> list[bytes]:
+    return [chars[i:i + 1] for i in range(len(chars))]
+
+
+def split_fields(line: str, delimiter: str) -> list[str]:
+    """Split one line the way pyarrow will after normalisation (used for sniffing and error lines)."""
+    if delimiter == WHITESPACE:
+        return line.split()
+    return next(csv.reader([line], delimiter=delimiter)) if line else []
+
+
+def columns_by_role(path: Path, header: list[str], roles: dict[str, tuple[tuple[str, ...], Column]],
+                    required: tuple[str, ...]) -> tuple[Column, ...]:
+    """Columns for a file whose header names its fields: each role matches one of several spellings.
+
+    ``roles`` maps a role to (accepted lower-case header names, the Column to use, named after the role);
+    header fields matching no role are read but not converted. Renamed/reordered headers are fine.
+    """
+    columns: list[Column] = []
+    found: set[str] = set()
+    for position, name in enumerate(header):
+        key = name.strip().lower()
+        role = next((r for r, (names, _) in roles.items() if key in names and r not in found), None)
+        if role is None:
+            columns.append(Column(f"_unused{position}"))
+        else:
+            found.add(role)
+            columns.append(roles[role][1])
+    missing = [r for r in required if r not in found]
+    if missing:
+        wanted = "; ".join(f"{r}: one of {', '.join(roles[r][0])}" for r in missing)
+        raise InputError(path, f"header {','.join(header)!r} lacks required columns ({wanted})", line=1)
+    return tuple(columns)
+
+
+# --------------------------------------------------------------------------- blocks
+
+def _blocks(path: Path, hasher: "hashlib._Hash", block_bytes: int) -> Iterator[_Block]:
+    """Blocks of whole lines (the last one may be unterminated); every raw byte goes through ``hasher``."""
+    line = 1
+    carry = b""
+    first = True
+    with open(path, "rb") as handle:
+        while True:
+            data = handle.read(block_bytes)
+            hasher.update(data)
+            if first:
+                data, first = data.removeprefix(_BOM), False
+            if not data:
+                break
+            buffer = carry + data if carry else data
+            cut = buffer.rfind(b"\n") + 1
+            if cut == 0:
+                carry = buffer
+                continue
+            block, carry = buffer[:cut], buffer[cut:]
+            yield _Block(block, line)
+            line += block.count(b"\n")
+    if carry.strip():
+        yield _Block(carry, line, unterminated=True)
+
+
+def _normalise(data: bytes, spec: TableSpec) -> bytes:
+    """Make a block parseable by pyarrow: drop comment lines, one space between whitespace fields."""
+    if spec.comments and any(c in data for c in _split_chars(spec.comments)):
+        pattern = rb"(?m)^[ \t]*[" + re.escape(spec.comments) + rb"][^\n]*(?:\n|$)"
+        data = re.sub(pattern, b"", data)
+    if spec.delimiter == WHITESPACE:
+        if b"\t" in data:
+            data = data.translate(_TAB_TO_SPACE)
+        if b"  " in data:
+            data = _SPACE_RUNS.sub(b" ", data)
+        if data.startswith(b" ") or b"\n " in data or b" \n" in data or b" \r" in data:
+            data = _EDGE_SPACES.sub(b"", data)
+    return data
+
+
+# --------------------------------------------------------------------------- parsing
+
+def _parse_block(data: bytes, spec: TableSpec) -> pa.Table:
+    delimiter = " " if spec.delimiter == WHITESPACE else spec.delimiter
+    return pacsv.read_csv(
+        io.BytesIO(data),
+        read_options=pacsv.ReadOptions(column_names=spec.names, block_size=16 << 20),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True),
+        convert_options=pacsv.ConvertOptions(column_types={c.name: c.type for c in spec.converted},
+                                             include_columns=[c.name for c in spec.converted],
+                                             timestamp_parsers=TIMESTAMP_PARSERS, quoted_strings_can_be_null=False))
+
+
+def _values_ok(table: pa.Table, spec: TableSpec) -> bool:
+    """No missing values, no negative ids, no NaN/inf times (checked vectorised; located on failure)."""
+    for column in spec.converted:
+        values = table.column(column.name)
+        if values.null_count:
+            return False
+        if column.nonnegative and len(values) and pc.min(values).as_py() < 0:
+            return False
+        if column.finite and pa.types.is_floating(column.type) and len(values):
+            if not pc.all(pc.is_finite(values)).as_py():
+                return False
+    return True
+
+
+def _field_problem(text: str, column: Column) -> str | None:
+    """Why one field would not convert/validate (None when fine): the Python mirror of pyarrow's rules."""
+    if column.type is None:
+        return None
+    if text == "":
+        return "missing value"
+    try:
+        if pa.types.is_integer(column.type):
+            value: float = int(text)
+        elif pa.types.is_floating(column.type):
+            value = float(text)
+        elif pa.types.is_timestamp(column.type):
+            _parse_timestamp(text)
+            return None
+        elif pa.types.is_boolean(column.type):
+            return None if text in FLAG_VALUES else f"'{text}' is not a true/false flag"
+        else:
+            return None
+    except ValueError:
+        return f"'{text}' is not {_type_name(column.type)}"
+    if column.nonnegative and value < 0:
+        return f"negative id {text}"
+    if column.finite and not math.isfinite(value):
+        return f"'{text}' is not a finite time"
+    return None
+
+
+def _parse_timestamp(text: str) -> datetime:
+    if text.isdigit() and len(text) == 8:
+        return datetime.strptime(text, "%Y%m%d")
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _type_name(dtype: pa.DataType) -> str:
+    if pa.types.is_integer(dtype):
+        return "an integer"
+    if pa.types.is_floating(dtype):
+        return "a number"
+    return "an ISO-8601 or yyyymmdd date/time"
+
+
+def locate_error(path: Path, block: _Block, spec: TableSpec, detail: str) -> InputError:
+    """Re-scan a failed block line by line and name the first bad line and field."""
+    comment_chars = _split_chars(spec.comments) if spec.comments else []
+    lines = block.data.split(b"\n")
+    for offset, raw in enumerate(lines):
+        line = raw.decode("utf-8", errors="replace").strip()
+        if not line or (comment_chars and line[0].encode() in comment_chars):
+            continue
+        fields = split_fields(line, spec.delimiter)
+        number = block.first_line + offset
+        if len(fields) != len(spec.columns):
+            return InputError(path, f"expected {len(spec.columns)} fields ({', '.join(spec.names)}), "
+                                    f"found {len(fields)}", line=number)
+        for text, column in zip(fields, spec.columns):
+            problem = _field_problem(text.strip(), column)
+            if problem:
+                return InputError(path, problem, line=number, field=column.name)
+    last = block.first_line + len(lines) - 1
+    return InputError(path, f"malformed rows between lines {block.first_line} and {last} ({detail})")
+
+
+def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: bool = False,
+               block_bytes: int = BLOCK_BYTES) -> Table:
+    """Parse a whole file into numpy columns (converted columns only), block by block.
+
+    A last line without a newline that does not parse is a cut-off download: an error naming the
+    line, unless ``drop_partial_last_line`` (then it is dropped and counted in ``rows_dropped``).
+    """
+    path = Path(path)
+    hasher = hashlib.sha256()
+    parts: dict[str, list[pa.Array]] = {c.name: [] for c in spec.converted}
+    rows = dropped = 0
+    header: str | None = None
+    size = path.stat().st_size
+    bar = progress(total=size, desc=f"parse {path.name}", unit="B")
+    for block in _blocks(path, hasher, block_bytes):
+        bar.update(len(block.data))
+        data = block.data
+        if spec.header and header is None:
+            header, data, block = _take_header(block, spec)
+        data = _normalise(data, spec)
+        if not data.strip():
+            continue
+        table, error = _try_parse(data, spec)
+        if table is None or not _values_ok(table, spec):
+            if block.unterminated:
+                if drop_partial_last_line:
+                    dropped += 1
+                    continue
+                raise _partial_line_error(path, block, spec)
+            raise locate_error(path, block, spec, error or "invalid values")
+        rows += table.num_rows
+        for name in parts:
+            parts[name].extend(table.column(name).chunks)
+    bar.close()
+    if spec.header and header is None:
+        raise InputError(path, "empty file: no header line")
+    columns = {name: _to_numpy(chunks, _column(spec, name).type) for name, chunks in parts.items()}
+    return Table(path, columns, rows, dropped, header, hasher.hexdigest(), size)
+
+
+def _column(spec: TableSpec, name: str) -> Column:
+    return next(c for c in spec.columns if c.name == name)
+
+
+def _take_header(block: _Block, spec: TableSpec) -> tuple[str, bytes, _Block]:
+    """Split the first non-comment line off the first block; returns (header, rest, rest-as-block)."""
+    data, line = block.data, block.first_line
+    comment_chars = _split_chars(spec.comments) if spec.comments else []
+    while data:
+        end = data.find(b"\n")
+        raw, rest = (data, b"") if end < 0 else (data[:end], data[end + 1:])
+        text = raw.decode("utf-8", errors="replace").strip()
+        line += 1
+        if text and not (comment_chars and text[0].encode() in comment_chars):
+            return text, rest, _Block(rest, line, block.unterminated)
+        data = rest
+    return None, b"", _Block(b"", line, block.unterminated)  # type: ignore[return-value]
+
+
+def _try_parse(data: bytes, spec: TableSpec) -> tuple[pa.Table | None, str | None]:
+    try:
+        return _parse_block(data, spec), None
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        return None, str(exc).splitlines()[0]
+
+
+def _partial_line_error(path: Path, block: _Block, spec: TableSpec) -> InputError:
+    text = block.data.decode("utf-8", errors="replace").strip()
+    fields = split_fields(text, spec.delimiter)
+    return InputError(path, f"the file ends mid-line ('{text[:60]}': {len(fields)} of {len(spec.columns)} fields, "
+                            f"no final newline) - a cut-off download? Download it again, or pass "
+                            f"--drop-partial-last-line to drop that line", line=block.first_line)
+
+
+def _to_numpy(chunks: list[pa.Array], dtype: pa.DataType) -> np.ndarray:
+    if pa.types.is_timestamp(dtype):
+        chunks = [chunk.cast(pa.int64()) for chunk in chunks]
+        dtype = pa.int64()
+    if not chunks:
+        return np.zeros(0, dtype=dtype.to_pandas_dtype())
+    return pa.chunked_array(chunks, type=pa.int64() if pa.types.is_timestamp(dtype) else dtype).to_numpy()

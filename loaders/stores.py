@@ -1,0 +1,163 @@
+"""Writing prepared events as dgbench stores: snapshot cutting by time window, streams with splits.
+
+Snapshot windows reuse dgbench.convert's window parser and window arithmetic (snapshot k holds
+times in [origin + k*window, origin + (k+1)*window), origin = first event, empty windows kept),
+so `prepare --to snapshots` and `convert` cut identically. Duplicate (src, dst) edges inside one
+snapshot are counted and either kept as multi-edges or merged with summed weights.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import dgbench
+from dgbench.convert import MAX_SNAPSHOTS, _window_indices, parse_window
+from dgbench.errors import DgbenchError, InputError
+from dgbench.progress import progress
+from dgbench.store import EdgeStreamStoreWriter, SnapshotStoreWriter
+from loaders.events import PreparedEvents
+
+STREAM_BLOCK = 1 << 20
+DUPLICATE_POLICIES = ("keep", "sum")
+TGL_ROLLS = {"train": 0, "val": 1, "test": 2}
+
+
+def resolve_window(window: str | None, time_unit: str) -> int | float:
+    """The window in time units: ``auto`` is one step for step-timed data, else one day."""
+    if window in (None, "auto"):
+        return 1 if time_unit == "step" else 86400
+    return parse_window(window)
+
+
+def loader_provenance(prepared: PreparedEvents, *, source: str, fmt: str, loader: str,
+                      params: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Where a store came from: raw files with sha256, loader, parameters, row accounting."""
+    events = prepared.source
+    return {"source": source, "format": fmt, "loader": loader, "params": params,
+            "raw": [raw.record() for raw in events.raw_files],
+            "raw_file": events.source_file.name, "raw_sha256": events.raw_files[0].sha256 if events.raw_files else None,
+            "rows_read": int(events.num_rows + events.rows_dropped), "rows_dropped": int(events.rows_dropped),
+            "rows_out_of_order": int(prepared.rows_out_of_order), "time_unit": events.time_unit,
+            "format_details": events.details, "dgbench_version": dgbench.__version__, "transforms": [],
+            **(extra or {})}
+
+
+# --------------------------------------------------------------------------- snapshots
+
+def write_snapshots(prepared: PreparedEvents, out: Path, *, window: int | float, duplicates: str,
+                    provenance: dict[str, Any], overwrite: bool = False) -> Path:
+    """Cut the events into time windows and write a snapshot store; duplicates counted per snapshot."""
+    if duplicates not in DUPLICATE_POLICIES:
+        raise DgbenchError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got '{duplicates}'")
+    t = prepared.t
+    origin = t[0].item()
+    snapshot_of = _window_indices(t, origin, window)
+    num_snapshots = int(snapshot_of[-1]) + 1
+    if num_snapshots > MAX_SNAPSHOTS:
+        raise DgbenchError(f"a {window}-unit window over this data makes {num_snapshots:,} snapshots "
+                           f"(limit {MAX_SNAPSHOTS:,}); pass a larger --window")
+    bounds = np.searchsorted(snapshot_of, np.arange(num_snapshots + 1))
+    cut = {"method": "time-window", "window_seconds" if prepared.source.time_unit == "s" else "window_steps": window,
+           "origin": origin, "time_unit": prepared.source.time_unit}
+    counts = {"duplicates": 0}
+    provenance = {**provenance, "params": {**provenance["params"], "window": window, "duplicates": duplicates}}
+    with SnapshotStoreWriter(out, num_nodes=prepared.num_nodes, directed=prepared.source.directed, cut=cut,
+                             provenance=provenance, overwrite=overwrite, bipartite=prepared.bipartite,
+                             time_dtype=t.dtype) as writer:
+        for k in progress(range(num_snapshots), desc="snapshots", unit="snap"):
+            a, b = int(bounds[k]), int(bounds[k + 1])
+            columns = _snapshot_columns(prepared, a, b, duplicates, counts)
+            writer.append_snapshot(**columns, start=origin + k * window)
+        writer.attrs["provenance"]["duplicates"] = counts["duplicates"]
+        _write_vertex_arrays(writer, prepared)
+        return writer.close()
+
+
+def _snapshot_columns(prepared: PreparedEvents, a: int, b: int, duplicates: str,
+                      counts: dict[str, int]) -> dict[str, np.ndarray | None]:
+    """One snapshot's columns sorted by (dst, src); duplicate pairs counted and, for ``sum``, merged."""
+    src, dst, t = prepared.src[a:b], prepared.dst[a:b], prepared.t[a:b]
+    key = dst.astype(np.int64) * prepared.num_nodes + src
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    first = np.ones(len(key), dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    counts["duplicates"] += int(len(key) - np.count_nonzero(first))
+    weight = None if prepared.weight is None else prepared.weight[a:b][order]
+    label = None if prepared.label is None else prepared.label[a:b][order]
+    columns = {"src": src[order], "dst": dst[order], "time": t[order], "weight": weight, "label": label}
+    if duplicates == "keep" or first.all():
+        if duplicates == "sum" and weight is None:
+            columns["weight"] = np.ones(len(key), dtype=np.float32)
+        return columns
+    starts = np.flatnonzero(first)
+    merged = {"src": columns["src"][starts], "dst": columns["dst"][starts],
+              "time": np.minimum.reduceat(columns["time"], starts) if len(starts) else columns["time"][:0],
+              "weight": np.add.reduceat(weight if weight is not None else np.ones(len(key), np.float32), starts)
+              if len(starts) else np.zeros(0, np.float32),
+              "label": None if label is None else (np.maximum.reduceat(label, starts) if len(starts) else label[:0])}
+    return merged
+
+
+# --------------------------------------------------------------------------- streams
+
+def chronological_split(prepared: PreparedEvents) -> tuple[int, int, str] | None:
+    """TGL's ext_roll split (0 train / 1 val / 2 test) as event indices, or None without ext_roll."""
+    roll = prepared.ext_roll
+    if roll is None:
+        return None
+    if np.any(roll[1:] < roll[:-1]):
+        row = int(np.argmax(roll[1:] < roll[:-1])) + 1
+        raise InputError(prepared.source.source_file, f"ext_roll goes back from {roll[row - 1]} to {roll[row]} "
+                                                      f"at event {row} in time order: not a chronological split",
+                         field="ext_roll")
+    if len(roll) and (roll.min() < 0 or roll.max() > 2):
+        raise InputError(prepared.source.source_file, "ext_roll values must be 0 (train), 1 (val) or 2 (test)",
+                         field="ext_roll")
+    return int(np.searchsorted(roll, 1)), int(np.searchsorted(roll, 2)), "tgl-ext_roll"
+
+
+def write_stream(prepared: PreparedEvents, out: Path, *, provenance: dict[str, Any], overwrite: bool = False,
+                 val_fraction: float = 0.15, test_fraction: float = 0.15) -> Path:
+    """Write a time-sorted edge stream; split from ext_roll when present, else the 70/15/15 quantiles."""
+    features = prepared.source.edge_features
+    weight_as_feature = features is None and prepared.weight is not None
+    feature_dim = int(features.shape[1]) if features is not None else (1 if weight_as_feature else 0)
+    if weight_as_feature:
+        provenance = {**provenance, "edge_features": "weight (amount/rating) as a 1-dim edge feature"}
+    duplicates = _count_stream_duplicates(prepared)
+    provenance = {**provenance, "duplicates": duplicates}
+    with EdgeStreamStoreWriter(out, num_nodes=prepared.num_nodes, directed=prepared.source.directed,
+                               provenance=provenance, time_dtype=prepared.t.dtype, edge_feature_dim=feature_dim,
+                               overwrite=overwrite, bipartite=prepared.bipartite) as writer:
+        total = len(prepared.t)
+        for a in progress(range(0, total, STREAM_BLOCK), desc="events", unit="block"):
+            b = min(a + STREAM_BLOCK, total)
+            rows = (prepared.weight[a:b, None].astype(np.float32) if weight_as_feature
+                    else prepared.edge_feature_rows(a, b))
+            writer.append_events(prepared.src[a:b], prepared.dst[a:b], prepared.t[a:b], edge_features=rows,
+                                 label=None if prepared.label is None else prepared.label[a:b])
+        split = chronological_split(prepared)
+        if split is not None:
+            writer.set_split(split[0], split[1], split[2])
+        _write_vertex_arrays(writer, prepared)
+        return writer.close(val_fraction=val_fraction, test_fraction=test_fraction)
+
+
+def _count_stream_duplicates(prepared: PreparedEvents) -> int:
+    """Events identical to another in (src, dst, t): kept in a stream (they are distinct interactions)."""
+    key = prepared.src.astype(np.int64) * prepared.num_nodes + prepared.dst
+    order = np.lexsort((key, prepared.t))
+    same = (key[order][1:] == key[order][:-1]) & (prepared.t[order][1:] == prepared.t[order][:-1])
+    return int(np.count_nonzero(same))
+
+
+def _write_vertex_arrays(writer: SnapshotStoreWriter | EdgeStreamStoreWriter, prepared: PreparedEvents) -> None:
+    writer.write_array("node_ids", prepared.node_ids)
+    if prepared.node_label is not None:
+        writer.write_array("node_label", np.asarray(prepared.node_label, dtype=np.int8))
+    # snapshot stores hold vertex features as (T, N, F) frames, so static (N, F) ones go to streams only
+    if prepared.node_features is not None and isinstance(writer, EdgeStreamStoreWriter):
+        writer.write_array("node_features", np.asarray(prepared.node_features, dtype=np.float32))

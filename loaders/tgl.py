@@ -1,0 +1,87 @@
+"""TGL dataset folders (Zhou et al., VLDB 2022): ``edges.csv`` + optional ``edge_features.pt``/``node_features.pt``.
+
+``edges.csv`` is written by pandas with a leading unnamed edge-id column: ``,src,dst,time,int_roll,ext_roll``;
+columns are found by their header names. ``ext_roll`` (0 train, 1 val, 2 test) becomes the stored
+chronological split. Feature tensors are read with ``torch.load(weights_only=True)`` (never full
+pickle) and memory-mapped, so GDELT's 191M x 182 edge features are streamed, not loaded whole.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dgbench.errors import InputError
+from loaders.download import file_sha256
+from loaders.events import Events, RawFile
+from loaders.formats import LoadOptions, register_format
+from loaders.parsing import FLOAT, ID, INT, Column, TableSpec, columns_by_role, read_table, sniff
+
+ROLES = {"src": (("src",), Column("src", ID, nonnegative=True)),
+         "dst": (("dst",), Column("dst", ID, nonnegative=True)),
+         "t": (("time", "ts", "t"), Column("t", FLOAT, finite=True)),
+         "ext_roll": (("ext_roll",), Column("ext_roll", INT))}
+EDGE_FEATURE_FILES = ("edge_features.pt", "edge_features_e0.pt")
+NODE_FEATURE_FILES = ("node_features.pt",)
+
+
+def load_tensor(path: Path) -> Any:
+    """A 2-D tensor from a .pt file: weights-only unpickling, memory-mapped when the file allows it."""
+    import torch  # imported here: only TGL folders with features need it, and it is slow to import
+
+    try:
+        try:
+            value = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # legacy (non-zip) serialisation cannot be memory-mapped
+            value = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is bad input, reported in one line
+        raise InputError(path, f"not a weights-only torch tensor file ({str(exc).splitlines()[0][:160]})") from exc
+    if not isinstance(value, torch.Tensor) or value.dim() != 2:
+        raise InputError(path, f"expected a 2-D tensor, found {type(value).__name__}"
+                               f"{'' if not isinstance(value, torch.Tensor) else f' of shape {tuple(value.shape)}'}")
+    return value
+
+
+def _first_existing(folder: Path, names: tuple[str, ...]) -> Path | None:
+    return next((folder / n for n in names if (folder / n).is_file()), None)
+
+
+@register_format("tgl", summary="TGL folder: edges.csv (,src,dst,time,int_roll,ext_roll) + .pt features",
+                 natural="stream", patterns=("edges.csv",), folder_input=True)
+def load_tgl(path: Path, options: LoadOptions) -> Events:
+    edges = path / "edges.csv" if path.is_dir() else path
+    folder = edges.parent
+    if not edges.is_file():
+        raise InputError(edges, "no edges.csv in the TGL folder")
+    header, _ = sniff(edges, ",", header=True)
+    spec = TableSpec(columns_by_role(edges, header, ROLES, ("src", "dst", "t")), delimiter=",", header=True)
+    table = read_table(edges, spec, drop_partial_last_line=options.drop_partial_last_line)
+    cols = table.columns
+    raw_files = [RawFile(edges.name, table.sha256, table.size_bytes)]
+    edge_features = _feature_tensor(folder, EDGE_FEATURE_FILES, table.rows, "edge", raw_files)
+    node_features = _feature_tensor(folder, NODE_FEATURE_FILES, None, "node", raw_files)
+    nodes = None
+    if node_features is not None:
+        nodes = np.arange(node_features.shape[0], dtype=np.int64)  # TGL node ids index node_features rows
+    ext_roll = cols.get("ext_roll")
+    return Events(src=cols["src"], dst=cols["dst"], t=cols["t"], source_file=edges, time_unit="s",
+                  edge_features=edge_features, ext_roll=None if ext_roll is None else ext_roll.astype(np.int8),
+                  bipartite=bool(options.bipartite), nodes=nodes,
+                  node_features=None if node_features is None else node_features.float().numpy(),
+                  raw_files=raw_files, rows_dropped=table.rows_dropped,
+                  details={"header": table.header,
+                           "edge_feature_dim": 0 if edge_features is None else int(edge_features.shape[1]),
+                           "node_feature_dim": 0 if node_features is None else int(node_features.shape[1])})
+
+
+def _feature_tensor(folder: Path, names: tuple[str, ...], rows: int | None, what: str,
+                    raw_files: list[RawFile]) -> Any:
+    path = _first_existing(folder, names)
+    if path is None:
+        return None
+    tensor = load_tensor(path)
+    if rows is not None and tensor.shape[0] != rows:
+        raise InputError(path, f"{tensor.shape[0]:,} {what} feature rows for {rows:,} edges in edges.csv")
+    raw_files.append(RawFile(path.name, file_sha256(path), path.stat().st_size, role=f"{what}_features"))
+    return tensor
