@@ -1,0 +1,199 @@
+"""A board on disk: the official-store registry, and accepted records filed by track and content hash.
+
+Layout (leaderboards/ in the repo)::
+
+    official_stores.json             fingerprints of stores prepared by the official loaders
+    tracks/<track>/<sha256>.json     one accepted record, named by the hash of its content
+
+Naming by content hash means two people submitting at once never write the same file unless they
+submit the same record (then the second is a duplicate), and a git merge of two boards only adds
+files, so it never conflicts. Whether a record is official is decided when the board is read, from
+the registry, so a fingerprint registered later promotes the records already on the board.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dgbench.errors import DgbenchError
+from dgbench.leaderboard.schema import Problem, RecordParseError, parse_record, validate_record
+from dgbench.leaderboard.tracks import TRACKS, qualifying_tracks
+from dgbench.records import REPO_ROOT, content_hash
+
+OFFICIAL_STORES = "official_stores.json"
+TRACKS_DIR = "tracks"
+# Dataset fields that must agree with the registry entry of the record's fingerprint.
+REGISTERED_SHAPE = ("kind", "num_nodes", "num_edges", "num_snapshots")
+
+
+def default_board() -> Path:
+    return REPO_ROOT / "leaderboards"
+
+
+class Rejected(DgbenchError):
+    """A submission refused; ``problems`` holds one line each."""
+
+    def __init__(self, source: str | Path, problems: list[Problem]):
+        self.source, self.problems = str(source), problems
+        super().__init__("\n".join(f"rejected {source}: {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One accepted record as it lies on a board."""
+
+    track: str
+    digest: str
+    path: Path
+    record: dict[str, Any]
+    official: dict[str, Any] | None  # the registry entry of its store, None when unofficial
+
+
+@dataclass(frozen=True)
+class Submission:
+    digest: str
+    paths: list[Path]
+    official: dict[str, Any] | None
+
+
+# --------------------------------------------------------------------------- official stores
+
+def load_official_stores(board: Path) -> dict[str, dict[str, Any]]:
+    """fingerprint -> registry entry; an absent registry means no store is official."""
+    path = Path(board) / OFFICIAL_STORES
+    if not path.exists():
+        return {}
+    try:
+        registry = json.loads(path.read_text())
+        stores = registry["stores"]
+        return {entry["fingerprint"]: entry for entry in stores}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DgbenchError(f"{path}: malformed official-store registry ({exc})") from exc
+
+
+def official_problems(record: dict[str, Any], registered: dict[str, Any] | None) -> list[Problem]:
+    """A record claiming an official fingerprint must describe that store as it was registered."""
+    if registered is None:
+        return []
+    dataset = record["dataset"]
+    return [Problem(f"dataset.{key}", f"is {dataset.get(key)!r} but official store {registered['name']} "
+                                      f"({dataset['fingerprint'][:12]}) has {registered[key]!r}")
+            for key in REGISTERED_SHAPE if key in registered and dataset.get(key) != registered[key]]
+
+
+# --------------------------------------------------------------------------- submission
+
+def code_problems(record: dict[str, Any]) -> list[Problem]:
+    code = record["code"]
+    if code.get("commit") is None:
+        return [Problem("code.commit", "unknown code version (not run from a git checkout); "
+                                       "--allow-dirty accepts it")]
+    if code.get("dirty") is None:
+        return [Problem("code.dirty", "unknown whether the working tree was clean; --allow-dirty accepts it")]
+    if code["dirty"]:
+        return [Problem("code.dirty", f"the run's working tree had uncommitted changes on top of "
+                                      f"{code['commit'][:12]}; commit them, or --allow-dirty accepts it")]
+    return []
+
+
+def check_submission(record: dict[str, Any], board: Path, tracks: list[str] | None,
+                     allow_dirty: bool) -> tuple[list[str], list[Problem]]:
+    """The tracks ``record`` goes to, and every reason to refuse it (schema first: later checks need it)."""
+    problems = validate_record(record)
+    if problems:
+        return [], problems
+    if not allow_dirty:
+        problems += code_problems(record)
+    problems += official_problems(record, load_official_stores(board).get(record["dataset"]["fingerprint"]))
+    by_track = qualifying_tracks(record)
+    if tracks:
+        chosen = list(dict.fromkeys(tracks))
+        problems += [p for name in chosen for p in by_track[name]]
+    else:
+        chosen = [name for name, track_problems in by_track.items() if not track_problems]
+        if not chosen:
+            problems += [Problem(p.field, f"{p.reason} (so it fits no track)")
+                         for track_problems in by_track.values() for p in track_problems]
+    digest = content_hash(record)
+    problems += [Problem("(record)", f"duplicate: already on the board as {path.relative_to(board)}")
+                 for path in (track_dir(board, name) / f"{digest}.json" for name in TRACKS) if path.exists()]
+    return chosen, _unique(problems)
+
+
+def submit(source: str | Path, board: str | Path | None = None, *, tracks: list[str] | None = None,
+           allow_dirty: bool = False) -> Submission:
+    """Check ``source`` and file it under each chosen track; raises :class:`Rejected` with every reason."""
+    board = Path(board) if board is not None else default_board()
+    unknown = [t for t in tracks or [] if t not in TRACKS]
+    if unknown:
+        raise DgbenchError(f"unknown track {unknown[0]!r} (tracks: {', '.join(TRACKS)})")
+    try:
+        record = parse_record(source)
+    except RecordParseError as exc:
+        raise Rejected(source, [exc.problem]) from exc
+    chosen, problems = check_submission(record, board, tracks, allow_dirty)
+    if problems:
+        raise Rejected(source, problems)
+    digest = content_hash(record)
+    paths = [_file_new(track_dir(board, name) / f"{digest}.json", record, source) for name in chosen]
+    return Submission(digest, paths, load_official_stores(board).get(record["dataset"]["fingerprint"]))
+
+
+def track_dir(board: Path, track: str) -> Path:
+    return Path(board) / TRACKS_DIR / track
+
+
+def _file_new(path: Path, record: dict[str, Any], source: str | Path) -> Path:
+    """Create ``path`` atomically, never replacing an existing file (a concurrent identical submission)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.link(tmp, path)  # fails if the name exists: no overwrite, unlike rename
+    except FileExistsError as exc:
+        raise Rejected(source, [Problem("(record)", f"duplicate: {path.name} appeared while submitting")]) from exc
+    finally:
+        os.unlink(tmp)
+    return path
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    return list(dict.fromkeys(problems))
+
+
+# --------------------------------------------------------------------------- reading a board
+
+def load_board(board: str | Path | None = None) -> list[Entry]:
+    """Every record on the board, each re-checked: a file edited after submission stops the rendering."""
+    board = Path(board) if board is not None else default_board()
+    official = load_official_stores(board)
+    entries = []
+    root = board / TRACKS_DIR
+    for path in sorted(root.glob("*/*.json")) if root.is_dir() else []:
+        if path.name.startswith("."):
+            continue
+        track = path.parent.name
+        if track not in TRACKS:
+            raise DgbenchError(f"{path}: {track!r} is not a track ({', '.join(TRACKS)})")
+        record = _read_filed(path)
+        entries.append(Entry(track, path.stem, path, record, official.get(record["dataset"]["fingerprint"])))
+    return entries
+
+
+def _read_filed(path: Path) -> dict[str, Any]:
+    try:
+        record = parse_record(path)
+    except RecordParseError as exc:
+        raise DgbenchError(f"{path}: {exc}") from exc
+    if content_hash(record) != path.stem:
+        raise DgbenchError(f"{path}: content does not match its name (edited after submission)")
+    problems = validate_record(record)
+    if problems:
+        raise DgbenchError(f"{path}: {problems[0]}")
+    return record

@@ -1,0 +1,70 @@
+"""`dgbench submit`, `dgbench leaderboard` and `dgbench compare` (wired in dgbench/cli.py LAZY_COMMANDS)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from dgbench.leaderboard.board import Rejected, default_board, submit
+from dgbench.leaderboard.tracks import TRACKS
+
+BOARD_OPTION = click.option("--board", type=click.Path(file_okay=False, path_type=Path), default=None,
+                            help="Board directory (default: the repo's leaderboards/).")
+
+
+@click.command(name="submit")
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@BOARD_OPTION
+@click.option("--track", "tracks", multiple=True, type=click.Choice(list(TRACKS)),
+              help="Track(s) to enter (repeatable; default: every track the record qualifies for).")
+@click.option("--allow-dirty", is_flag=True, help="Accept records from a dirty or unknown code version.")
+def submit_command(results: tuple[Path, ...], board: Path | None, tracks: tuple[str, ...], allow_dirty: bool) -> None:
+    """Check each RESULT record and file it on the board; one line per reason when refused (exit 1)."""
+    board = board or default_board()
+    refused = 0
+    for result in results:
+        try:
+            submission = submit(result, board, tracks=list(tracks) or None, allow_dirty=allow_dirty)
+        except Rejected as exc:
+            refused += 1
+            click.echo(str(exc), err=True)
+            continue
+        status = (f"official: {submission.official.get('label', submission.official['name'])}"
+                  if submission.official else "unofficial: store fingerprint not in the registry")
+        for path in submission.paths:
+            click.echo(f"accepted {result} -> {path}  ({status})")
+    if refused:
+        sys.exit(1)
+
+
+@click.command(name="leaderboard")
+@BOARD_OPTION
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File to write (default: standard output).")
+@click.option("--update", is_flag=True, help="Regenerate the board's README.md and index.html instead.")
+def leaderboard_command(board: Path | None, fmt: str, out: Path | None, update: bool) -> None:
+    """Render the board as Markdown tables, JSON, or a self-contained HTML page with plots."""
+    from dgbench.leaderboard.render import render, update_board, write_atomic
+    if update:
+        for path in update_board(board):
+            click.echo(f"wrote {path}")
+        return
+    content = render(board, fmt)
+    if out is None:
+        click.echo(content, nl=False)
+    else:
+        click.echo(f"wrote {write_atomic(out, content)}")
+
+
+@click.command(name="compare")
+@click.argument("records", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True)
+def compare_command(records: tuple[Path, ...], fmt: str) -> None:
+    """Show two or more RECORDS side by side, with each figure's ratio to the first."""
+    from dgbench.errors import DgbenchError
+    from dgbench.leaderboard.compare import comparison, format_comparison
+    if len(records) < 2:
+        raise DgbenchError("compare needs at least two records")
+    click.echo(format_comparison(comparison(list(records)), fmt), nl=False)

@@ -1,0 +1,100 @@
+"""The registry of official stores (leaderboards/official_stores.json) and how it is (re)built.
+
+A store is official when the official loader or generator prepared it with default options; its
+fingerprint is then listed here and records on it rank in the official tables. Generators are
+deterministic, so their entries are recomputed (``refresh``); the esdg-random weak-scaling ladder
+(N = 1024·p vertices for p ranks, ESDG §6.1) is official too, so weak-scaling curves can be. Real
+datasets are added with ``add`` once their loader has prepared the store with default options.
+
+    python -m dgbench.leaderboard.official refresh [--board DIR]
+    python -m dgbench.leaderboard.official add STORE --command "dgbench prepare NAME" [--board DIR]
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dgbench.leaderboard.board import OFFICIAL_STORES, default_board
+from dgbench.leaderboard.render import write_atomic
+
+REGISTRY_SCHEMA = "dgbench.official-stores"
+# (generator, options beyond the defaults, label); the ladder doubles N per doubling of ranks.
+GENERATED: list[tuple[str, dict[str, Any], str]] = [
+    ("esdg-random", {}, "esdg-random (defaults)"),
+    ("nonuniform", {}, "nonuniform (defaults)"),
+    ("static-to-dynamic", {}, "static-to-dynamic (defaults)"),
+    ("stream", {}, "stream (defaults)"),
+    *[("esdg-random", {"nodes": 1024 * p}, f"esdg-random weak p={p}") for p in (2, 4, 8)],
+]
+
+
+def store_entry(path: Path, command: str, label: str, source: str, options: dict[str, Any]) -> dict[str, Any]:
+    from dgbench.records import dataset_entry
+    from dgbench.store import open_store
+    dataset = dataset_entry(open_store(path))
+    entry = {"fingerprint": dataset["fingerprint"], "name": dataset["name"], "label": label, "source": source,
+             "command": command, "options": options,
+             **{k: dataset[k] for k in ("kind", "num_nodes", "num_edges", "num_snapshots") if k in dataset}}
+    return entry
+
+
+def generated_entries() -> list[dict[str, Any]]:
+    """Build each official generated store in a temporary folder and describe it."""
+    from dgbench.registry import PREPARERS, load_plugins
+    load_plugins()
+    entries = []
+    with tempfile.TemporaryDirectory(prefix="dgbench-official-") as tmp:
+        for index, (name, options, label) in enumerate(GENERATED):
+            path = PREPARERS[name].build(out=Path(tmp) / f"{index}.zarr", **options)
+            flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items())
+            entries.append(store_entry(path, f"dgbench prepare {name} {flags}".strip(), label, "generator", options))
+    return entries
+
+
+def read_registry(board: Path) -> list[dict[str, Any]]:
+    path = board / OFFICIAL_STORES
+    return json.loads(path.read_text())["stores"] if path.exists() else []
+
+
+def write_registry(board: Path, stores: list[dict[str, Any]]) -> Path:
+    registry = {"schema": REGISTRY_SCHEMA, "version": 1,
+                "about": "Stores whose records rank as official; see leaderboards/RULES.md. Generated entries: "
+                         "python -m dgbench.leaderboard.official refresh; datasets: ... add STORE.",
+                "stores": sorted(stores, key=lambda s: (s["source"], s["name"], s["num_edges"]))}
+    return write_atomic(board / OFFICIAL_STORES, json.dumps(registry, indent=2, sort_keys=True) + "\n")
+
+
+@click.group()
+def main() -> None:
+    """Maintain the official-store registry of a board."""
+
+
+@main.command()
+@click.option("--board", type=click.Path(file_okay=False, path_type=Path), default=None)
+def refresh(board: Path | None) -> None:
+    """Recompute the generated stores' entries (keeps dataset entries)."""
+    board = board or default_board()
+    kept = [s for s in read_registry(board) if s["source"] != "generator"]
+    click.echo(f"wrote {write_registry(board, kept + generated_entries())}")
+
+
+@main.command()
+@click.argument("store", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--command", "command", required=True, help="The default-options command that prepared STORE.")
+@click.option("--label", default=None, help="Name shown in tables (default: the store's dataset name).")
+@click.option("--board", type=click.Path(file_okay=False, path_type=Path), default=None)
+def add(store: Path, command: str, label: str | None, board: Path | None) -> None:
+    """Register a dataset store prepared by its official loader with default options."""
+    board = board or default_board()
+    entry = store_entry(store, command, label or "", "dataset", {})
+    entry["label"] = label or entry["name"]
+    stores = [s for s in read_registry(board) if s["fingerprint"] != entry["fingerprint"]]
+    click.echo(f"wrote {write_registry(board, stores + [entry])}  ({entry['label']}: {entry['fingerprint'][:16]})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""The three tracks and their entry rules (the human text is leaderboards/RULES.md).
+
+A record enters a track only if that track's rule holds; with no track named, `dgbench submit`
+files a record under every track it qualifies for. Figures are taken from timed epochs, that is,
+every epoch after the warm-up (MLPerf and ESDG §6.3 both leave the first epoch out of timing).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from dgbench.leaderboard.schema import Problem
+
+WARMUP_EPOCHS = 1
+MIN_TIMED_EPOCHS = 3
+MIN_ACCURACY_EPOCHS = 3
+MIN_SEEDS = 3
+ACCURACY_METRICS = ("ap", "auc", "accuracy")
+# Hyper-parameters that do not change what is learned: runs differing only in these share an accuracy row.
+NON_LEARNING_KEYS = {"seed", "out", "dataset", "timeout_s", "nproc", "backend", "device"}
+
+
+@dataclass(frozen=True)
+class Track:
+    name: str
+    title: str
+    summary: str
+    check: Callable[[dict[str, Any]], list[Problem]]
+
+
+def _timed_epoch_problems(record: dict[str, Any], track: str) -> list[Problem]:
+    epochs = record["epochs"]
+    needed = WARMUP_EPOCHS + MIN_TIMED_EPOCHS
+    if len(epochs) < needed:
+        return [Problem("epochs", f"has {len(epochs)} epochs; the {track} track needs at least {needed} "
+                                  f"({WARMUP_EPOCHS} warm-up + {MIN_TIMED_EPOCHS} timed)")]
+    return [Problem(f"epochs[{i}].work", f"is 0: a timed epoch of the {track} track must process edges")
+            for i, epoch in enumerate(epochs) if i >= WARMUP_EPOCHS and epoch["work"] <= 0]
+
+
+def throughput_rule(record: dict[str, Any]) -> list[Problem]:
+    return _timed_epoch_problems(record, "throughput")
+
+
+def scaling_rule(record: dict[str, Any]) -> list[Problem]:
+    return _timed_epoch_problems(record, "scaling")
+
+
+def accuracy_rule(record: dict[str, Any]) -> list[Problem]:
+    problems = []
+    if len(record["epochs"]) < MIN_ACCURACY_EPOCHS:
+        problems.append(Problem("epochs", f"has {len(record['epochs'])} epochs; the accuracy track needs "
+                                          f"at least {MIN_ACCURACY_EPOCHS}"))
+    test = record["final_metrics"].get("test")
+    if not isinstance(test, dict) or all(test.get(m) is None for m in ACCURACY_METRICS):
+        problems.append(Problem("final_metrics.test", f"needs at least one of {', '.join(ACCURACY_METRICS)}"))
+    seed = record["hyperparameters"].get("seed")
+    if type(seed) is not int:
+        problems.append(Problem("hyperparameters.seed", f"is {seed!r}: the accuracy track needs the integer "
+                                                        f"seed to count runs ({MIN_SEEDS} seeds per row)"))
+    return problems
+
+
+TRACKS: dict[str, Track] = {track.name: track for track in (
+    Track("throughput", "Throughput", "edges/s (ESDG §6.3: edges of all snapshots per epoch second), median "
+          "timed epoch, per dataset x model x hardware class x world size", throughput_rule),
+    Track("scaling", "Scaling", "strong and weak scaling: speedup over the smallest world that ran, with "
+          "communication volume per epoch", scaling_rule),
+    Track("accuracy", "Accuracy", f"test AP / AUC / accuracy, mean ± std over at least {MIN_SEEDS} seeds",
+          accuracy_rule),
+)}
+
+
+def qualifying_tracks(record: dict[str, Any]) -> dict[str, list[Problem]]:
+    """Each track's problems with ``record`` (an empty list where it qualifies)."""
+    return {name: track.check(record) for name, track in TRACKS.items()}
+
+
+def learning_setup(record: dict[str, Any]) -> dict[str, Any]:
+    """The hyper-parameters that change what is learned (the accuracy track's grouping key)."""
+    return {k: v for k, v in sorted(record["hyperparameters"].items()) if k not in NON_LEARNING_KEYS}
