@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import math
 import re
 from collections.abc import Iterator
@@ -84,8 +83,8 @@ class Table:
 
 @dataclass
 class _Block:
-    data: bytes
-    first_line: int  # 1-based line number of the block's first line
+    data: bytearray | bytes
+    offset: int  # byte offset of the block's first byte in the file
     unterminated: bool = False  # the file's last line, without a newline
 
 
@@ -145,56 +144,105 @@ def columns_by_role(path: Path, header: list[str], roles: dict[str, tuple[tuple[
 # --------------------------------------------------------------------------- blocks
 
 def _blocks(path: Path, hasher: "hashlib._Hash", block_bytes: int) -> Iterator[_Block]:
-    """Blocks of whole lines (the last one may be unterminated); every raw byte goes through ``hasher``."""
-    line = 1
-    carry = b""
-    first = True
+    """Blocks of whole lines (a last line without newline comes alone, ``unterminated``).
+
+    Each block is read into its own bytearray and cut after its last newline by seeking the file
+    back, so no block is ever copied; every raw byte goes through ``hasher`` exactly once.
+    """
+    offset = 0
+    size = path.stat().st_size
     with open(path, "rb") as handle:
         while True:
-            data = handle.read(block_bytes)
-            hasher.update(data)
-            if first:
-                data, first = data.removeprefix(_BOM), False
+            wanted = min(block_bytes, size - offset + 1)  # +1: reading short of it proves the end
+            buffer = bytearray(wanted)
+            count = handle.readinto(buffer)
+            if count == 0:
+                return
+            del buffer[count:]
+            at_end = count < wanted
+            cut = buffer.rfind(b"\n") + 1
+            if not at_end and cut == 0:  # one line longer than a block: read a bigger block
+                handle.seek(offset)
+                block_bytes *= 2
+                continue
+            tail = bytearray(buffer[cut:])
+            if not at_end:
+                handle.seek(offset + cut)
+                tail = bytearray()
+            del buffer[cut:]
+            hasher.update(buffer)
+            hasher.update(tail)
+            start = offset
+            if offset == 0 and buffer.startswith(_BOM):
+                del buffer[:len(_BOM)]
+                start = len(_BOM)
+            if buffer:
+                yield _Block(buffer, start)
+            if tail.strip():
+                yield _Block(tail, offset + cut, unterminated=True)
+            offset += cut + len(tail)
+            if at_end:
+                return
+
+
+def _line_number(path: Path, offset: int) -> int:
+    """1-based number of the line starting at byte ``offset`` (counted only when an error needs it)."""
+    lines, done = 1, 0
+    with open(path, "rb") as handle:
+        while done < offset:
+            data = handle.read(min(BLOCK_BYTES, offset - done))
             if not data:
                 break
-            buffer = carry + data if carry else data
-            cut = buffer.rfind(b"\n") + 1
-            if cut == 0:
-                carry = buffer
-                continue
-            block, carry = buffer[:cut], buffer[cut:]
-            yield _Block(block, line)
-            line += block.count(b"\n")
-    if carry.strip():
-        yield _Block(carry, line, unterminated=True)
+            lines += data.count(b"\n")
+            done += len(data)
+    return lines
 
 
-def _normalise(data: bytes, spec: TableSpec) -> bytes:
-    """Make a block parseable by pyarrow: drop comment lines, one space between whitespace fields."""
+def _strip_comments(data: bytearray, spec: TableSpec) -> bytearray | bytes:
+    """Drop comment lines (checked with fast one-byte searches; most blocks have none)."""
     if spec.comments and any(c in data for c in _split_chars(spec.comments)):
         pattern = rb"(?m)^[ \t]*[" + re.escape(spec.comments) + rb"][^\n]*(?:\n|$)"
-        data = re.sub(pattern, b"", data)
-    if spec.delimiter == WHITESPACE:
-        if b"\t" in data:
-            data = data.translate(_TAB_TO_SPACE)
-        if b"  " in data:
-            data = _SPACE_RUNS.sub(b" ", data)
-        if data.startswith(b" ") or b"\n " in data or b" \n" in data or b" \r" in data:
-            data = _EDGE_SPACES.sub(b"", data)
+        return re.sub(pattern, b"", data)
+    return data
+
+
+def _normalise_whitespace(data: bytearray | bytes) -> bytes:
+    """One space between fields, none at line ends: what pyarrow's single-character delimiter needs."""
+    data = bytes(data).translate(_TAB_TO_SPACE)
+    if b"  " in data:
+        data = _SPACE_RUNS.sub(b" ", data)
+    if data.startswith(b" ") or b"\n " in data or b" \n" in data or b" \r" in data:
+        data = _EDGE_SPACES.sub(b"", data)
     return data
 
 
 # --------------------------------------------------------------------------- parsing
 
-def _parse_block(data: bytes, spec: TableSpec) -> pa.Table:
+def _parse_block(data: bytearray | bytes, spec: TableSpec) -> pa.Table:
     delimiter = " " if spec.delimiter == WHITESPACE else spec.delimiter
     return pacsv.read_csv(
-        io.BytesIO(data),
+        pa.BufferReader(pa.py_buffer(data)),
         read_options=pacsv.ReadOptions(column_names=spec.names, block_size=16 << 20),
         parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True),
         convert_options=pacsv.ConvertOptions(column_types={c.name: c.type for c in spec.converted},
                                              include_columns=[c.name for c in spec.converted],
                                              timestamp_parsers=TIMESTAMP_PARSERS, quoted_strings_can_be_null=False))
+
+
+def _parse_checked(data: bytearray | bytes, spec: TableSpec) -> tuple[pa.Table | None, str | None]:
+    """Parse and validate a block; whitespace files that fail are normalised and parsed once more.
+
+    Trying the block as it is first keeps clean files (the common case) free of normalisation
+    cost; irregular spacing always fails the first try (empty fields are nulls, which are refused).
+    """
+    table, error = _try_parse(data, spec)
+    if table is not None and _values_ok(table, spec):
+        return table, None
+    if spec.delimiter == WHITESPACE:
+        table, error = _try_parse(_normalise_whitespace(data), spec)
+        if table is not None and _values_ok(table, spec):
+            return table, None
+    return None, error or "invalid values"
 
 
 def _values_ok(table: pa.Table, spec: TableSpec) -> bool:
@@ -255,13 +303,14 @@ def _type_name(dtype: pa.DataType) -> str:
 def locate_error(path: Path, block: _Block, spec: TableSpec, detail: str) -> InputError:
     """Re-scan a failed block line by line and name the first bad line and field."""
     comment_chars = _split_chars(spec.comments) if spec.comments else []
-    lines = block.data.split(b"\n")
-    for offset, raw in enumerate(lines):
+    first_line = _line_number(path, block.offset)
+    lines = bytes(block.data).split(b"\n")
+    for index, raw in enumerate(lines):
         line = raw.decode("utf-8", errors="replace").strip()
         if not line or (comment_chars and line[0].encode() in comment_chars):
             continue
         fields = split_fields(line, spec.delimiter)
-        number = block.first_line + offset
+        number = first_line + index
         if len(fields) != len(spec.columns):
             return InputError(path, f"expected {len(spec.columns)} fields ({', '.join(spec.names)}), "
                                     f"found {len(fields)}", line=number)
@@ -269,8 +318,8 @@ def locate_error(path: Path, block: _Block, spec: TableSpec, detail: str) -> Inp
             problem = _field_problem(text.strip(), column)
             if problem:
                 return InputError(path, problem, line=number, field=column.name)
-    last = block.first_line + len(lines) - 1
-    return InputError(path, f"malformed rows between lines {block.first_line} and {last} ({detail})")
+    last = first_line + len(lines) - 1
+    return InputError(path, f"malformed rows between lines {first_line} and {last} ({detail})")
 
 
 def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: bool = False,
@@ -289,20 +338,19 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
     bar = progress(total=size, desc=f"parse {path.name}", unit="B")
     for block in _blocks(path, hasher, block_bytes):
         bar.update(len(block.data))
-        data = block.data
         if spec.header and header is None:
-            header, data, block = _take_header(block, spec)
-        data = _normalise(data, spec)
+            header, block = _take_header(block, spec)
+        data = _strip_comments(block.data, spec)
         if not data.strip():
             continue
-        table, error = _try_parse(data, spec)
-        if table is None or not _values_ok(table, spec):
+        table, error = _parse_checked(data, spec)
+        if table is None:
             if block.unterminated:
                 if drop_partial_last_line:
                     dropped += 1
                     continue
                 raise _partial_line_error(path, block, spec)
-            raise locate_error(path, block, spec, error or "invalid values")
+            raise locate_error(path, block, spec, error)
         rows += table.num_rows
         for name in parts:
             parts[name].extend(table.column(name).chunks)
@@ -317,19 +365,20 @@ def _column(spec: TableSpec, name: str) -> Column:
     return next(c for c in spec.columns if c.name == name)
 
 
-def _take_header(block: _Block, spec: TableSpec) -> tuple[str, bytes, _Block]:
-    """Split the first non-comment line off the first block; returns (header, rest, rest-as-block)."""
-    data, line = block.data, block.first_line
+def _take_header(block: _Block, spec: TableSpec) -> tuple[str | None, _Block]:
+    """Split the first non-comment line off the first block; returns (header, the rest as a block)."""
+    data, offset = block.data, block.offset
     comment_chars = _split_chars(spec.comments) if spec.comments else []
-    while data:
-        end = data.find(b"\n")
-        raw, rest = (data, b"") if end < 0 else (data[:end], data[end + 1:])
-        text = raw.decode("utf-8", errors="replace").strip()
-        line += 1
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        text = bytes(data[start:end]).decode("utf-8", errors="replace").strip()
+        start = end + 1
         if text and not (comment_chars and text[0].encode() in comment_chars):
-            return text, rest, _Block(rest, line, block.unterminated)
-        data = rest
-    return None, b"", _Block(b"", line, block.unterminated)  # type: ignore[return-value]
+            del data[:min(start, len(data))]
+            return text, _Block(data, offset + start, block.unterminated)
+    return None, _Block(bytearray(), offset + len(data), block.unterminated)
 
 
 def _try_parse(data: bytes, spec: TableSpec) -> tuple[pa.Table | None, str | None]:
@@ -340,11 +389,11 @@ def _try_parse(data: bytes, spec: TableSpec) -> tuple[pa.Table | None, str | Non
 
 
 def _partial_line_error(path: Path, block: _Block, spec: TableSpec) -> InputError:
-    text = block.data.decode("utf-8", errors="replace").strip()
+    text = bytes(block.data).decode("utf-8", errors="replace").strip()
     fields = split_fields(text, spec.delimiter)
     return InputError(path, f"the file ends mid-line ('{text[:60]}': {len(fields)} of {len(spec.columns)} fields, "
                             f"no final newline) - a cut-off download? Download it again, or pass "
-                            f"--drop-partial-last-line to drop that line", line=block.first_line)
+                            f"--drop-partial-last-line to drop that line", line=_line_number(path, block.offset))
 
 
 def _to_numpy(chunks: list[pa.Array], dtype: pa.DataType) -> np.ndarray:
