@@ -1,0 +1,142 @@
+"""Every real file in ../shared/data through its loader: counts must match its PROVENANCE.md."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dgbench.errors import InputError
+from dgbench.store import open_store
+from dgbench.validate import validate_store
+from loaders.prepare import build_file
+
+pytestmark = pytest.mark.realdata
+DAY = 86400
+
+
+def prepare(tmp_path: Path, fmt: str, raw: Path, **options):
+    path = build_file(out=tmp_path / "store.zarr", fmt=fmt, raw=raw, **options)
+    assert validate_store(path) == []
+    return open_store(path)
+
+
+def all_edges(store) -> dict[str, np.ndarray]:
+    if store.kind == "stream":
+        return store.events()
+    names = ["src", "dst"] + [n for n in ("weight", "time", "label") if store.has(n)]
+    return {n: store.read(n) for n in names}
+
+
+def distinct_pairs(edges: dict[str, np.ndarray]) -> int:
+    return len(np.unique(edges["src"].astype(np.int64) * (1 << 32) + edges["dst"]))
+
+
+def test_network_repository_fb_forum(shared_data: Path, tmp_path: Path) -> None:
+    store = prepare(tmp_path, "network-repository", shared_data / "networkrepository_dynamic" / "fb-forum.edges")
+    edges = all_edges(store)
+    assert (store.num_nodes, store.num_edges, distinct_pairs(edges)) == (899, 33_720, 7_089)
+    assert (edges["time"].min(), edges["time"].max()) == (1_084_585_996, 1_098_798_101)
+    assert store.num_snapshots == (1_098_798_101 - 1_084_585_996) // DAY + 1
+    assert store.provenance["raw_sha256"] == "4aa6ba14f2440e582e1cec3357ef9a4ac8020fe72ec6b31a7ff746e291356088"
+    assert store.provenance["rows_read"] == 33_720 and store.provenance["rows_out_of_order"] == 0
+
+
+def test_network_repository_enron_without_final_newline(shared_data: Path, tmp_path: Path) -> None:
+    store = prepare(tmp_path, "network-repository",
+                    shared_data / "networkrepository_dynamic" / "ia-enron-employees.edges")
+    edges = all_edges(store)
+    assert (store.num_nodes, store.num_edges, distinct_pairs(edges)) == (151, 50_572, 2_235)
+    assert (edges["time"].min(), edges["time"].max()) == (926_389_620, 1_024_674_019)
+    assert np.all(edges["weight"] == 1)
+    assert store.provenance["raw_sha256"] == "550a509fdbbfa31dba52a7de85bc42ade8937bb1134c83bf5a3d8391061aeb34"
+
+
+def test_snap_college_msg(shared_data: Path, tmp_path: Path) -> None:
+    store = prepare(tmp_path, "snap", shared_data / "snap_CollegeMsg" / "CollegeMsg.txt", to="stream")
+    events = store.events()
+    assert (store.num_nodes, store.num_events, distinct_pairs(events)) == (1_899, 59_835, 20_296)
+    assert len(np.unique(events["t"])) == 58_911
+    assert (events["t"][0], events["t"][-1]) == (1_082_040_961, 1_098_777_142)
+    assert np.array_equal(store.node_ids(), np.arange(1, 1_900))  # ids 1..1899 relabelled to 0..1898
+
+
+def test_konect_chess_mixed_separators(shared_data: Path, tmp_path: Path) -> None:
+    store = prepare(tmp_path, "konect", shared_data / "konect_chess" / "out.chess.csv")
+    edges = all_edges(store)
+    assert (store.num_nodes, store.num_edges, distinct_pairs(edges)) == (7_301, 65_053, 60_046)
+    assert len(np.unique(edges["time"])) == 100
+    assert edges["time"].min() == pytest.approx(885_635_999.999997) and edges["time"].max() == 1_145_808_000
+    weights, counts = np.unique(edges["weight"], return_counts=True)
+    assert dict(zip(weights.tolist(), counts.tolist())) == {-1.0: 15_224, 0.0: 28_666, 1.0: 21_163}
+    assert store.directed  # "% asym"
+
+
+def test_jodie_lastfm_truncated_fails_naming_the_line(shared_data: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"lastfm\.csv:108503: the file ends mid-line .*--drop-partial-last-line"):
+        build_file(out=tmp_path / "s.zarr", fmt="jodie", raw=shared_data / "jodie_lastfm" / "lastfm.csv")
+    assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_jodie_lastfm_truncated_with_drop(shared_data: Path, tmp_path: Path) -> None:
+    store = prepare(tmp_path, "jodie", shared_data / "jodie_lastfm" / "lastfm.csv", drop_partial_last_line=True)
+    events = store.events()
+    assert store.attrs["bipartite"] == {"num_users": 271, "num_items": 778}
+    assert (store.num_nodes, store.num_events, distinct_pairs(events)) == (1_049, 108_501, 19_434)
+    assert (events["t"][0], events["t"][-1]) == (0, 31_633_598)
+    # PROVENANCE.md says 108,215 distinct timestamps, counting the cut-off row's partial "3163";
+    # the 108,501 complete rows have 108,214 (checked with Python's csv module on the raw file).
+    assert len(np.unique(events["t"])) == 108_214
+    assert events["edge_features"].shape == (108_501, 2) and not events["edge_features"].any()
+    assert not events["label"].any()
+    assert store.provenance["rows_dropped"] == 1 and store.provenance["rows_read"] == 108_502
+    assert store.provenance["format_details"]["header"].startswith("source,destination,")  # renamed header
+
+
+def test_jodie_lastfm_original_header_sample(shared_data: Path, tmp_path: Path) -> None:
+    store = prepare(tmp_path, "jodie", shared_data / "jodie_lastfm" / "superhow_sample" / "lastfm.csv")
+    events = store.events()
+    assert store.attrs["bipartite"] == {"num_users": 11, "num_items": 34}
+    assert store.num_events == 39 and (events["t"][0], events["t"][-1]) == (0, 41_282)
+
+
+def test_jodie_wikipedia_tgn_reindexed(shared_data: Path, tmp_path: Path) -> None:
+    store = prepare(tmp_path, "jodie", shared_data / "jodie_wikipedia_tgn" / "wikipedia.csv")
+    events = store.events()
+    assert store.attrs["bipartite"] == {"num_users": 8_227, "num_items": 1_000}
+    assert (store.num_nodes, store.num_events, distinct_pairs(events)) == (9_227, 157_474, 18_257)
+    assert int(events["label"].sum()) == 217
+    assert (events["t"][0], events["t"][-1]) == (0, 2_678_373) and len(np.unique(events["t"])) == 152_757
+    assert events["src"].max() < 8_227 <= events["dst"].min()  # items after users
+    assert store.split["method"] == "quantile"
+
+
+@pytest.mark.parametrize("run, transactions, pairs, fraud", [
+    ("20K_cycle200", 117_805, 116_256, 945),
+    ("20K_fanin200", 118_250, 116_521, 954),
+    ("20K_fanin200cycle200", 120_558, 117_341, 1_804),
+])
+def test_amlsim_2019_sample_runs(shared_data: Path, tmp_path: Path, run: str, transactions: int, pairs: int,
+                                 fraud: int) -> None:
+    store = prepare(tmp_path, "amlsim", shared_data / "amlsim" / "ibm_amlsim_sample_20K" / run)
+    edges = all_edges(store)
+    assert (store.num_nodes, store.num_edges, distinct_pairs(edges)) == (20_000, transactions, pairs)
+    assert len(np.unique(np.concatenate([edges["src"], edges["dst"]]))) == 19_980
+    assert (edges["time"].min(), edges["time"].max(), store.num_snapshots) == (1, 149, 149)
+    assert int(store.read("node_label").sum()) == fraud
+    assert np.array_equal(store.node_ids(), np.arange(20_000))
+
+
+def test_amlsim_2019_tiny_outputs(shared_data: Path, tmp_path: Path) -> None:
+    folder = shared_data / "amlsim" / "ibm_amlsim_sample_outputs"
+    store = prepare(tmp_path, "amlsim", folder)
+    edges = all_edges(store)
+    assert (store.num_nodes, store.num_edges) == (30, 45)
+    assert len(np.unique(np.concatenate([edges["src"], edges["dst"]]))) == 27
+    assert (edges["time"].min(), edges["time"].max(), store.num_snapshots) == (1, 48, 48)
+    with open(folder / "accounts.csv", newline="") as handle:
+        flagged = {int(row["ACCOUNT_ID"]) for row in csv.DictReader(handle) if row["isFraud"] == "true"}
+    flagged |= {24, 25}  # the two accounts of alerts.csv
+    assert set(store.node_ids()[store.read("node_label") == 1].tolist()) == flagged
+    assert {f["name"] for f in store.provenance["raw"]} == {"tx.csv", "accounts.csv", "alerts.csv"}
