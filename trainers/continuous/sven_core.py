@@ -48,7 +48,10 @@ Eq. 13 (asynchronous gradient all-reduce, staleness 1) is applied by the trainer
 all-reduce of iteration t's gradient is launched asynchronously and its result is applied at step
 t + 1, i.e. theta_{t+1} = theta_t - lr * allreduce(g_{t-1}) (the first step applies its own gradient).
 
-Alg. 3 (Re-FlexBiCut): see :func:`re_flexbicut`.
+Alg. 3 (Re-FlexBiCut): see :func:`re_flexbicut`. We read "BiCut" as BiGraph's bipartite-oriented
+partitioning (Chen et al., "Bipartite-oriented distributed graph partitioning for big learning", 2014:
+hub side first, edges follow one side), made min-max ("flexible") and followed by a reassignment ("Re-")
+refinement; baselines: :func:`range_partition` and :func:`interval_partition`.
 """
 from __future__ import annotations
 
@@ -88,7 +91,15 @@ def dispatch_plan(unique_ids: np.ndarray, owner: np.ndarray, num_parts: int) -> 
     return order, np.bincount(owners, minlength=num_parts)
 
 
+def _dispatched_and_updated(batch_vertices: np.ndarray, sampled_vertices: np.ndarray,
+                            updated_vertices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    dispatched = batch_dependencies(batch_vertices, sampled_vertices)
+    updated = np.asarray(batch_vertices if updated_vertices is None else updated_vertices).ravel()
+    return dispatched, updated
+
+
 def _redundancy(ids: np.ndarray, owner: np.ndarray, rank: int) -> float:
+    """Share of the remote positions in ``ids`` that repeat an id already requested."""
     remote = ids[owner[ids] != rank]
     return 0.0 if len(remote) == 0 else 1.0 - len(np.unique(remote)) / len(remote)
 
@@ -101,8 +112,7 @@ def redundancy_ratios(batch_vertices: np.ndarray, sampled_vertices: np.ndarray, 
     Padding ids (negative) in ``sampled_vertices`` must be removed by the caller.
     """
     owner = np.asarray(owner)
-    dispatched = batch_dependencies(batch_vertices, sampled_vertices)
-    updated = np.asarray(batch_vertices if updated_vertices is None else updated_vertices).ravel()
+    dispatched, updated = _dispatched_and_updated(batch_vertices, sampled_vertices, updated_vertices)
     return _redundancy(dispatched, owner, rank), _redundancy(updated, owner, rank)
 
 
@@ -110,9 +120,9 @@ def remote_fractions(batch_vertices: np.ndarray, sampled_vertices: np.ndarray, o
                      updated_vertices: np.ndarray | None = None) -> tuple[float, float]:
     """(rho, rho_a): share of dispatch positions and of aggregation positions owned by another rank."""
     owner = np.asarray(owner)
-    dispatched = batch_dependencies(batch_vertices, sampled_vertices)
-    updated = np.asarray(batch_vertices if updated_vertices is None else updated_vertices).ravel()
-    return tuple(float(np.mean(owner[ids] != rank)) if len(ids) else 0.0 for ids in (dispatched, updated))
+    dispatched, updated = _dispatched_and_updated(batch_vertices, sampled_vertices, updated_vertices)
+    rho, rho_a = (float(np.mean(owner[ids] != rank)) if len(ids) else 0.0 for ids in (dispatched, updated))
+    return rho, rho_a
 
 
 # --------------------------------------------------------------------------- Eq. 7-9
