@@ -18,10 +18,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported only where a record is built: reading one stays light
+    import torch
 
 import dgbench
 
@@ -53,6 +55,7 @@ def git_state(repo: Path = REPO_ROOT) -> dict[str, Any]:
 
 def environment(device: torch.device) -> dict[str, Any]:
     """Host, device and software versions."""
+    import torch
     env: dict[str, Any] = {"host": socket.gethostname(), "platform": platform.platform(),
                            "processor": platform.processor() or platform.machine(),
                            "cpu_count": os.cpu_count(), "python": sys.version.split()[0],

@@ -155,6 +155,7 @@ def _file_new(path: Path, record: dict[str, Any], source: str | Path) -> Path:
         with os.fdopen(fd, "w") as f:
             json.dump(record, f, indent=2, sort_keys=True)
             f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the board is for everyone to read
         os.link(tmp, path)  # fails if the name exists: no overwrite, unlike rename
     except FileExistsError as exc:
         raise Rejected(source, [Problem("(record)", f"duplicate: {path.name} appeared while submitting")]) from exc

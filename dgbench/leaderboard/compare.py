@@ -82,7 +82,9 @@ def format_comparison(result: dict[str, Any], fmt: str) -> str:
 
 
 def _number(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.4g}"
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
 def _ratio(value: float | None) -> str:

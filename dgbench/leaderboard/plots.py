@@ -35,34 +35,54 @@ def run_label(entry: Entry) -> str:
 
 
 def scaling_plots(series: list[ScalingSeries]) -> dict[str, bytes]:
-    """model -> strong and weak speedup curves side by side (series with at least two world sizes)."""
+    """model -> strong and weak speedup curves and communication volume (series of two or more worlds)."""
     by_model: dict[str, list[ScalingSeries]] = defaultdict(list)
     for item in series:
         if len(item.points) > 1:
             by_model[item.model].append(item)
     plots = {}
     for model, members in sorted(by_model.items()):
-        figure, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+        figure, axes = plt.subplots(1, 3, figsize=(14, 3.8))
         for ax, mode in zip(axes, ("strong", "weak")):
             curves = [s for s in members if s.mode == mode]
-            worlds = sorted({p.world_size for s in curves for p in s.points})
-            if worlds:
-                base = worlds[0]
-                ax.plot(worlds, [w / base for w in worlds], "k--", linewidth=1, label="ideal")
-            for s in curves:
-                ax.plot([p.world_size for p in s.points], [p.speedup for p in s.points], "o-",
-                        label=s.label + ("" if s.official else " (unofficial)"))
-            ax.set_xscale("log", base=2)
-            ax.set_title(f"{model}: {mode} scaling")
-            ax.set_xlabel("world size (ranks)")
-            ax.grid(True, alpha=0.3)
-            if curves:
-                ax.legend(fontsize=7)
-            else:
-                ax.text(0.5, 0.5, f"no {mode}-scaling series yet", ha="center", va="center", transform=ax.transAxes)
-        axes[0].set_ylabel("speedup (edges/s vs smallest world)")
+            _speedup_axes(ax, curves, f"{model}: {mode} scaling", f"no {mode}-scaling series yet")
+        _comm_axes(axes[2], members, f"{model}: communication per epoch")
         plots[model] = png(figure)
     return plots
+
+
+def _world_axis(ax: plt.Axes, worlds: list[int]) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(worlds, [str(w) for w in worlds])
+    ax.minorticks_off()
+    ax.set_xlabel("world size (ranks)")
+    ax.grid(True, alpha=0.3)
+
+
+def _speedup_axes(ax: plt.Axes, curves: list[ScalingSeries], title: str, empty: str) -> None:
+    ax.set_title(title)
+    ax.set_ylabel("speedup (edges/s vs smallest world)")
+    if not curves:
+        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes)
+        return
+    worlds = sorted({p.world_size for s in curves for p in s.points})
+    ax.plot(worlds, [w / worlds[0] for w in worlds], "k--", linewidth=1, label="ideal")
+    for s in curves:
+        ax.plot([p.world_size for p in s.points], [p.speedup for p in s.points], "o-",
+                label=s.label + ("" if s.official else " (unofficial)"))
+    _world_axis(ax, worlds)
+    ax.legend(fontsize=7)
+
+
+def _comm_axes(ax: plt.Axes, curves: list[ScalingSeries], title: str) -> None:
+    worlds = sorted({p.world_size for s in curves for p in s.points})
+    for s in curves:
+        ax.plot([p.world_size for p in s.points], [p.comm_bytes / 1e6 for p in s.points], "s-",
+                label=f"{s.mode}: {s.label}")
+    ax.set_title(title)
+    ax.set_ylabel("MB per epoch (all ranks)")
+    _world_axis(ax, worlds)
+    ax.legend(fontsize=7)
 
 
 def breakdown_plot(runs: list[tuple[Entry, RunFigures]]) -> bytes | None:
@@ -79,7 +99,7 @@ def breakdown_plot(runs: list[tuple[Entry, RunFigures]]) -> bytes | None:
     ax.invert_yaxis()
     ax.set_xlabel("median epoch time (s)")
     ax.set_title("Epoch-time breakdown (official throughput runs)")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return png(figure)
 
 

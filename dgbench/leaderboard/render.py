@@ -42,6 +42,7 @@ def write_atomic(path: Path, content: str) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(content)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; the board is for everyone to read
     os.replace(tmp, path)
     return path
 
@@ -109,7 +110,7 @@ th{background:#f3f3f3;cursor:pointer;user-select:none;position:sticky;top:0}
 th:hover{background:#e6eefc} td.num{text-align:right;font-variant-numeric:tabular-nums}
 th.asc::after{content:" \\25B2"} th.desc::after{content:" \\25BC"}
 tr:nth-child(even) td{background:#fafafa} .empty{color:#888;font-style:italic}
-img{max-width:100%;border:1px solid #eee;margin:.5rem 0}
+.scroll{overflow-x:auto} img{max-width:100%;border:1px solid #eee;margin:.5rem 0}
 """
 
 SCRIPT = """
@@ -185,7 +186,8 @@ def _html_table(table: Table) -> str:
         f'<td{" class=num" if numeric else ""} data-sort="{e(_sort_attr(cell.sort))}">{e(cell.text)}</td>'
         for numeric, cell in zip(table.numeric, row)) + "</tr>" for row in table.rows)
     note = f'<p class="note">{e(table.note)}</p>' if table.note else ""
-    return f'{title}<table class="sortable" id="{table.id}"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>{note}'
+    return (f'{title}<div class="scroll"><table class="sortable" id="{table.id}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>\n{body}\n</tbody></table></div>{note}')
 
 
 def _sort_attr(value: float | str) -> str:

@@ -76,7 +76,7 @@ def text(value: str) -> Cell:
 def number(value: float | None, digits: int = 3) -> Cell:
     if value is None:
         return Cell("–", float("-inf"))
-    return Cell(f"{value:,.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}", float(value))
+    return Cell(f"{value:,.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}", float(value))
 
 
 def dataset_label(entry: Entry) -> str:
@@ -159,13 +159,15 @@ def scaling_series(entries: list[Entry], official: bool) -> list[ScalingSeries]:
         by_store: dict[str, list[Entry]] = defaultdict(list)
         for entry in members:
             by_store[entry.record["dataset"]["fingerprint"]].append(entry)
-        for store_entries in by_store.values():
-            series.append(_series("strong", official, dataset_label(store_entries[0]), model, scheme, hardware,
-                                  _by_world(store_entries)))
-        if len(by_store) > 1:
-            weak = _weak_points(members)
-            if len(weak) > 1:
-                series.append(_series("weak", official, name, model, scheme, hardware, weak))
+        weak = _weak_points(members) if len(by_store) > 1 else {}
+        in_weak = {e.record["dataset"]["fingerprint"] for point in weak.values() for e in point}
+        for fingerprint, store_entries in by_store.items():
+            strong = _by_world(store_entries)
+            if len(strong) > 1 or fingerprint not in in_weak:  # a lone point already on a weak curve adds nothing
+                series.append(_series("strong", official, dataset_label(store_entries[0]), model, scheme,
+                                      hardware, strong))
+        if weak:
+            series.append(_series("weak", official, name, model, scheme, hardware, weak))
     return series
 
 
@@ -243,7 +245,8 @@ def accuracy_tables(entries: list[Entry], section: str) -> dict[str, Table]:
             row.append(_mean_std_cell([v for v in values if v is not None]))
         row.append(text(_setup_label(setup)))
         (ranked if len(by_seed) >= MIN_SEEDS else pending).append(row)
-    ranked.sort(key=lambda row: (row[0].sort, row[1].sort, -row[6].sort))
+    for rows in (ranked, pending):
+        rows.sort(key=lambda row: (row[0].sort, row[1].sort, row[2].sort, row[4].sort, -row[6].sort, row[3].sort))
     columns, numeric = ACCURACY_COLUMNS, [c in (4, 5, 6, 7, 8) for c in range(len(ACCURACY_COLUMNS))]
     return {"accuracy": Table(f"accuracy-{section}", _title("accuracy", section), columns, numeric, ranked,
                               note=f"Mean ± sample std over one run per seed; a row needs {MIN_SEEDS} seeds."),
@@ -256,7 +259,7 @@ def _mean_std_cell(values: list[float]) -> Cell:
     if not values:
         return Cell("–", float("-inf"))
     mean, std = mean_std(values)
-    return Cell(f"{mean:.4f} ± {std:.4f}", mean)
+    return Cell(f"{mean:.4f} ± {std:.4f}" if len(values) > 1 else f"{mean:.4f}", mean)
 
 
 def _setup_label(setup: str) -> str:
