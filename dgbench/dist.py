@@ -228,6 +228,42 @@ class Comm:
                 dist.all_gather_into_tensor(out, tensor.contiguous())
         return out
 
+    def _deferred(self, tag: str, elements: int, element_size: int, work: Any) -> Callable[[], None]:
+        """A wait() that blocks on ``work`` and counts only the seconds spent blocked (exposed time)."""
+        def wait() -> None:
+            self._sync()
+            start = time.perf_counter()
+            if work is not None:
+                work.wait()
+            self._sync()
+            s = self.stats[tag]
+            s.calls += 1
+            s.elements += int(elements)
+            s.bytes += int(elements) * element_size
+            s.seconds += time.perf_counter() - start
+        return wait
+
+    def all_to_all_single_async(self, tensor: torch.Tensor, send_splits: Sequence[int],
+                                recv_splits: Sequence[int], tag: str = "all_to_all"
+                                ) -> tuple[torch.Tensor, Callable[[], None]]:
+        """Start an all-to-all; returns (output, wait). ``output`` is valid once ``wait()`` returned.
+        Counted like :meth:`all_to_all_single`; its seconds are only those ``wait`` blocked."""
+        send_splits, recv_splits = [int(x) for x in send_splits], [int(x) for x in recv_splits]
+        row = math.prod(tensor.shape[1:])
+        remote_rows = sum(send_splits) - send_splits[self.rank]
+        out = tensor.new_empty((sum(recv_splits), *tensor.shape[1:]))
+        work = None
+        if self.world_size == 1:
+            out.copy_(tensor)
+        else:
+            work = dist.all_to_all_single(out, tensor.contiguous(), recv_splits, send_splits, async_op=True)
+        return out, self._deferred(tag, remote_rows * row, tensor.element_size(), work)
+
+    def all_reduce_async(self, tensor: torch.Tensor, tag: str = "all_reduce") -> Callable[[], None]:
+        """Start an in-place sum across ranks; ``tensor`` holds the sum once the returned wait() returned."""
+        work = dist.all_reduce(tensor, async_op=True) if self.world_size > 1 else None
+        return self._deferred(tag, tensor.numel() if self.world_size > 1 else 0, tensor.element_size(), work)
+
     def exchange_counts(self, send_counts: Sequence[int], tag: str = "counts") -> list[int]:
         """Tell every rank how many rows it will receive from us (an all-to-all of one int each)."""
         counts = torch.tensor([int(c) for c in send_counts], dtype=torch.int64, device=self.device)

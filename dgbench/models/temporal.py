@@ -1,0 +1,300 @@
+"""Memory-based continuous-time TGNNs (TGN, JODIE, APAN) over a packed node-memory-and-mailbox row.
+
+Every vertex owns one *state row* (float32 unless the default dtype is changed) (:class:`StateLayout`): its memory (for LSTM also the
+cell), the memory's timestamp, a mailbox of ``mail_slots`` messages and their timestamps. The row is
+what the distributed schemes fetch from and write back to the owner rank, so a model never sees where
+memory lives. Per batch (TGL's order, Zhou et al. VLDB'22 §3): the memory of each involved vertex is
+first updated with its mailbox (the previous batches' messages), embeddings are computed from the
+updated memory, then the positive endpoints' new rows (updated memory, new message) are produced.
+
+* TGN (Rossi et al. 2020): GRU memory updater, one layer of temporal graph attention over sampled
+  neighbours.
+* JODIE (Kumar et al. KDD'19): RNN memory updater, time-projection embedding h = m * (1 + w Δt).
+* APAN (Wang et al. SIGMOD'21): LSTM memory updater, attention of the memory over its mailbox.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """Column layout of a vertex state row: [memory | memory_ts | mails (slots x mail_dim) | mail_ts]."""
+
+    memory_dim: int
+    state_dim: int  # memory_dim, or 2 * memory_dim when the updater keeps an LSTM cell
+    mail_slots: int
+    mail_dim: int
+
+    @property
+    def memory_ts_col(self) -> int:
+        return self.state_dim
+
+    @property
+    def mails_start(self) -> int:
+        return self.state_dim + 1
+
+    @property
+    def mail_ts_start(self) -> int:
+        return self.mails_start + self.mail_slots * self.mail_dim
+
+    @property
+    def width(self) -> int:
+        return self.mail_ts_start + self.mail_slots
+
+    def empty_rows(self, count: int) -> torch.Tensor:
+        """Rows of vertices never seen: zero memory, no mail (mail_ts = -1 marks an empty slot)."""
+        rows = torch.zeros(count, self.width)
+        rows[:, self.mail_ts_start:] = -1.0
+        return rows
+
+    def split(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(state, memory_ts, mails (R, S, D), mail_ts (R, S)) views of packed rows."""
+        mails = rows[:, self.mails_start:self.mail_ts_start].reshape(-1, self.mail_slots, self.mail_dim)
+        return rows[:, :self.state_dim], rows[:, self.memory_ts_col], mails, rows[:, self.mail_ts_start:]
+
+    def pack(self, state: torch.Tensor, memory_ts: torch.Tensor, mails: torch.Tensor,
+             mail_ts: torch.Tensor) -> torch.Tensor:
+        return torch.cat([state, memory_ts[:, None], mails.reshape(len(state), -1), mail_ts], dim=1)
+
+
+class TimeEncoder(nn.Module):
+    """cos(Δt w + b) with w initialised to 10^-linspace(0, 9) (TGN/TGL time encoding)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.linear = nn.Linear(1, dim)
+        with torch.no_grad():
+            self.linear.weight.copy_((1.0 / 10 ** torch.linspace(0, 9, dim)).view(dim, 1))
+            self.linear.bias.zero_()
+
+    def forward(self, delta: torch.Tensor) -> torch.Tensor:
+        return torch.cos(self.linear(delta.reshape(-1, 1).to(self.linear.weight.dtype)))
+
+
+class MemoryUpdater(nn.Module):
+    """Updates memory with the most recent mail and the time since the last update (GRU / LSTM / RNN)."""
+
+    def __init__(self, kind: str, memory_dim: int, mail_dim: int, time_dim: int):
+        super().__init__()
+        self.kind, self.memory_dim = kind, memory_dim
+        cell = {"gru": nn.GRUCell, "lstm": nn.LSTMCell, "rnn": nn.RNNCell}[kind]
+        self.time_encoder = TimeEncoder(time_dim)
+        self.cell = cell(mail_dim + time_dim, memory_dim)
+
+    @property
+    def state_dim(self) -> int:
+        return 2 * self.memory_dim if self.kind == "lstm" else self.memory_dim
+
+    def forward(self, state: torch.Tensor, memory_ts: torch.Tensor, latest_mail: torch.Tensor,
+                query_t: torch.Tensor) -> torch.Tensor:
+        inputs = torch.cat([latest_mail, self.time_encoder(query_t - memory_ts)], dim=1)
+        if self.kind == "lstm":
+            hidden, cell = self.cell(inputs, (state[:, :self.memory_dim], state[:, self.memory_dim:]))
+            return torch.cat([hidden, cell], dim=1)
+        return self.cell(inputs, state)
+
+
+class EdgePredictor(nn.Module):
+    """Logit of an edge from two embeddings: W_out relu(W_src h_u + W_dst h_v) (TGL)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.src, self.dst, self.out = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, 1)
+
+    def forward(self, h_src: torch.Tensor, h_dst: torch.Tensor) -> torch.Tensor:
+        return self.out(F.relu(self.src(h_src) + self.dst(h_dst))).squeeze(-1)
+
+
+@dataclass
+class BatchInputs:
+    """What one rank's share of a batch gives the model; roots = [src, dst, negative dst] (3b rows).
+
+    ``root_rows``/``neighbor_rows`` are the fetched state rows; neighbours are (3b, k) slots of which
+    ``neighbor_mask`` marks the real ones (only real ones have rows, in row-major slot order).
+    """
+
+    root_rows: torch.Tensor
+    t: torch.Tensor  # (b,) event times
+    edge_features: torch.Tensor  # (b, F)
+    neighbor_rows: torch.Tensor | None = None
+    neighbor_mask: torch.Tensor | None = None  # (3b, k) bool
+    neighbor_dt: torch.Tensor | None = None  # (3b, k) query time minus neighbour event time
+    neighbor_edge_features: torch.Tensor | None = None  # (3b, k, F)
+
+
+@dataclass
+class BatchOutputs:
+    pos_logits: torch.Tensor
+    neg_logits: torch.Tensor
+    new_rows: torch.Tensor  # (2b, W) new state rows of [src, dst], detached
+
+
+class TemporalModel(nn.Module):
+    """Shared memory + mailbox machinery; subclasses define :meth:`embed`."""
+
+    updater_kind = "gru"
+    mail_slots = 1
+    uses_neighbors = False
+
+    def __init__(self, memory_dim: int, edge_dim: int, time_dim: int | None = None, time_scale: float = 1.0):
+        super().__init__()
+        self.memory_dim, self.edge_dim = memory_dim, edge_dim
+        time_dim = time_dim or memory_dim
+        mail_dim = 2 * memory_dim + edge_dim  # TGL message: [own memory, partner memory, edge features]
+        self.updater = MemoryUpdater(self.updater_kind, memory_dim, mail_dim, time_dim)
+        self.layout = StateLayout(memory_dim, self.updater.state_dim, self.mail_slots, mail_dim)
+        self.predictor = EdgePredictor(memory_dim)
+        self.time_scale = float(time_scale)
+
+    def updated_state(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
+        """Memory after consuming the most recent mail, at the query time (TGL: before embedding)."""
+        state, memory_ts, mails, mail_ts = self.layout.split(rows)
+        has_mail = (mail_ts[:, 0] >= 0).float()[:, None]
+        fresh = self.updater(state, memory_ts, mails[:, 0], query_t)
+        # A vertex with no mail keeps its memory (TGL only updates vertices that received messages).
+        return has_mail * fresh + (1 - has_mail) * state
+
+    def embed(self, inputs: BatchInputs, root_state: torch.Tensor, root_t: torch.Tensor,
+              neighbor_state: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, inputs: BatchInputs, updated: torch.Tensor | None = None) -> BatchOutputs:
+        """Scores and new rows. ``updated``: the memory of roots then real neighbours after
+        :meth:`updated_state` (computed by the caller when rows arrive in parts), else computed here."""
+        b = len(inputs.t)
+        root_t = inputs.t.repeat(3)
+        if updated is None:
+            rows, times = inputs.root_rows, root_t
+            if self.uses_neighbors and inputs.neighbor_rows is not None:
+                nbr_t = root_t[:, None].expand_as(inputs.neighbor_mask)[inputs.neighbor_mask]
+                rows, times = torch.cat([rows, inputs.neighbor_rows]), torch.cat([times, nbr_t])
+            updated = self.updated_state(rows, times)
+        root_state = updated[:3 * b]
+        neighbor_state = updated[3 * b:] if self.uses_neighbors and len(updated) > 3 * b else None
+        h = self.embed(inputs, root_state, root_t, neighbor_state)
+        pos = self.predictor(h[:b], h[b:2 * b])
+        neg = self.predictor(h[:b], h[2 * b:])
+        return BatchOutputs(pos, neg, self.new_rows(inputs, root_state[:2 * b].detach()))
+
+    def new_rows(self, inputs: BatchInputs, state: torch.Tensor) -> torch.Tensor:
+        """Rows to store for [src, dst]: updated memory at t and the new message pushed into the mailbox."""
+        b = len(inputs.t)
+        hidden = state[:, :self.memory_dim]
+        partner = torch.cat([hidden[b:], hidden[:b]])
+        mail = torch.cat([hidden, partner, inputs.edge_features.repeat(2, 1)], dim=1)
+        _, _, old_mails, old_mail_ts = self.layout.split(inputs.root_rows[:2 * b])
+        t = inputs.t.repeat(2)
+        mails = torch.cat([mail[:, None], old_mails[:, :-1]], dim=1)  # most recent first
+        mail_ts = torch.cat([t[:, None], old_mail_ts[:, :-1]], dim=1)
+        return self.layout.pack(state, t, mails, mail_ts).detach()
+
+
+class TGN(TemporalModel):
+    """TGN: GRU memory, one layer of temporal multi-head attention over k sampled neighbours."""
+
+    updater_kind = "gru"
+    uses_neighbors = True
+
+    def __init__(self, memory_dim: int, edge_dim: int, heads: int = 2, **kwargs):
+        super().__init__(memory_dim, edge_dim, **kwargs)
+        self.heads = heads
+        self.time_encoder = TimeEncoder(memory_dim)
+        self.query = nn.Linear(2 * memory_dim, memory_dim)
+        self.key = nn.Linear(2 * memory_dim + edge_dim, memory_dim)
+        self.value = nn.Linear(2 * memory_dim + edge_dim, memory_dim)
+        self.out = nn.Linear(2 * memory_dim, memory_dim)
+        self.norm = nn.LayerNorm(memory_dim)
+
+    def embed(self, inputs, root_state, root_t, neighbor_state):
+        hidden = root_state[:, :self.memory_dim]
+        roots = len(hidden)
+        query = self.query(torch.cat([hidden, self.time_encoder(hidden.new_zeros(roots))], dim=1))
+        if neighbor_state is None:
+            aggregated = torch.zeros_like(hidden)
+        else:
+            aggregated = self._attend(inputs, query, neighbor_state[:, :self.memory_dim])
+        return self.norm(F.relu(self.out(torch.cat([aggregated, hidden], dim=1))))
+
+    def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor) -> torch.Tensor:
+        mask = inputs.neighbor_mask
+        roots, k = mask.shape
+        keys_in = torch.cat([neighbor_hidden, inputs.neighbor_edge_features[mask],
+                             self.time_encoder(inputs.neighbor_dt[mask])], dim=1)
+        head_dim = self.memory_dim // self.heads
+        keys = query.new_zeros(roots, k, self.memory_dim)
+        values = query.new_zeros(roots, k, self.memory_dim)
+        keys = keys.index_put((mask.nonzero(as_tuple=True)), self.key(keys_in))
+        values = values.index_put((mask.nonzero(as_tuple=True)), self.value(keys_in))
+        scores = (query.view(roots, 1, self.heads, head_dim) * keys.view(roots, k, self.heads, head_dim)).sum(-1)
+        scores = scores / math.sqrt(head_dim)
+        scores = scores.masked_fill(~mask[:, :, None], -1e9)
+        weights = torch.softmax(scores, dim=1) * mask[:, :, None]  # no neighbours: aggregates nothing
+        return (weights[..., None] * values.view(roots, k, self.heads, head_dim)).sum(1).reshape(roots, -1)
+
+
+class JODIE(TemporalModel):
+    """JODIE: RNN memory, embedding projected to the query time h = m * (1 + w Δt) (KDD'19 Eq. 3)."""
+
+    updater_kind = "rnn"
+
+    def __init__(self, memory_dim: int, edge_dim: int, **kwargs):
+        super().__init__(memory_dim, edge_dim, **kwargs)
+        self.time_projection = nn.Linear(1, memory_dim)
+        nn.init.normal_(self.time_projection.weight, 0.0, 1.0 / math.sqrt(memory_dim))
+        nn.init.zeros_(self.time_projection.bias)
+
+    def embed(self, inputs, root_state, root_t, neighbor_state):
+        _, memory_ts, _, mail_ts = self.layout.split(inputs.root_rows)
+        last_update = torch.where(mail_ts[:, 0] >= 0, mail_ts[:, 0], memory_ts)
+        delta = ((root_t - last_update) / self.time_scale)[:, None]
+        return root_state * (1 + self.time_projection(delta))
+
+
+class APAN(TemporalModel):
+    """APAN: LSTM memory; the embedding attends from the memory over the mailbox (SIGMOD'21 §3.3)."""
+
+    updater_kind = "lstm"
+    mail_slots = 10  # APAN/TGL mailbox size
+
+    def __init__(self, memory_dim: int, edge_dim: int, heads: int = 2, **kwargs):
+        super().__init__(memory_dim, edge_dim, **kwargs)
+        self.heads = heads
+        self.time_encoder = TimeEncoder(memory_dim)
+        mail_dim = self.layout.mail_dim
+        self.query = nn.Linear(memory_dim, memory_dim)
+        self.key = nn.Linear(mail_dim + memory_dim, memory_dim)
+        self.value = nn.Linear(mail_dim + memory_dim, memory_dim)
+        self.out = nn.Linear(2 * memory_dim, memory_dim)
+        self.norm = nn.LayerNorm(memory_dim)
+
+    def embed(self, inputs, root_state, root_t, neighbor_state):
+        hidden = root_state[:, :self.memory_dim]
+        _, _, mails, mail_ts = self.layout.split(inputs.root_rows)
+        roots, slots = mail_ts.shape
+        valid = mail_ts >= 0
+        dt = (root_t[:, None] - mail_ts).reshape(-1)
+        keys_in = torch.cat([mails, self.time_encoder(dt).view(roots, slots, -1)], dim=2)
+        head_dim = self.memory_dim // self.heads
+        q = self.query(hidden).view(roots, 1, self.heads, head_dim)
+        keys = self.key(keys_in).view(roots, slots, self.heads, head_dim)
+        values = self.value(keys_in).view(roots, slots, self.heads, head_dim)
+        scores = ((q * keys).sum(-1) / math.sqrt(head_dim)).masked_fill(~valid[:, :, None], -1e9)
+        weights = torch.softmax(scores, dim=1) * valid[:, :, None]  # an empty mailbox gives zeros
+        aggregated = (weights[..., None] * values).sum(1).reshape(roots, -1)
+        return self.norm(F.relu(self.out(torch.cat([aggregated, hidden], dim=1))))
+
+
+MODEL_CLASSES: dict[str, type[TemporalModel]] = {"tgn": TGN, "jodie": JODIE, "apan": APAN}
+
+
+def build_temporal_model(name: str, memory_dim: int, edge_dim: int, time_scale: float = 1.0) -> TemporalModel:
+    """One of tgn / jodie / apan with the given memory width (memory_dim must be even for the heads)."""
+    if name not in MODEL_CLASSES:
+        raise KeyError(f"unknown continuous-time model '{name}' (known: {', '.join(sorted(MODEL_CLASSES))})")
+    return MODEL_CLASSES[name](memory_dim, edge_dim, time_scale=time_scale)

@@ -1,0 +1,157 @@
+"""The event stream in memory and the per-batch plan every scheme trains on.
+
+A plan is everything about a batch that needs no collective: this rank's events (chosen by the
+scheme's event assignment), the negative destinations (drawn from (seed, split, batch) for the whole
+batch, so they do not depend on the rank count), the sampled temporal neighbours, the ids whose rows
+are needed and their route to the owners. Plans are built by :class:`Prefetcher` on a background
+thread while the previous batch trains (Sven's prefetch queue).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from dgbench.store import EdgeStreamStore
+from trainers.continuous.sampler import SampledNeighbors, TemporalSampler
+from trainers.continuous.state import FetchRoute
+
+SPLIT_CODES = {"train": 0, "val": 1, "test": 2}
+
+
+@dataclass
+class EventStream:
+    """All events of a store in memory; times shifted to start at 0 (so -1 can mark 'no mail')."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    t: np.ndarray
+    edge_features: np.ndarray
+    num_nodes: int
+    ranges: dict[str, tuple[int, int]]
+    negative_pool: np.ndarray  # destinations negatives are drawn from (the items when bipartite)
+
+    @classmethod
+    def from_store(cls, store: EdgeStreamStore, max_events: int | None = None) -> "EventStream":
+        stop = store.num_events if max_events is None else min(max_events, store.num_events)
+        columns = store.events(0, stop)
+        t = columns["t"].astype(np.float64)
+        t = t - (t[0] if len(t) else 0.0)
+        features = columns.get("edge_features")
+        if features is None:
+            features = np.zeros((stop, 0), dtype=np.float32)
+        ranges = {name: (min(a, stop), min(b, stop)) for name, (a, b) in store.split_ranges().items()}
+        dst = columns["dst"].astype(np.int64)
+        return cls(columns["src"].astype(np.int64), dst, t, features.astype(np.float32), store.num_nodes,
+                   ranges, np.unique(dst))
+
+    @property
+    def edge_dim(self) -> int:
+        return self.edge_features.shape[1]
+
+
+@dataclass
+class BatchPlan:
+    """One rank's share of a batch; roots are [src, dst, negatives] of this rank's events."""
+
+    split: str
+    index: int
+    size: int  # events in the whole batch (all ranks)
+    positions: np.ndarray  # this rank's events, as positions within the batch
+    events: np.ndarray  # their global event ids
+    src: np.ndarray
+    dst: np.ndarray
+    negatives: np.ndarray
+    neighbors: SampledNeighbors | None
+    needed_ids: np.ndarray  # roots, then the real sampled neighbours (row-major)
+    query_times: np.ndarray  # the time each needed row is updated to (its root's event time)
+    route: FetchRoute
+
+    @property
+    def roots(self) -> np.ndarray:
+        return np.concatenate([self.src, self.dst, self.negatives])
+
+
+@dataclass
+class BatchPlanner:
+    """Builds :class:`BatchPlan` s for one rank; ``assign(batch_src, rank)`` picks this rank's events."""
+
+    stream: EventStream
+    sampler: TemporalSampler | None
+    neighbors: int
+    strategy: str
+    seed: int
+    assign: Callable[[np.ndarray], np.ndarray]  # batch sources -> boolean mask of this rank's events
+    route: Callable[[np.ndarray], FetchRoute]
+
+    def batch_bounds(self, split: str, batch_size: int) -> list[tuple[int, int]]:
+        a, b = self.stream.ranges[split]
+        return [(s, min(s + batch_size, b)) for s in range(a, b, batch_size)]
+
+    def plan(self, split: str, index: int, start: int, stop: int) -> BatchPlan:
+        s = self.stream
+        size = stop - start
+        rng = np.random.default_rng([self.seed, SPLIT_CODES[split], index])
+        all_negatives = s.negative_pool[rng.integers(0, len(s.negative_pool), size=size)]
+        positions = np.flatnonzero(self.assign(s.src[start:stop]))
+        events = start + positions
+        src, dst, negatives = s.src[events], s.dst[events], all_negatives[positions]
+        roots = np.concatenate([src, dst, negatives])
+        root_t = np.tile(s.t[events], 3)
+        neighbors = None
+        needed, query_times = roots, root_t
+        if self.sampler is not None and self.neighbors > 0:
+            root_positions = np.concatenate([positions, size + positions, 2 * size + positions])
+            uniforms = rng.random((3 * size, self.neighbors))[root_positions]  # rank-independent draws
+            neighbors = self.sampler.sample(roots, root_t, self.neighbors, self.strategy, uniforms)
+            needed = np.concatenate([roots, neighbors.nodes[neighbors.mask]])
+            query_times = np.concatenate([root_t, np.broadcast_to(root_t[:, None], neighbors.mask.shape)[neighbors.mask]])
+        return BatchPlan(split, index, size, positions, events, src, dst, negatives, neighbors, needed,
+                         query_times, self.route(needed))
+
+
+class Prefetcher:
+    """Yields plans in order, building up to ``depth`` ahead on a background thread (Sven's prefetch queue)."""
+
+    def __init__(self, planner: BatchPlanner, split: str, batch_size: int, depth: int = 2):
+        self.planner, self.split, self.batch_size, self.depth = planner, split, batch_size, depth
+
+    def __iter__(self) -> Iterator[BatchPlan]:
+        bounds = self.planner.batch_bounds(self.split, self.batch_size)
+        if self.depth <= 0:
+            for i, (a, b) in enumerate(bounds):
+                yield self.planner.plan(self.split, i, a, b)
+            return
+        slots: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for i, (a, b) in enumerate(bounds):
+                    if stop.is_set():
+                        return
+                    slots.put(("plan", self.planner.plan(self.split, i, a, b)))
+                slots.put(("end", None))
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the training thread
+                slots.put(("error", exc))
+
+        worker = threading.Thread(target=produce, daemon=True)
+        worker.start()
+        try:
+            while True:
+                kind, value = slots.get()
+                if kind == "end":
+                    return
+                if kind == "error":
+                    raise value
+                yield value
+        finally:
+            stop.set()
+            while worker.is_alive():  # unblock a producer waiting on a full queue
+                try:
+                    slots.get_nowait()
+                except queue.Empty:
+                    worker.join(timeout=0.05)
