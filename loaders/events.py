@@ -136,8 +136,8 @@ def _relabel_dense(arrays: list[np.ndarray], universe: np.ndarray | None, high: 
         for values in arrays:
             missing = ~present[values]
             if missing.any():
-                raise InputError(file, f"{what} id {values[np.argmax(missing)]} is not in the list of known "
-                                       f"{what}s", line=None)
+                raise InputError(file, f"{what} id {values[np.argmax(missing)]} is not in the known vertex set "
+                                       f"(the accounts/nodes file)")
     node_ids = np.flatnonzero(present)
     codes = np.cumsum(present, dtype=np.int64) - 1
     dtype = id_dtype(len(node_ids))
@@ -153,7 +153,8 @@ def _relabel_sorted(arrays: list[np.ndarray], universe: np.ndarray | None, file:
         codes = np.searchsorted(node_ids, values)
         bad = (codes >= len(node_ids)) | (node_ids[np.minimum(codes, len(node_ids) - 1)] != values)
         if bad.any():
-            raise InputError(file, f"{what} id {values[np.argmax(bad)]} is not in the list of known {what}s")
+            raise InputError(file, f"{what} id {values[np.argmax(bad)]} is not in the known vertex set "
+                                   f"(the accounts/nodes file)")
         mapped.append(codes.astype(dtype))
     return node_ids, mapped
 

@@ -32,7 +32,6 @@ BLOCK_BYTES = 64 << 20
 ID, FLOAT, INT, TIMESTAMP, FLAG = pa.int64(), pa.float64(), pa.int64(), pa.timestamp("s"), pa.bool_()
 # pyarrow's default spellings of booleans (ConvertOptions true_values/false_values)
 FLAG_VALUES = {"1", "True", "TRUE", "true", "0", "False", "FALSE", "false"}
-TIMESTAMP_PARSERS = [pacsv.ISO8601, "%Y%m%d"]
 _TAB_TO_SPACE = bytes.maketrans(b"\t", b" ")
 _SPACE_RUNS = re.compile(rb" {2,}")
 _EDGE_SPACES = re.compile(rb"(?m)^ +| +(?=\r?$)")
@@ -224,9 +223,38 @@ def _parse_block(data: bytearray | bytes, spec: TableSpec) -> pa.Table:
         pa.BufferReader(pa.py_buffer(data)),
         read_options=pacsv.ReadOptions(column_names=spec.names, block_size=16 << 20),
         parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True),
-        convert_options=pacsv.ConvertOptions(column_types={c.name: c.type for c in spec.converted},
+        convert_options=pacsv.ConvertOptions(column_types={c.name: _read_type(c.type) for c in spec.converted},
                                              include_columns=[c.name for c in spec.converted],
-                                             timestamp_parsers=TIMESTAMP_PARSERS, quoted_strings_can_be_null=False))
+                                             quoted_strings_can_be_null=False))
+
+
+def _read_type(dtype: pa.DataType) -> pa.DataType:
+    """Dates are read as text and converted by :func:`dates_to_seconds` (zoned and naive mixed)."""
+    return pa.string() if pa.types.is_timestamp(dtype) else dtype
+
+
+def dates_to_seconds(text: pa.Array) -> pa.Array:
+    """ISO-8601 dates/times (with ``Z``/offset or naive = UTC) or ``yyyymmdd`` -> int64 Unix seconds."""
+    if text.null_count:
+        raise pa.ArrowInvalid("missing date")
+    compact = pc.match_substring_regex(text, r"^\d{8}$").to_numpy(zero_copy_only=False)
+    zoned = pc.match_substring_regex(text, r"(Z|[+-]\d\d:?\d\d)$").to_numpy(zero_copy_only=False)
+    seconds = np.zeros(len(text), dtype=np.int64)
+    parsers = ((compact, lambda a: pc.strptime(a, format="%Y%m%d", unit="s")),
+               (zoned & ~compact, lambda a: a.cast(pa.timestamp("s", tz="UTC"))),
+               (~zoned & ~compact, lambda a: a.cast(pa.timestamp("s"))))
+    for mask, parse in parsers:
+        if mask.any():
+            seconds[mask] = parse(text.filter(pa.array(mask))).cast(pa.int64()).to_numpy()
+    return pa.array(seconds)
+
+
+def _convert_dates(table: pa.Table, spec: TableSpec) -> pa.Table:
+    for column in spec.converted:
+        if pa.types.is_timestamp(column.type):
+            index = table.schema.get_field_index(column.name)
+            table = table.set_column(index, column.name, dates_to_seconds(table.column(index).combine_chunks()))
+    return table
 
 
 def _parse_checked(data: bytearray | bytes, spec: TableSpec) -> tuple[pa.Table | None, str | None]:
@@ -383,7 +411,7 @@ def _take_header(block: _Block, spec: TableSpec) -> tuple[str | None, _Block]:
 
 def _try_parse(data: bytes, spec: TableSpec) -> tuple[pa.Table | None, str | None]:
     try:
-        return _parse_block(data, spec), None
+        return _convert_dates(_parse_block(data, spec), spec), None
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         return None, str(exc).splitlines()[0]
 
@@ -397,9 +425,7 @@ def _partial_line_error(path: Path, block: _Block, spec: TableSpec) -> InputErro
 
 
 def _to_numpy(chunks: list[pa.Array], dtype: pa.DataType) -> np.ndarray:
-    if pa.types.is_timestamp(dtype):
-        chunks = [chunk.cast(pa.int64()) for chunk in chunks]
-        dtype = pa.int64()
+    dtype = pa.int64() if pa.types.is_timestamp(dtype) else dtype  # dates arrive as Unix seconds
     if not chunks:
         return np.zeros(0, dtype=dtype.to_pandas_dtype())
-    return pa.chunked_array(chunks, type=pa.int64() if pa.types.is_timestamp(dtype) else dtype).to_numpy()
+    return pa.chunked_array(chunks, type=dtype).to_numpy()
