@@ -175,6 +175,16 @@ class _StoreWriter:
             self.columns[name] = _ColumnWriter(self.group, name, dtype, row_shape)
         return self.columns[name]
 
+    def _check_ids(self, src: np.ndarray, dst: np.ndarray, where: str) -> None:
+        """Refuse ids outside 0..N-1 and columns of different lengths, naming the block."""
+        if len(src) != len(dst):
+            raise StoreError(f"{self.path}: {where}: {len(src)} sources but {len(dst)} destinations")
+        n = self.attrs["num_nodes"]
+        for name, ids in (("src", src), ("dst", dst)):
+            if len(ids) and (ids.min() < 0 or ids.max() >= n):
+                bad = ids[(ids < 0) | (ids >= n)][0]
+                raise StoreError(f"{self.path}: {where}: {name} vertex id {bad} is outside 0..{n - 1}")
+
     def write_array(self, name: str, values: np.ndarray) -> None:
         """Write a whole (small, node-sized) array at once, e.g. ``node_ids`` or ``node_features``."""
         values = np.asarray(values)
@@ -238,8 +248,9 @@ class SnapshotStoreWriter(_StoreWriter):
                         start: float | None = None, features: np.ndarray | None = None) -> None:
         """Add the next snapshot's edges (any order; sorted here) and optionally its (N, F) frame."""
         src, dst = np.asarray(src), np.asarray(dst)
-        order = _dst_src_order(src, dst, [np.asarray(v) for v in (label, weight, time) if v is not None])
         n_before = len(self.offsets) - 1
+        self._check_ids(src, dst, f"snapshot {n_before}")
+        order = _dst_src_order(src, dst, [np.asarray(v) for v in (label, weight, time) if v is not None])
         self.columns["src"].append(src[order])
         self.columns["dst"].append(dst[order])
         optional = {"weight": (weight, np.float32), "time": (time, self.time_dtype), "label": (label, np.int8)}
@@ -277,12 +288,27 @@ def _dst_src_order(src: np.ndarray, dst: np.ndarray, tie_breakers: list[np.ndarr
     """Row order sorting edges by (dst, src), repeated pairs by time, weight, label (``tie_breakers``
     in order label, weight, time), so the stored order, hence the fingerprint, depends only on the
     snapshot's multiset of edges. Transforms hand in already sorted snapshots: checking that is
-    ~50x cheaper than lexsort. Always an index array, so the rows written are copies."""
+    ~50x cheaper than sorting. Always an index array, so the rows written are copies.
+    Ids must be in range (checked by the writer) so that they pack into one int64 key."""
     same_dst = dst[1:] == dst[:-1]
     src_order = src[1:] > src[:-1] if len(tie_breakers) else src[1:] >= src[:-1]
     if np.all((dst[1:] > dst[:-1]) | (same_dst & src_order)):
         return np.arange(len(src))
-    return np.lexsort((*tie_breakers, src, dst))
+    if len(src) and max(int(src.max()), int(dst.max())) >= 2**31:
+        return np.lexsort((*tie_breakers, src, dst))
+    # One packed int64 key sorts ~4x faster than lexsort((src, dst)) (the write path's main cost).
+    key = (dst.astype(np.int64) << 32) | src.astype(np.int64)
+    order = np.argsort(key)
+    if len(tie_breakers):
+        sorted_key = key[order]
+        tie = sorted_key[1:] == sorted_key[:-1]
+        if tie.any():  # re-sort only the rows of repeated pairs, by (pair, time, weight, label)
+            in_run = np.zeros(len(key), dtype=bool)
+            in_run[1:] |= tie
+            in_run[:-1] |= tie
+            rows = order[in_run]
+            order[in_run] = rows[np.lexsort((*[values[rows] for values in tie_breakers], key[rows]))]
+    return order
 
 
 class EdgeStreamStoreWriter(_StoreWriter):
@@ -313,6 +339,8 @@ class EdgeStreamStoreWriter(_StoreWriter):
             raise StoreError(f"{self.path}: events must be appended in time order (event {self.num_events})")
         if np.issubdtype(t.dtype, np.floating) and np.isnan(t).any():
             raise StoreError(f"{self.path}: NaN time near event {self.num_events}")
+        src, dst = np.asarray(src), np.asarray(dst)
+        self._check_ids(src, dst, f"events from {self.num_events}")
         self.columns["src"].append(src)
         self.columns["dst"].append(dst)
         self.columns["t"].append(t)

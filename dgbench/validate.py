@@ -5,10 +5,12 @@ Every array is read block by block (never whole), so validation runs in bounded 
 from __future__ import annotations
 
 import hashlib
+import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from zarr.codecs import BloscCodec
 
 from dgbench.errors import StoreError
 from dgbench.store import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, combine_fingerprint,
@@ -32,6 +34,10 @@ def _scan_array(store, name: str, problems: list[str], check) -> dict[str, Any] 
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported, not raised
         problems.append(f"array '{name}': metadata unreadable ({type(exc).__name__}: {exc})")
         return None
+    damaged = _damaged_chunk_file(Path(store.path) / name, array)
+    if damaged is not None:
+        problems.append(f"array '{name}': {damaged}")
+        return None
     hasher = hashlib.sha256()
     rows = array.shape[0]
     start = 0
@@ -47,6 +53,33 @@ def _scan_array(store, name: str, problems: list[str], check) -> dict[str, Any] 
                         f"({type(exc).__name__}: {exc})")
         return None
     return {"dtype": array.dtype.str.replace(">", "<"), "shape": list(array.shape), "sha256": hasher.hexdigest()}
+
+
+BLOSC_HEADER = 16
+
+
+def _damaged_chunk_file(array_dir: Path, array) -> str | None:
+    """The first Blosc chunk file whose length differs from the one its header records, described.
+
+    Checked on the files because Blosc trusts the header: a truncated frame may decode garbage
+    instead of failing, so decoding alone does not reliably catch truncation.
+    """
+    if not array.metadata.codecs or not isinstance(array.metadata.codecs[-1], BloscCodec):
+        return None
+    chunk_files = [f for f in (array_dir / "c").rglob("*") if f.is_file()]
+    for file in sorted(chunk_files, key=lambda f: [int(p) for p in f.relative_to(array_dir / "c").parts]):
+        size = file.stat().st_size
+        with open(file, "rb") as handle:
+            header = handle.read(BLOSC_HEADER)
+        recorded = struct.unpack_from("<I", header, 12)[0] if size >= BLOSC_HEADER else None
+        if recorded != size:
+            index = int(file.relative_to(array_dir / "c").parts[0])
+            lo, step = index * array.chunks[0], array.chunks[0]
+            rows = f"rows {lo}..{min(array.shape[0], lo + step) - 1}"
+            what = "truncated" if recorded is None or size < recorded else "longer than its header says"
+            return (f"chunk {file.relative_to(array_dir).as_posix()} ({rows}) {what} "
+                    f"({size} bytes, header records {recorded if recorded is not None else '?'})")
+    return None
 
 
 def _locate_bad_chunk(array, start: int, rows: int) -> str:

@@ -9,6 +9,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numcodecs
 import numpy as np
 import pytest
 
@@ -179,6 +180,19 @@ def test_stream_writer_rejects_unsorted_times(tmp_path):
             writer.append_events([1], [2], [15])
 
 
+def test_writers_reject_out_of_range_ids(tmp_path):
+    with SnapshotStoreWriter(tmp_path / "s.zarr", num_nodes=N, directed=True, cut={}, provenance={}) as writer:
+        writer.append_snapshot([1, 2], [3, 4])
+        with pytest.raises(StoreError, match=f"snapshot 1: dst vertex id {N} is outside 0..{N - 1}"):
+            writer.append_snapshot([1, 2], [3, N])
+    with EdgeStreamStoreWriter(tmp_path / "e.zarr", num_nodes=N, directed=True, provenance={}) as writer:
+        writer.append_events([1, 2], [3, 4], [10, 20])
+        with pytest.raises(StoreError, match="events from 2: src vertex id -1 is outside"):
+            writer.append_events([-1], [2], [25])
+        with pytest.raises(StoreError, match="2 sources but 1 destinations"):
+            writer.append_events([1, 2], [2], [30, 31])
+
+
 def test_open_store_errors(tmp_path, esdg_store):
     with pytest.raises(StoreError, match="not a dgbench store"):
         open_store(tmp_path)
@@ -264,10 +278,13 @@ def test_one_snapshot_read_touches_only_its_chunks(tmp_path, small_chunks):
     first = store.snapshot(0)
     last_rows = int(store.offsets[-2])
     keep = {c for c in range(last_rows // 1000, store.num_edges // 1000 + 1)}
+    # A well-formed Blosc frame of 3 elements: fails for sure where a 1,000-element chunk is expected
+    # (garbled bytes are not enough: Blosc trusts its header and may decode them by chance).
+    wrong_size_frame = numcodecs.Blosc(cname="lz4").encode(np.zeros(3, dtype=np.int8))
     for column in ("src", "dst", "weight", "time", "label"):
         for chunk in (store.path / column / "c").iterdir():
             if int(chunk.name) not in keep:
-                chunk.write_bytes(b"garbage")  # any read of this chunk now fails
+                chunk.write_bytes(wrong_size_frame)  # decoding this chunk now fails
     reopened = open_store(store.path)
     last = reopened.snapshot(len(snaps) - 1)
     np.testing.assert_array_equal(last.src, sorted_by_dst_src(snaps[-1])["src"])

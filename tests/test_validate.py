@@ -67,7 +67,17 @@ def test_truncated_chunk(chunked_esdg_store):
     chunk = chunked_esdg_store / "src" / "c" / "2"
     chunk.write_bytes(chunk.read_bytes()[: chunk.stat().st_size // 2])
     problem = only_problem(chunked_esdg_store)
-    assert "array 'src'" in problem and "chunk c/2 (rows 2000..2999) unreadable" in problem
+    assert problem.startswith("array 'src': chunk c/2 (rows 2000..2999) truncated")
+
+
+def test_garbled_chunk(chunked_esdg_store):
+    chunk = chunked_esdg_store / "dst" / "c" / "1"
+    data = bytearray(chunk.read_bytes())
+    data[16:] = bytes(len(data) - 16)  # same length, compressed payload zeroed
+    chunk.write_bytes(bytes(data))
+    problem = only_problem(chunked_esdg_store)
+    assert problem.startswith("array 'dst': ") and ("chunk c/1 (rows 1000..1999) unreadable" in problem
+                                                    or "content hash differs" in problem)
 
 
 def test_decreasing_offsets(esdg_store):
