@@ -1,0 +1,42 @@
+"""The repo's official-store registry matches what the generators produce today.
+
+A generator change that alters its default store must come with `python -m dgbench.leaderboard.official
+refresh`; otherwise results on the new store would silently count as unofficial.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dgbench.leaderboard import official
+from dgbench.records import REPO_ROOT
+
+REGISTRY = json.loads((REPO_ROOT / "leaderboards" / "official_stores.json").read_text())
+
+
+def registered(label: str) -> dict:
+    return next(s for s in REGISTRY["stores"] if s["label"] == label)
+
+
+def check_generated(monkeypatch, keep) -> None:
+    monkeypatch.setattr(official, "GENERATED", [g for g in official.GENERATED if keep(g)])
+    entries = official.generated_entries()
+    assert entries
+    for entry in entries:
+        assert entry == registered(entry["label"]), f"stale registry entry {entry['label']}: run refresh"
+
+
+def test_default_generator_stores_are_registered(monkeypatch):
+    check_generated(monkeypatch, lambda generator: not generator[1])
+
+
+@pytest.mark.slow
+def test_weak_scaling_ladder_is_registered(monkeypatch):
+    check_generated(monkeypatch, lambda generator: bool(generator[1]))
+
+
+def test_registry_has_one_entry_per_fingerprint_and_every_generator():
+    fingerprints = [s["fingerprint"] for s in REGISTRY["stores"]]
+    assert len(fingerprints) == len(set(fingerprints))
+    assert {label for _, _, label in official.GENERATED} <= {s["label"] for s in REGISTRY["stores"]}
