@@ -1,0 +1,159 @@
+"""The sparse kernel of the discrete-time models: CSR operators and ``Ã @ X`` with a cached ``Ãᵀ``.
+
+A GCN aggregation multiplies a constant sparse matrix by a dense one. PyTorch's CSR ``A @ X`` is
+fast in the forward pass, but autograd through it is an order of magnitude slower than the
+forward; scatter / ``index_add_`` paths are slower still. :func:`spmm` is an autograd function
+whose backward is another CSR product with ``Aᵀ``, built once per operator and cached, so the
+backward runs at forward speed. Only ``X`` receives a gradient (``Ã`` is data, not a parameter).
+
+Also here: building CSR arrays from (row, col, value) triples, the GCN normalisation
+``Ã = D^-1/2 (A + I) D^-1/2`` (Kipf & Welling; ESDG §5) and block-diagonal stacking of several
+snapshots' matrices, so one kernel call aggregates a whole block of timesteps.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+
+
+@dataclass
+class CsrArrays:
+    """A CSR matrix as three arrays (numpy on the host or torch on a device) plus its shape."""
+
+    rowptr: np.ndarray | torch.Tensor  # int64, rows + 1
+    col: np.ndarray | torch.Tensor  # int32 on the host, int64 on the device
+    val: np.ndarray | torch.Tensor  # float32
+    shape: tuple[int, int]
+
+    @property
+    def nnz(self) -> int:
+        return int(len(self.col))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) if isinstance(a, np.ndarray) else a.numel() * a.element_size()
+                   for a in (self.rowptr, self.col, self.val))
+
+    def to_torch(self, device: torch.device | str = "cpu") -> "CsrArrays":
+        def move(a, dtype):
+            t = torch.as_tensor(a) if isinstance(a, np.ndarray) else a
+            return t.to(device=device, dtype=dtype)
+        return CsrArrays(move(self.rowptr, torch.int64), move(self.col, torch.int64),
+                         move(self.val, torch.float32), self.shape)
+
+
+def csr_from_coo(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int],
+                 sorted_rows: bool = False) -> CsrArrays:
+    """CSR of (row, col, val) triples; duplicates are summed, columns sorted within each row."""
+    rows, cols = np.asarray(rows, np.int64), np.asarray(cols, np.int64)
+    vals = np.asarray(vals, np.float64)
+    keys = rows * shape[1] + cols
+    if not (sorted_rows and (len(keys) < 2 or np.all(keys[1:] > keys[:-1]))):
+        order = np.argsort(keys, kind="stable")
+        keys, vals = keys[order], vals[order]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.empty(0, np.int64)
+        keys, vals = keys[starts], np.add.reduceat(vals, starts) if len(starts) else vals
+    row_of = keys // shape[1]
+    rowptr = np.zeros(shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(row_of, minlength=shape[0]), out=rowptr[1:])
+    return CsrArrays(rowptr, (keys % shape[1]).astype(np.int32), vals.astype(np.float32), shape)
+
+
+def gcn_normalize(src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None, num_nodes: int) -> CsrArrays:
+    """Ã = D^-1/2 (A + I) D^-1/2 with A[dst, src] = summed edge weight, D its row sums (ESDG §5).
+
+    Row v of Ã aggregates into v from its in-neighbours, so ``(Ã X)[v]`` mixes the sources of
+    edges pointing at v. Computed in float64 and stored as float32, identically on every rank.
+    """
+    loops = np.arange(num_nodes, dtype=np.int64)
+    w = np.ones(len(src)) if weight is None else np.asarray(weight, np.float64)
+    a = csr_from_coo(np.r_[np.asarray(dst, np.int64), loops], np.r_[np.asarray(src, np.int64), loops],
+                     np.r_[w, np.ones(num_nodes)], (num_nodes, num_nodes))
+    rows = np.repeat(np.arange(num_nodes), np.diff(a.rowptr))
+    degree = np.bincount(rows, weights=a.val.astype(np.float64), minlength=num_nodes)
+    inv_sqrt = 1.0 / np.sqrt(np.maximum(degree, 1e-12))
+    a.val = (a.val.astype(np.float64) * inv_sqrt[rows] * inv_sqrt[a.col]).astype(np.float32)
+    return a
+
+
+def block_diagonal(parts: list[CsrArrays], col_offsets: list[int] | None = None,
+                   num_cols: int | None = None) -> CsrArrays:
+    """Stack torch CSR parts as diagonal blocks (rows one after another, columns shifted).
+
+    ``col_offsets`` overrides where each part's columns start (default: one after another), which
+    lets halo columns of several parts point into one shared tail of the input.
+    """
+    row_starts = np.cumsum([0] + [p.shape[0] for p in parts])
+    if col_offsets is None:
+        col_offsets = list(np.cumsum([0] + [p.shape[1] for p in parts])[:-1])
+        num_cols = int(sum(p.shape[1] for p in parts))
+    nnz_starts = np.cumsum([0] + [p.nnz for p in parts])
+    rowptr = torch.cat([p.rowptr[:-1] + int(nnz_starts[i]) for i, p in enumerate(parts)]
+                       + [parts[-1].rowptr.new_tensor([int(nnz_starts[-1])])])
+    col = torch.cat([p.col + int(off) for p, off in zip(parts, col_offsets)])
+    val = torch.cat([p.val for p in parts])
+    return CsrArrays(rowptr, col, val, (int(row_starts[-1]), int(num_cols)))
+
+
+def csr_transpose(a: CsrArrays) -> CsrArrays:
+    """Aᵀ in CSR, with torch ops on A's device (a stable sort by column keeps rows sorted)."""
+    rows = torch.repeat_interleave(torch.arange(a.shape[0], device=a.col.device), a.rowptr.diff())
+    order = torch.argsort(a.col, stable=True)
+    counts = torch.bincount(a.col, minlength=a.shape[1])
+    rowptr = torch.zeros(a.shape[1] + 1, dtype=torch.int64, device=a.col.device)
+    torch.cumsum(counts, 0, out=rowptr[1:])
+    return CsrArrays(rowptr, rows[order], a.val[order], (a.shape[1], a.shape[0]))
+
+
+def _tensor(a: CsrArrays) -> torch.Tensor:
+    with warnings.catch_warnings():  # "CSR support is in beta": said once per process is noise enough
+        warnings.simplefilter("ignore")
+        return torch.sparse_csr_tensor(a.rowptr, a.col, a.val, a.shape, check_invariants=False)
+
+
+@dataclass
+class SparseOperator:
+    """A constant sparse matrix to multiply by: its CSR tensor and, once needed, that of its transpose."""
+
+    csr: CsrArrays
+    _forward: torch.Tensor | None = field(default=None, repr=False)
+    _backward: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.csr.shape
+
+    def matrix(self) -> torch.Tensor:
+        if self._forward is None:
+            self._forward = _tensor(self.csr)
+        return self._forward
+
+    def transposed(self) -> torch.Tensor:
+        """Aᵀ as CSR, built on first use and cached for every later backward pass."""
+        if self._backward is None:
+            self._backward = _tensor(csr_transpose(self.csr))
+        return self._backward
+
+
+class _CachedTransposeSpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, op: SparseOperator) -> torch.Tensor:
+        ctx.op = op
+        return op.matrix() @ x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.op.transposed() @ grad.contiguous(), None
+
+
+def spmm(op: SparseOperator, x: torch.Tensor) -> torch.Tensor:
+    """``A @ x`` for a constant sparse ``A``; the gradient w.r.t. ``x`` is ``Aᵀ @ grad`` (cached ``Aᵀ``)."""
+    if x.shape[0] != op.shape[1]:
+        raise ValueError(f"spmm: operator is {op.shape}, input has {x.shape[0]} rows")
+    if op.csr.nnz == 0 or x.shape[0] == 0:
+        return x.new_zeros((op.shape[0], *x.shape[1:])) + 0 * x.sum()
+    return _CachedTransposeSpMM.apply(x.contiguous(), op)

@@ -1,0 +1,187 @@
+"""The one training loop of the discrete-time schemes: blocks, checkpointing, loss, gradients.
+
+Every scheme runs this loop; a placement only decides where snapshots live and what moves. With
+one block the forward pass is one autograd graph. With nb > 1 blocks it is ESDG §3.1's gradient
+checkpointing: a forward sweep without autograd keeps only the hand-over state π_b per block, then
+a reverse sweep recomputes each block from π_b with autograd and back-propagates the block's loss
+together with the gradient arriving at π_{b+1}.
+
+The loss is the mean binary cross-entropy over all training pairs of all ranks: each rank sums its
+share and divides by the global pair count, and gradients are summed across ranks, so every scheme
+follows exactly the same optimisation trajectory as ``single`` (ESDG §6.4, Fig. 6).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dgbench.dist import DistContext, PhaseTimer
+from dgbench.metrics import link_prediction_metrics
+from dgbench.models.discrete import DynamicGNN, State
+from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData, PairBatch
+from trainers.discrete.placement import Placement
+
+
+class SavedActivationMeter:
+    """Peak bytes of tensors autograd keeps for the backward pass (what checkpointing reduces).
+
+    Works on every device, unlike process RSS which never goes down within a process.
+    """
+
+    def __init__(self) -> None:
+        self.current = 0
+        self.peak = 0
+
+    @contextmanager
+    def watching(self) -> Iterator[None]:
+        meter = self
+
+        class Held:
+            def __init__(self, tensor: torch.Tensor):
+                self.tensor, self.size = tensor, tensor.numel() * tensor.element_size()
+                meter.current += self.size
+                meter.peak = max(meter.peak, meter.current)
+
+            def __del__(self) -> None:
+                meter.current -= self.size
+
+        with torch.autograd.graph.saved_tensors_hooks(Held, lambda held: held.tensor):
+            yield
+
+
+def _flatten(state: list[State]) -> list[torch.Tensor]:
+    return [t for layer in state for t in layer]
+
+
+def _unflatten(flat: list[torch.Tensor], like: list[State]) -> list[State]:
+    out, i = [], 0
+    for layer in like:
+        out.append(tuple(flat[i:i + len(layer)]))
+        i += len(layer)
+    return out
+
+
+class DiscreteTrainer:
+    """Drives one rank: ``train_epoch`` and ``evaluate`` for :func:`trainers.epochs.run_epochs`."""
+
+    def __init__(self, ctx: DistContext, data: DiscreteData, placement: Placement, model: DynamicGNN, lr: float):
+        self.ctx, self.data, self.placement, self.model = ctx, data, placement, model
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        self.activations = SavedActivationMeter()
+        self.train_steps = set(data.steps_of(TRAIN))
+
+    # ------------------------------------------------------------------ one block
+    def _block_loss(self, block: int, state: list[State], batches: list[PairBatch], total_pairs: int,
+                    timer: PhaseTimer, score: bool = True) -> tuple[torch.Tensor, list[State]]:
+        view = self.placement.view(block, timer)
+        halves, new_state = self.model.forward_block(view, state)
+        if not score:
+            return halves.new_zeros(()), new_state
+        logits = self.placement.score(view, halves, batches, self.model.scorer.bias)
+        labels = torch.from_numpy(np.concatenate([b.label for b in batches]) if batches
+                                  else np.zeros(0, np.float32)).to(logits.device)
+        loss = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / max(total_pairs, 1)
+        # keeps this rank's graph connected to every collective even when it scores no pair
+        return loss + 0.0 * halves.sum(), new_state
+
+    def _initial_state(self) -> list[State]:
+        return self.model.initial_state(self.placement.vertex_rows)
+
+    # ------------------------------------------------------------------ training
+    def train_epoch(self, epoch: int, timer: PhaseTimer) -> tuple[float, int]:
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=False)
+        every = [self.data.pairs(t, TRAIN, epoch) for t in sorted(self.train_steps)]
+        total_pairs = sum(len(b.src) for b in every)
+        batches = [[self.placement.owned(b) for b in every if b.step in block] for block in self.placement.blocks]
+        with self.activations.watching():
+            if len(self.placement.blocks) == 1:
+                loss, _ = self._block_loss(0, self._initial_state(), batches[0], total_pairs, timer)
+                loss.backward()
+                local_loss = loss.item()
+            else:
+                local_loss = self._checkpointed_backward(batches, total_pairs, timer)
+        self._all_reduce_gradients()
+        self.optimizer.step()
+        summed = self.ctx.comm.all_reduce(torch.tensor([local_loss], dtype=torch.float64, device=self.ctx.device),
+                                          tag="loss") if self.ctx.world_size > 1 else torch.tensor([local_loss])
+        return float(summed.item()), self.data.work()
+
+    def _checkpointed_backward(self, batches: list[list[PairBatch]], total_pairs: int, timer: PhaseTimer) -> float:
+        """ESDG §3.1: keep π_b only, recompute block b in reverse order, chain the gradient of π."""
+        states = [self._initial_state()]
+        with torch.no_grad():
+            for b in range(len(self.placement.blocks) - 1):
+                _, nxt = self._block_loss(b, states[-1], [], total_pairs, timer, score=False)
+                states.append([tuple(t.detach() for t in layer) for layer in nxt])
+        grad_next: list[torch.Tensor | None] | None = None
+        total = 0.0
+        for b in reversed(range(len(self.placement.blocks))):
+            if b == 0:
+                start = self._initial_state()  # may hold parameters (EvolveGCN's initial weight)
+                leaves = []
+            else:
+                leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in _flatten(states[b])]
+                start = _unflatten(leaves, states[b])
+            loss, end = self._block_loss(b, start, batches[b], total_pairs, timer)
+            outputs, grads = [loss], [torch.ones_like(loss)]
+            if grad_next is not None:
+                for tensor, grad in zip(_flatten(end), grad_next):
+                    if grad is not None and tensor.requires_grad:
+                        outputs.append(tensor)
+                        grads.append(grad)
+            torch.autograd.backward(outputs, grads)
+            grad_next = [leaf.grad for leaf in leaves]
+            total += loss.item()
+            states[b] = []  # π_b is consumed
+        return total
+
+    def _all_reduce_gradients(self) -> None:
+        if self.ctx.world_size == 1:
+            return
+        params = list(self.model.parameters())
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        self.ctx.comm.all_reduce(flat, tag="gradients")
+        offset = 0
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, dict[str, float]]:
+        """Accuracy, AP and AUC on the validation and test steps, gathered from every rank."""
+        self.model.eval()
+        splits = {split: [self.placement.owned(self.data.pairs(t, split)) for t in self.data.steps_of(split)]
+                  for split in (VAL, TEST)}
+        scored: dict[str, list[torch.Tensor]] = {VAL: [], TEST: []}
+        timer = PhaseTimer(self.ctx.device)
+        state = self._initial_state()
+        for b, block in enumerate(self.placement.blocks):
+            view = self.placement.view(b, timer)
+            halves, state = self.model.forward_block(view, state)
+            for split, batches in splits.items():
+                inside = [batch for batch in batches if batch.step in block]
+                logits = self.placement.score(view, halves, inside, self.model.scorer.bias)
+                labels = torch.from_numpy(np.concatenate([x.label for x in inside]) if inside
+                                          else np.zeros(0, np.float32)).to(logits.device)
+                scored[split].append(torch.stack([logits.double(), labels.double()], dim=1))
+        return {split: link_prediction_metrics(*self._gather(torch.cat(rows)).t()) for split, rows in scored.items()}
+
+    def _gather(self, rows: torch.Tensor) -> torch.Tensor:
+        """Every rank's (logit, label) rows on every rank (uneven sizes, so one all-to-all)."""
+        comm, size = self.ctx.comm, self.ctx.world_size
+        if size == 1:
+            return rows
+        counts = comm.exchange_counts([rows.shape[0]] * size)
+        return comm.all_to_all_single(rows.repeat(size, 1), [rows.shape[0]] * size, counts, tag="evaluation")
+
+    def extra(self) -> dict[str, Any]:
+        return {"peak_saved_activation_bytes": self.activations.peak}

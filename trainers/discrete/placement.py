@@ -1,0 +1,388 @@
+"""The four ESDG schemes as placements: where snapshots live and what moves between ranks.
+
+A placement never changes the model. For each block of timesteps it hands the model a
+:class:`~dgbench.models.discrete.BlockView` (GCN aggregation, layout changes) and scores this
+rank's share of the link-prediction pairs:
+
+* ``single``: one rank, every snapshot resident on the device.
+* ``checkpoint``: one rank; snapshots moved to the device per block, whole or as graph
+  differences (ESDG §3.1-3.2); the loop recomputes each block in the backward pass.
+* ``snapshot``: each rank owns contiguous timesteps of every block, runs the GCN there and
+  redistributes [T_local, N, F] <-> [T, N_local, F] for a per-vertex temporal module (ESDG §4.2).
+* ``vertex``: each rank owns the vertices a hypergraph partitioner gives it (ESDG §4.1) for all
+  timesteps; halo rows travel along precomputed send/receive lists in one all-to-all per block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
+from dgbench.errors import DgbenchError
+from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, spmm
+from dgbench.registry import register_scheme
+from trainers.config import RunConfig
+from trainers.discrete.data import DiscreteData, PairBatch
+from trainers.discrete.transfer import BASE, SnapshotMover
+
+
+def split_range(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
+    """Contiguous, balanced (first parts one longer) sub-ranges of [start, stop)."""
+    bounds = np.linspace(0, stop - start, parts + 1)
+    sizes = np.diff(np.floor(bounds + 1e-9).astype(int))
+    sizes = np.sort(sizes)[::-1]
+    edges = start + np.r_[0, np.cumsum(sizes)]
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+class Placement:
+    """Shared by every scheme: blocks of timesteps, scoring of pairs, per-run extras."""
+
+    name = "?"
+
+    def __init__(self, ctx: DistContext, data: DiscreteData, blocks: int):
+        if blocks > data.num_steps:
+            raise DgbenchError(f"--blocks {blocks} exceeds the {data.num_steps} input timesteps")
+        self.ctx, self.data = ctx, data
+        self.blocks = [range(a, b) for a, b in split_range(0, data.num_steps, blocks)]
+        self.vertex_rows = data.num_nodes
+
+    def view(self, block: int, timer: PhaseTimer) -> Any:
+        raise NotImplementedError
+
+    def owned(self, batch: PairBatch) -> PairBatch:
+        """This rank's share of one step's pairs."""
+        raise NotImplementedError
+
+    def score_table(self, view: Any, halves: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Scorer halves indexable by (step - first, vertex id) for this rank's pairs, and first."""
+        raise NotImplementedError
+
+    def score(self, view: Any, halves: torch.Tensor, batches: list[PairBatch], bias: torch.Tensor) -> torch.Tensor:
+        """Logits of ``batches`` (ESDG §6.4: w · [h_u, h_v] + b, split into per-vertex halves)."""
+        table, first = self.score_table(view, halves)
+        device = halves.device
+        if not batches:
+            return halves.new_zeros(0)
+        step = torch.from_numpy(np.concatenate([np.full(len(b.src), b.step - first) for b in batches])).to(device)
+        src = torch.from_numpy(np.concatenate([b.src for b in batches])).to(device)
+        dst = torch.from_numpy(np.concatenate([b.dst for b in batches])).to(device)
+        return table[step, src, 0] + table[step, dst, 1] + bias
+
+    def extra(self) -> dict[str, Any]:
+        return {}
+
+
+# --------------------------------------------------------------------------- time partitioning
+
+@dataclass
+class TimeView:
+    """A block seen by a time-partitioned rank: its local steps of the block, all N vertices."""
+
+    placement: "TimePlacement"
+    block: range
+    local: tuple[int, int]  # global steps [a, b) of this rank in the block
+    operator: SparseOperator | None
+    first_input: torch.Tensor  # [local steps, N, 2]
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.block)
+
+    @property
+    def local_steps(self) -> slice:
+        return slice(self.local[0] - self.block.start, self.local[1] - self.block.start)
+
+    @property
+    def vertex_rows(self) -> int:
+        return self.placement.vertex_rows
+
+    def aggregate(self, x: torch.Tensor | None) -> torch.Tensor:
+        if x is None:
+            return self.first_input
+        if self.operator is None:
+            return x
+        steps, rows, width = x.shape
+        return spmm(self.operator, x.reshape(steps * rows, width)).view(steps, rows, width)
+
+    def _local_counts(self) -> list[int]:
+        return [b - a for a, b in self.placement.local_ranges(self.block)]
+
+    def to_vertex(self, y: torch.Tensor) -> torch.Tensor:
+        """[T_local, N, F] -> [T_block, N_local, F]: one all-to-all (ESDG §4.2 re-distribution)."""
+        p = self.placement
+        if p.ctx.world_size == 1:
+            return y
+        width, steps = y.shape[-1], self._local_counts()
+        pieces = [y[:, a:b].reshape(-1, width) for a, b in p.vertex_ranges]
+        send = [steps[p.rank] * (b - a) for a, b in p.vertex_ranges]
+        recv = [count * p.vertex_rows for count in steps]
+        received = all_to_all_autograd(torch.cat(pieces), p.ctx.comm, send, recv, tag="to_vertex")
+        return received.view(len(self.block), p.vertex_rows, width)
+
+    def to_time(self, z: torch.Tensor) -> torch.Tensor:
+        """[T_block, N_local, F] -> [T_local, N, F]: the reverse all-to-all."""
+        p = self.placement
+        if p.ctx.world_size == 1:
+            return z
+        width, steps = z.shape[-1], self._local_counts()
+        send = [count * p.vertex_rows for count in steps]
+        recv = [steps[p.rank] * (b - a) for a, b in p.vertex_ranges]
+        received = all_to_all_autograd(z.reshape(-1, width), p.ctx.comm, send, recv, tag="to_time")
+        parts = torch.split(received, recv)
+        return torch.cat([part.view(steps[p.rank], b - a, width)
+                          for part, (a, b) in zip(parts, p.vertex_ranges)], dim=1)
+
+
+class TimePlacement(Placement):
+    """single / checkpoint / snapshot: ranks split each block's timesteps, vertices for the temporal module."""
+
+    def __init__(self, ctx: DistContext, data: DiscreteData, blocks: int, streamed: bool, transfer: str = BASE):
+        super().__init__(ctx, data, blocks)
+        self.rank = ctx.rank
+        self.vertex_ranges = split_range(0, data.num_nodes, ctx.world_size)
+        self.vertex_rows = self.vertex_ranges[ctx.rank][1] - self.vertex_ranges[ctx.rank][0]
+        self.streamed = streamed
+        self.mover = SnapshotMover(data.adjacency, ctx.device, transfer)
+        self.first_input_bytes = 0
+        self.resident: dict[int, TimeView] = {}
+        if not streamed:
+            timer = PhaseTimer(ctx.device)
+            self.resident = {b: self._load(b, timer) for b in range(len(self.blocks))}
+
+    def local_ranges(self, block: range) -> list[tuple[int, int]]:
+        return split_range(block.start, block.stop, self.ctx.world_size)
+
+    def _load(self, block: int, timer: PhaseTimer) -> TimeView:
+        steps = self.blocks[block]
+        a, b = self.local_ranges(steps)[self.rank]
+        with timer.phase("transfer"):
+            first = self.data.first_layer_input[a:b]
+            self.first_input_bytes += first.nbytes
+            first_input = torch.from_numpy(first).to(self.ctx.device)
+            parts = self.mover.move(range(a, b)) if b > a else []
+            operator = SparseOperator(block_diagonal(parts)) if parts else None
+        return TimeView(self, steps, (a, b), operator, first_input)
+
+    def view(self, block: int, timer: PhaseTimer) -> TimeView:
+        return self.resident[block] if not self.streamed else self._load(block, timer)
+
+    def owned(self, batch: PairBatch) -> PairBatch:
+        for block in self.blocks:
+            if batch.step in block:
+                a, b = self.local_ranges(block)[self.rank]
+                return batch if a <= batch.step < b else batch.select(np.zeros(len(batch.src), bool))
+        raise ValueError(f"step {batch.step} is in no block")
+
+    def score_table(self, view: TimeView, halves: torch.Tensor) -> tuple[torch.Tensor, int]:
+        return halves, view.local[0]
+
+    def bytes_moved(self) -> int:
+        return self.mover.bytes_moved + self.first_input_bytes
+
+    def extra(self) -> dict[str, Any]:
+        return {"transfer_mode": self.mover.mode if self.streamed else "resident",
+                "vertex_ranges": self.vertex_ranges,
+                "time_ranges": [self.local_ranges(block) for block in self.blocks]}
+
+
+# --------------------------------------------------------------------------- vertex partitioning
+
+@dataclass
+class HaloBlock:
+    """One block of a vertex-partitioned rank: local Ã over [own rows | halo rows] and the exchange lists."""
+
+    operator: SparseOperator
+    send_index: torch.Tensor  # rows of the flattened [steps * own, F] input, grouped by destination
+    send_splits: list[int]
+    recv_splits: list[int]
+    first_input: torch.Tensor  # [steps, own, 2]
+
+
+@dataclass
+class VertexView:
+    placement: "VertexPlacement"
+    block: range
+    halo: HaloBlock
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.block)
+
+    @property
+    def local_steps(self) -> slice:
+        return slice(0, len(self.block))
+
+    @property
+    def vertex_rows(self) -> int:
+        return self.placement.vertex_rows
+
+    def aggregate(self, x: torch.Tensor | None) -> torch.Tensor:
+        """Ã x for own vertices: own rows plus halo rows received from their owners (ESDG §4.1)."""
+        if x is None:
+            return self.halo.first_input
+        steps, rows, width = x.shape
+        flat = x.reshape(steps * rows, width)
+        halo = all_to_all_autograd(flat[self.halo.send_index], self.placement.ctx.comm, self.halo.send_splits,
+                                   self.halo.recv_splits, tag="halo")
+        return spmm(self.halo.operator, torch.cat([flat, halo])).view(steps, rows, width)
+
+    def to_vertex(self, y: torch.Tensor) -> torch.Tensor:
+        return y
+
+    def to_time(self, z: torch.Tensor) -> torch.Tensor:
+        return z
+
+
+def cross_part_needs(a: CsrArrays, owner: np.ndarray, num_parts: int) -> np.ndarray:
+    """Sorted unique keys part * N + u: part needs vertex u's row (u has an in-edge into part)."""
+    rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a.rowptr))
+    cols = a.col.astype(np.int64)
+    cross = owner[rows] != owner[cols]
+    return np.unique(owner[rows[cross]].astype(np.int64) * a.shape[1] + cols[cross]) if num_parts > 1 \
+        else np.empty(0, np.int64)
+
+
+class VertexPlacement(Placement):
+    """Vertex partitioning: every timestep of a vertex lives on its owner; halos are exchanged."""
+
+    def __init__(self, ctx: DistContext, data: DiscreteData, blocks: int, owner: np.ndarray, method: str):
+        super().__init__(ctx, data, blocks)
+        self.owner, self.method = owner.astype(np.int64), method
+        self.own = np.flatnonzero(self.owner == ctx.rank)
+        self.vertex_rows = len(self.own)
+        parts = [np.flatnonzero(self.owner == q) for q in range(ctx.world_size)]
+        self.part_sizes = [len(p) for p in parts]
+        self.column_of_vertex = torch.from_numpy(np.argsort(np.concatenate(parts), kind="stable")).to(ctx.device)
+        self.needs = [cross_part_needs(a, self.owner, ctx.world_size) for a in data.adjacency]
+        self.halo_rows_per_step = [len(n) for n in self.needs]
+        self.halos = [self._halo_block(block) for block in self.blocks]
+
+    def _halo_block(self, block: range) -> HaloBlock:
+        n, rank, size = self.data.num_nodes, self.ctx.rank, self.ctx.world_size
+        own, steps = self.own, len(block)
+        local_pos = np.full(n, -1, np.int64)
+        local_pos[own] = np.arange(len(own))
+        # received rows: source rank q major, then step, then vertex id (what q sends, in the same order)
+        incoming = [[self._needed(t, rank, q) for t in block] for q in range(size)]
+        recv_splits = [sum(len(v) for v in per_step) for per_step in incoming]
+        outgoing = [[self._needed(t, q, rank) for t in block] for q in range(size)]
+        send_index = np.concatenate([i * len(own) + local_pos[v] for per_step in outgoing
+                                     for i, v in enumerate(per_step)])
+        send_splits = [sum(len(v) for v in per_step) for per_step in outgoing]
+        rowptrs, cols, vals = [np.zeros(1, np.int64)], [], []
+        recv_start = np.r_[0, np.cumsum(recv_splits)] + steps * len(own)
+        step_offset = {q: np.r_[0, np.cumsum([len(v) for v in incoming[q]])] for q in range(size)}
+        for i, t in enumerate(block):
+            a = self.data.adjacency[t]
+            lengths = np.diff(a.rowptr)[own]
+            entries = np.repeat(a.rowptr[own] - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(lengths.sum())
+            src = a.col[entries].astype(np.int64)
+            column = np.empty(len(src), np.int64)
+            mine = self.owner[src] == rank
+            column[mine] = i * len(own) + local_pos[src[mine]]
+            for q in range(size):
+                theirs = self.owner[src] == q
+                if q == rank or not theirs.any():
+                    continue
+                column[theirs] = recv_start[q] + step_offset[q][i] + np.searchsorted(incoming[q][i], src[theirs])
+            rowptrs.append(rowptrs[-1][-1] + np.cumsum(lengths))
+            cols.append(column)
+            vals.append(a.val[entries])
+        shape = (steps * len(own), steps * len(own) + sum(recv_splits))
+        csr = CsrArrays(np.concatenate(rowptrs), np.concatenate(cols) if cols else np.empty(0, np.int64),
+                        np.concatenate(vals) if vals else np.empty(0, np.float32), shape)
+        device = self.ctx.device
+        first = self.data.first_layer_input[block.start:block.stop][:, own]
+        return HaloBlock(SparseOperator(csr.to_torch(device)), torch.from_numpy(send_index.astype(np.int64)).to(device),
+                         send_splits, recv_splits,
+                         torch.from_numpy(np.ascontiguousarray(first)).to(device))
+
+    def _needed(self, t: int, receiver: int, sender: int) -> np.ndarray:
+        """Vertices of ``sender`` whose rows ``receiver`` needs at step t, ascending."""
+        if receiver == sender:
+            return np.empty(0, np.int64)
+        keys = self.needs[t]
+        n = self.data.num_nodes
+        lo, hi = np.searchsorted(keys, [receiver * n, (receiver + 1) * n])
+        vertices = keys[lo:hi] - receiver * n
+        return vertices[self.owner[vertices] == sender]
+
+    def view(self, block: int, timer: PhaseTimer) -> VertexView:
+        return VertexView(self, self.blocks[block], self.halos[block])
+
+    def owned(self, batch: PairBatch) -> PairBatch:
+        return batch.select(self.owner[batch.src] == self.ctx.rank)
+
+    def score_table(self, view: VertexView, halves: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Every rank gets every vertex's scorer halves (2 floats per vertex and step)."""
+        size, steps = self.ctx.world_size, len(view.block)
+        flat = halves.reshape(-1, 2)
+        recv = [steps * rows for rows in self.part_sizes]
+        gathered = all_to_all_autograd(torch.cat([flat] * size), self.ctx.comm, [flat.shape[0]] * size, recv,
+                                       tag="scores")
+        parts = [part.view(steps, rows, 2) for part, rows in zip(torch.split(gathered, recv), self.part_sizes)]
+        return torch.cat(parts, dim=1).index_select(1, self.column_of_vertex), view.block.start
+
+    def connectivity_volume(self) -> int:
+        """Σ_t Σ_u (λ_t(u) - 1): halo rows moved per aggregation of one feature column (ESDG §4.1)."""
+        return int(sum(self.halo_rows_per_step))
+
+    def extra(self) -> dict[str, Any]:
+        return {"partitioner": self.method, "connectivity_volume": self.connectivity_volume(),
+                "part_sizes": self.part_sizes}
+
+
+# --------------------------------------------------------------------------- registered schemes
+
+def _require_one_rank(ctx: DistContext, scheme: str) -> None:
+    if ctx.world_size != 1:
+        raise DgbenchError(f"scheme '{scheme}' runs on one process (got {ctx.world_size}); "
+                           f"use 'snapshot' or 'vertex' to distribute")
+
+
+@register_scheme("single", family="discrete", summary="one process, every snapshot resident")
+def single(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
+    _require_one_rank(ctx, "single")
+    return TimePlacement(ctx, data, blocks=1, streamed=False)
+
+
+@register_scheme("checkpoint", family="discrete",
+                 summary="gradient checkpointing over nb blocks, snapshots moved per block (base or gd)")
+def checkpoint(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
+    _require_one_rank(ctx, "checkpoint")
+    return TimePlacement(ctx, data, blocks=config.blocks, streamed=True, transfer=config.transfer)
+
+
+@register_scheme("snapshot", family="discrete",
+                 summary="snapshot partitioning with re-distribution to vertices for the temporal module")
+def snapshot(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
+    return TimePlacement(ctx, data, blocks=config.blocks, streamed=config.blocks > 1, transfer=config.transfer)
+
+
+@register_scheme("vertex", family="discrete", summary="vertex partitioning by a hypergraph partitioner, halo exchange")
+def vertex(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
+    owner, method = partition_owner(data, ctx.world_size, config.partitioner, config.seed, rank=ctx.rank)
+    # the partitioner may be multi-threaded and not bit-reproducible: every rank adopts rank 0's result
+    shared = ctx.comm.all_gather_equal(torch.from_numpy(owner).to(ctx.device).view(-1, 1), tag="partition")
+    owner = shared[:data.num_nodes].view(-1).cpu().numpy()
+    return VertexPlacement(ctx, data, blocks=config.blocks, owner=owner, method=method)
+
+
+def partition_owner(data: DiscreteData, parts: int, method: str, seed: int,
+                    rank: int = 0) -> tuple[np.ndarray, str]:
+    """Owner rank of every vertex: dgbench.partition (hypergraph, connectivity volume) when
+    available, else contiguous vertex ranges. Only rank 0 partitions (the others return zeros)."""
+    if parts == 1 or rank != 0:
+        return np.zeros(data.num_nodes, np.int64), "none" if parts == 1 else "rank 0's"
+    try:
+        from dgbench.partition import partition_vertices
+    except ImportError:
+        owner = np.zeros(data.num_nodes, np.int64)
+        for q, (a, b) in enumerate(split_range(0, data.num_nodes, parts)):
+            owner[a:b] = q
+        return owner, "range"
+    return np.asarray(partition_vertices(data.store, parts, method=method, seed=seed)), method
