@@ -187,7 +187,8 @@ class ContinuousTrainer:
         if self.options.scheme in ("depcache", "depcomm", "sven") and world > 1:
             volume = comm_volume(self.options.scheme, eta1, eta2, b, world, self.model.layout.width, 1,
                                  num_neighbors=len(sampled) / len(roots), remote_fraction=rho,
-                                 aggregation_remote_fraction=rho_a)
+                                 aggregation_remote_fraction=rho_a,
+                                 bytes_per_value=torch.finfo(self.dtype).bits // 8)
             c.predicted_dispatch += volume.dispatch_bytes
             c.predicted_aggregation += volume.aggregation_bytes
 

@@ -32,6 +32,8 @@ ID_SUFFIX = ":ids"
 
 def last_wins(ids: np.ndarray, priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unique ids and, for each, the position of its highest-priority occurrence (most-recent policy)."""
+    if len(ids) == 0:
+        return ids, np.zeros(0, dtype=np.int64)
     order = np.lexsort((priority, ids))
     ids_sorted = ids[order]
     last = np.r_[ids_sorted[1:] != ids_sorted[:-1], True]
