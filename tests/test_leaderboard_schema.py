@@ -30,10 +30,6 @@ def remove(path: str) -> Callable[[dict], None]:
     return edit
 
 
-def setter(func: Callable[[dict], Any]) -> Callable[[dict], None]:
-    return func
-
-
 TAMPERED = {
     "field removed: world_size": (remove("world_size"), "world_size", "missing"),
     "field removed: dataset.fingerprint": (remove("dataset.fingerprint"), "dataset.fingerprint", "missing"),
@@ -117,3 +113,17 @@ def test_parse_reads_a_written_record_back_unchanged(tmp_path):
     (tmp_path / "bin.json").write_bytes(b"\x80\x81pickle")
     with pytest.raises(RecordParseError, match="cannot be read"):
         parse_record(tmp_path / "bin.json")
+
+
+def test_docs_describe_every_field_a_record_has():
+    from dgbench.leaderboard.tracks import MIN_ACCURACY_EPOCHS, MIN_SEEDS, MIN_TIMED_EPOCHS, WARMUP_EPOCHS
+    from dgbench.records import REPO_ROOT
+    doc = (REPO_ROOT / "docs" / "result-record.md").read_text()
+    record = make_record(world_size=2)
+    keys = set(record) | {f"dataset.{k}" for k in record["dataset"]} | set(record["epochs"][0])
+    keys |= set(record["epochs"][0]["per_rank"][0]) | set(record["environment"])
+    missing = sorted(k for k in keys if f"`{k.split('.')[-1]}`" not in doc)
+    assert not missing, f"docs/result-record.md does not describe {missing}"
+    rules = (REPO_ROOT / "leaderboards" / "RULES.md").read_text()
+    assert f"{WARMUP_EPOCHS + MIN_TIMED_EPOCHS} epochs ({WARMUP_EPOCHS} warm-up + {MIN_TIMED_EPOCHS} timed)" in rules
+    assert f"at least {MIN_SEEDS} seeds" in rules and f"at least **{MIN_ACCURACY_EPOCHS} epochs**" in rules
