@@ -109,7 +109,7 @@ def csr_transpose(a: CsrArrays) -> CsrArrays:
     return CsrArrays(rowptr, rows[order], a.val[order], (a.shape[1], a.shape[0]))
 
 
-def _tensor(a: CsrArrays) -> torch.Tensor:
+def csr_tensor(a: CsrArrays) -> torch.Tensor:
     with warnings.catch_warnings():  # "CSR support is in beta": said once per process is noise enough
         warnings.simplefilter("ignore")
         return torch.sparse_csr_tensor(a.rowptr, a.col, a.val, a.shape, check_invariants=False)
@@ -129,13 +129,13 @@ class SparseOperator:
 
     def matrix(self) -> torch.Tensor:
         if self._forward is None:
-            self._forward = _tensor(self.csr)
+            self._forward = csr_tensor(self.csr)
         return self._forward
 
     def transposed(self) -> torch.Tensor:
         """Aᵀ as CSR, built on first use and cached for every later backward pass."""
         if self._backward is None:
-            self._backward = _tensor(csr_transpose(self.csr))
+            self._backward = csr_tensor(csr_transpose(self.csr))
         return self._backward
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from dgbench.errors import DgbenchError
-from dgbench.models.sparse import CsrArrays, gcn_normalize
+from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
 from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
 
 TRAIN, VAL, TEST = "train", "val", "test"
@@ -75,9 +75,8 @@ class DiscreteData:
         """Ã_t X_t for every step, [T, N, 2]: parameter-free, so computed once (ESDG §5.5)."""
         out = np.empty((self.num_steps, self.num_nodes, self.in_features), np.float32)
         for t, (a, x) in enumerate(zip(self.adjacency, self.degree_features)):
-            matrix = torch.sparse_csr_tensor(torch.from_numpy(a.rowptr), torch.from_numpy(a.col.astype(np.int64)),
-                                             torch.from_numpy(a.val.astype(np.float64)), a.shape,
-                                             check_invariants=False)
+            matrix = csr_tensor(CsrArrays(torch.from_numpy(a.rowptr), torch.from_numpy(a.col.astype(np.int64)),
+                                          torch.from_numpy(a.val.astype(np.float64)), a.shape))
             out[t] = (matrix @ torch.from_numpy(x.astype(np.float64))).numpy().astype(np.float32)
         return out
 

@@ -1,0 +1,137 @@
+"""ESDG §6.4 Fig. 6: every scheme follows `single`'s loss curve; measured communication is analytic.
+
+Process start-up dominates on a small machine, so each world size is one launch training every
+(scheme, model) pair at once (trainers.discrete.experiment.run_experiments).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dgbench.dist import Comm, DistContext
+from dgbench.models.discrete import cdgcn, evolvegcn_o, tmgcn
+from generators.esdg_random import build
+from trainers.config import RunConfig
+from trainers.discrete.data import DiscreteData
+from trainers.discrete.experiment import run_experiments
+from trainers.discrete.placement import VertexPlacement
+
+MODELS = {"tmgcn": tmgcn, "evolvegcn-o": evolvegcn_o, "cdgcn": cdgcn}
+NODES, SNAPSHOTS, HIDDEN, EPOCHS = 64, 9, 6, 3
+STEPS = SNAPSHOTS - 1  # input timesteps
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Graphs this small train ~10x faster without intra-op threads fighting over shared cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return build(out=tmp_path_factory.mktemp("equiv") / "s.zarr", nodes=NODES, snapshots=SNAPSHOTS,
+                 edge_factor=3.0, seed=11)
+
+
+def config(store: Path, scheme: str, model: str, nproc: int = 1, **options) -> RunConfig:
+    return RunConfig(scheme=scheme, model=model, dataset=store, nproc=nproc, epochs=EPOCHS, hidden=HIDDEN,
+                     seed=7, out=store.parent / "runs", **options)
+
+
+def losses(record: dict) -> list[float]:
+    return [e["loss"] for e in record["epochs"]]
+
+
+@pytest.fixture(scope="module")
+def reference(store) -> dict[str, list[float]]:
+    return {m: losses(r) for m, r in zip(MODELS, run_experiments([config(store, "single", m) for m in MODELS]))}
+
+
+def tag_elements(record: dict, prefix: str) -> int:
+    """Elements sent under tags starting with ``prefix`` in epoch 0, summed over ranks."""
+    return sum(s["elements"] for rank in record["epochs"][0]["per_rank"]
+               for tag, s in rank["comm_by_tag"].items() if tag.startswith(prefix))
+
+
+def parameter_count(model: str) -> int:
+    return sum(p.numel() for p in MODELS[model](in_features=2, hidden=HIDDEN).parameters())
+
+
+def test_single_learns_and_reports_metrics(reference, store):
+    for curve in reference.values():
+        assert all(np.isfinite(curve)) and curve[-1] < curve[0]
+
+
+def test_checkpoint_matches_single_for_base_and_gd(store, reference):
+    configs = [config(store, "checkpoint", m, blocks=nb, transfer=mode)
+               for m in MODELS for nb, mode in ((3, "base"), (STEPS, "gd"))]
+    for c, record in zip(configs, run_experiments(configs)):
+        np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5, err_msg=f"{c.model} nb={c.blocks}")
+        assert record["extra"]["transfer_bytes_per_epoch"] > 0
+        assert record["epochs"][0]["comm_bytes"] == 0
+
+
+def test_checkpointing_lowers_peak_activation_memory(store):
+    for model in ("tmgcn", "cdgcn"):
+        records = run_experiments([config(store, "checkpoint", model, blocks=nb) for nb in (1, 2, 4)])
+        peaks = [r["extra"]["peak_saved_activation_bytes"] for r in records]
+        assert peaks[0] > peaks[1] > peaks[2] and peaks[2] < 0.6 * peaks[0], (model, peaks)
+
+
+def check_distributed(store: Path, reference: dict[str, list[float]], nproc: int) -> None:
+    configs = [config(store, scheme, m, nproc) for scheme in ("snapshot", "vertex") for m in MODELS]
+    configs += [config(store, "snapshot", "cdgcn", nproc, blocks=2), config(store, "vertex", "tmgcn", nproc, blocks=2)]
+    records = run_experiments(configs)
+    for c, record in zip(configs, records):
+        np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5,
+                                   err_msg=f"{c.scheme} {c.model} P={nproc} nb={c.blocks}")
+        assert record["world_size"] == nproc
+        assert tag_elements(record, "gradients") == nproc * parameter_count(c.model)
+    share = STEPS * NODES * (nproc - 1)
+    assert share % nproc == 0
+    for c, record in zip(configs[:len(MODELS)], records):  # snapshot, one block
+        widths = MODELS[c.model](in_features=2, hidden=HIDDEN).feature_widths()
+        for direction, column in (("to_vertex", 0), ("to_time", 1)):
+            expected = sum(w[column] for w in widths) * share // nproc
+            assert tag_elements(record, f"{direction}:forward") == expected, (c.model, direction)
+            assert tag_elements(record, f"{direction}:backward") == expected, (c.model, direction)
+    for c, record in zip(configs[len(MODELS):2 * len(MODELS)], records[len(MODELS):]):  # vertex
+        halo = record["extra"]["connectivity_volume"] * HIDDEN  # layer 1's Ã X is precomputed
+        assert halo > 0
+        assert tag_elements(record, "halo:forward") == halo == tag_elements(record, "halo:backward")
+        assert tag_elements(record, "to_") == 0
+
+
+def test_snapshot_and_vertex_match_single_on_two_ranks(store, reference):
+    check_distributed(store, reference, 2)
+
+
+def test_snapshot_and_vertex_match_single_on_four_ranks(store, reference):
+    check_distributed(store, reference, 4)
+
+
+def test_connectivity_volume_counts_lambda_minus_one(store):
+    """The halo lists move exactly Σ_t Σ_u (λ_t(u) - 1) rows (independent brute-force count)."""
+    data = DiscreteData(store)
+    owner = np.random.default_rng(0).integers(0, 3, NODES)
+    ctx = DistContext(0, 3, "gloo", torch.device("cpu"), Comm(0, 3, torch.device("cpu")))
+    placement = VertexPlacement(ctx, data, blocks=2, owner=owner, method="random")
+    expected = 0
+    for t in range(data.num_steps):
+        snap = data.store.snapshot(t)
+        parts = {u: {owner[u]} for u in range(NODES)}
+        for u, v in zip(snap.src, snap.dst):
+            parts[u].add(owner[v])
+        expected += sum(len(p) - 1 for p in parts.values())
+    assert placement.connectivity_volume() == expected
+    try:
+        from dgbench.partition import connectivity_volume
+    except ImportError:
+        return
+    assert connectivity_volume([data.store.snapshot(t) for t in range(data.num_steps)], owner) == expected
