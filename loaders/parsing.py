@@ -425,7 +425,12 @@ def _partial_line_error(path: Path, block: _Block, spec: TableSpec) -> InputErro
 
 
 def _to_numpy(chunks: list[pa.Array], dtype: pa.DataType) -> np.ndarray:
+    """One numpy-owned array from the blocks' chunks.
+
+    Always a copy: numpy views of Arrow buffers that live until interpreter exit can make the
+    process abort in Arrow's teardown ("terminate called without an active exception").
+    """
     dtype = pa.int64() if pa.types.is_timestamp(dtype) else dtype  # dates arrive as Unix seconds
     if not chunks:
         return np.zeros(0, dtype=dtype.to_pandas_dtype())
-    return pa.chunked_array(chunks, type=dtype).to_numpy()
+    return np.concatenate([chunk.to_numpy(zero_copy_only=False) for chunk in chunks])
