@@ -1,0 +1,71 @@
+"""`dgbench prepare file` on a generated Network Repository `.edges` file vs pyarrow's bare read_csv.
+
+Goal (issue): preparing a snapshot store (parse + checks + sha256 + relabel + daily cut + Zarr write)
+within 2x the time pyarrow's bare multi-threaded ``read_csv`` takes just to read the same file.
+Rows: DGBENCH_BENCH_ROWS (default 10,000,000; quick CI runs set it small). The ratio is printed
+and stored in the benchmark's extra_info.
+
+    DGBENCH_QUIET=1 .venv/bin/pytest benchmarks/test_prepare_bench.py --benchmark-disable -s
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+
+from loaders.prepare import build_file
+
+ROWS = int(os.environ.get("DGBENCH_BENCH_ROWS", 10_000_000))
+ROUNDS = 1 if os.environ.get("DGBENCH_BENCH_QUICK") else 2
+VERTICES, DAYS, T0 = 500_000, 500, 1_000_000_000
+
+
+@pytest.fixture(scope="module")
+def edges_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``u v w t`` rows, space separated, time sorted: the layout of rec-epinions-user-ratings."""
+    rng = np.random.default_rng(0)
+    table = pa.table({"u": rng.integers(1, VERTICES, ROWS), "v": rng.integers(1, VERTICES, ROWS),
+                      "w": rng.integers(1, 6, ROWS), "t": np.sort(rng.integers(T0, T0 + DAYS * 86400, ROWS))})
+    path = tmp_path_factory.mktemp("prepare-bench") / "bench.edges"
+    pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(delimiter=" ", include_header=False,
+                                                                  quoting_style="none"))
+    return path
+
+
+def bare_read_csv(path: Path) -> pa.Table:
+    return pacsv.read_csv(path, read_options=pacsv.ReadOptions(column_names=["u", "v", "w", "t"]),
+                          parse_options=pacsv.ParseOptions(delimiter=" "))
+
+
+def best_time(run, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def test_prepare_edges_vs_bare_read_csv(benchmark, edges_file: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "bench.zarr"
+
+    def prepare() -> Path:
+        return build_file(out=out, overwrite=True, fmt="network-repository", raw=edges_file, window="1d")
+
+    baseline = best_time(lambda: bare_read_csv(edges_file), ROUNDS)
+    prepared = best_time(prepare, ROUNDS)
+    benchmark.pedantic(prepare, rounds=1, iterations=1)
+    ratio = prepared / baseline
+    benchmark.extra_info.update({"rows": ROWS, "bare_read_csv_s": round(baseline, 3),
+                                 "prepare_s": round(prepared, 3), "ratio": round(ratio, 2),
+                                 "file_bytes": edges_file.stat().st_size})
+    with capsys.disabled():
+        print(f"\nprepare {ROWS:,} rows ({edges_file.stat().st_size / 2**20:.0f} MiB): {prepared:.2f}s; "
+              f"bare pyarrow read_csv {baseline:.2f}s; ratio {ratio:.2f}x (goal <= 2x)")
+    from dgbench.store import open_store
+    assert open_store(out).num_edges == ROWS
