@@ -128,7 +128,9 @@ def test_compare_shows_ratios_to_the_first_run(tmp_path):
     assert figures["epoch s"]["ratios"][1] == pytest.approx(2.0)
     assert figures["test ap"]["ratios"][1] == pytest.approx(0.75)
     text = CliRunner().invoke(cli, ["compare", str(fast), str(slow)]).stdout
-    assert re.search(r"edges/s\s+[\d,.]+\s+[\d,.]+ \(×0\.500\)", text)
+    assert re.search(r"edges/s\s+[\d,.]+\s+[\d,.]+ \(×0\.500\)", text) and "differ" not in text
+    other = write(make_record(world_size=4, epoch_seconds=1.0), tmp_path / "p4.json")
+    assert "differ in world size" in CliRunner().invoke(cli, ["compare", str(fast), str(other)]).stdout
     single = CliRunner().invoke(cli, ["compare", str(fast)])
     assert single.exit_code == 1 and "at least two records" in single.stderr
 

@@ -77,8 +77,10 @@ def format_comparison(result: dict[str, Any], fmt: str) -> str:
         return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
                          + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
     widths = [max(len(row[c]) for row in [header, *rows]) for c in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-                     for row in [header, *rows]) + "\n" + "(ratio = value / first run)\n"
+    differing = [name for name, values in result["identity"].items() if name != "code" and len(set(values)) > 1]
+    warning = f"note: the runs differ in {', '.join(differing)}: the ratios compare unlike runs\n" if differing else ""
+    return ("\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows])
+            + "\n(ratio = value / first run)\n" + warning)
 
 
 def _number(value: float | None) -> str:

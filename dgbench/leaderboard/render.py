@@ -57,6 +57,8 @@ def render_markdown(view: BoardView) -> str:
     lines = ["# dgbench leaderboards", "", GENERATED_NOTE, "",
              "Rules for each track: [RULES.md](RULES.md). Plots: open [index.html](index.html). "
              "Submit with `dgbench submit RESULT.json`.", "",
+             "Layout: accepted records are `tracks/<track>/<sha256 of content>.json`; the stores whose records "
+             "rank as official are listed in `official_stores.json`.", "",
              "Records on the board: " + ", ".join(f"{track} {n}" for track, n in view.counts.items()) + ".", ""]
     for key, tables in _tables_in_order(view):
         if key in TRACKS:
