@@ -166,3 +166,10 @@ def test_a_filed_record_edited_later_stops_the_board(board, tmp_path):
 def test_unofficial_store_is_accepted_but_not_official(board, tmp_path):
     result = submit(write(make_record(dataset=unofficial_dataset()), tmp_path / "u.json"), board)
     assert result.official is None and len(result.paths) == 3
+
+
+def test_a_scratch_board_without_a_registry_uses_the_repos(tmp_path):
+    scratch = tmp_path / "demo-board"  # does not exist yet: submit creates it
+    result = submit(write(make_record(), tmp_path / "r.json"), scratch)
+    assert result.official["label"] == "esdg-random (defaults)"
+    assert all(entry.official for entry in load_board(scratch))

@@ -63,8 +63,11 @@ class Submission:
 # --------------------------------------------------------------------------- official stores
 
 def load_official_stores(board: Path) -> dict[str, dict[str, Any]]:
-    """fingerprint -> registry entry; an absent registry means no store is official."""
+    """fingerprint -> registry entry. A board without its own registry (a scratch board such as
+    runs/demo-board) uses the repo's: which stores are official is the benchmark's rule, not the board's."""
     path = Path(board) / OFFICIAL_STORES
+    if not path.exists():
+        path = default_board() / OFFICIAL_STORES
     if not path.exists():
         return {}
     try:
