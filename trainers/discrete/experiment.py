@@ -18,6 +18,7 @@ from trainers.epochs import merge_rank_epochs, run_epochs
 
 FAMILY = "discrete"
 TASK = "link_prediction"
+ONE_PROCESS_SCHEMES = ("single", "checkpoint")
 HYPERPARAMETERS = ("epochs", "seed", "lr", "hidden", "blocks", "transfer", "window", "theta", "partitioner")
 
 
@@ -65,6 +66,9 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     for config in configs:
         _entry(SCHEMES, config.scheme, "scheme")
         _entry(MODELS, config.model, "model")
+        if config.scheme in ONE_PROCESS_SCHEMES and config.nproc > 1:
+            raise DgbenchError(f"scheme '{config.scheme}' runs on one process (--nproc {config.nproc}); "
+                               f"use 'snapshot' or 'vertex' to distribute")
     stores = [open_store(config.dataset, kind=SNAPSHOTS) for config in configs]
     started = utc_now()
     head = configs[0]

@@ -23,6 +23,8 @@ import torch
 from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, spmm
+from dgbench.partition import (SnapshotEdges, as_snapshot_edges, build_halo_plan, partition_vertices,
+                               resolve_method)
 from dgbench.registry import register_scheme
 from trainers.config import RunConfig
 from trainers.discrete.data import DiscreteData, PairBatch
@@ -237,35 +239,25 @@ class VertexView:
         return z
 
 
-def cross_part_needs(a: CsrArrays, owner: np.ndarray, num_parts: int) -> np.ndarray:
-    """Sorted unique keys part * N + u: part needs vertex u's row (u has an in-edge into part)."""
-    rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a.rowptr))
-    cols = a.col.astype(np.int64)
-    cross = owner[rows] != owner[cols]
-    return np.unique(owner[rows[cross]].astype(np.int64) * a.shape[1] + cols[cross]) if num_parts > 1 \
-        else np.empty(0, np.int64)
-
-
 class VertexPlacement(Placement):
-    """Vertex partitioning: every timestep of a vertex lives on its owner; halos are exchanged."""
+    """Vertex partitioning: every timestep of a vertex lives on its owner; halos are exchanged
+    along dgbench.partition's plan (send/receive lists per rank and timestep)."""
 
     def __init__(self, ctx: DistContext, data: DiscreteData, blocks: int, owner: np.ndarray, method: str):
         super().__init__(ctx, data, blocks)
         self.owner, self.method = owner.astype(np.int64), method
-        self.own = np.flatnonzero(self.owner == ctx.rank)
+        self.plan = build_halo_plan(input_edges(data), self.owner, ctx.world_size)
+        self.own = self.plan.owned[ctx.rank]
         self.vertex_rows = len(self.own)
-        parts = [np.flatnonzero(self.owner == q) for q in range(ctx.world_size)]
-        self.part_sizes = [len(p) for p in parts]
-        self.column_of_vertex = torch.from_numpy(np.argsort(np.concatenate(parts), kind="stable")).to(ctx.device)
-        self.needs = [cross_part_needs(a, self.owner, ctx.world_size) for a in data.adjacency]
-        self.halo_rows_per_step = [len(n) for n in self.needs]
+        self.part_sizes = [len(p) for p in self.plan.owned]
+        order = np.argsort(np.concatenate(self.plan.owned), kind="stable")
+        self.column_of_vertex = torch.from_numpy(order).to(ctx.device)
         self.halos = [self._halo_block(block) for block in self.blocks]
 
     def _halo_block(self, block: range) -> HaloBlock:
         n, rank, size = self.data.num_nodes, self.ctx.rank, self.ctx.world_size
         own, steps = self.own, len(block)
-        local_pos = np.full(n, -1, np.int64)
-        local_pos[own] = np.arange(len(own))
+        local_pos = self.plan.local_row
         # received rows: source rank q major, then step, then vertex id (what q sends, in the same order)
         incoming = [[self._needed(t, rank, q) for t in block] for q in range(size)]
         recv_splits = [sum(len(v) for v in per_step) for per_step in incoming]
@@ -303,13 +295,7 @@ class VertexPlacement(Placement):
 
     def _needed(self, t: int, receiver: int, sender: int) -> np.ndarray:
         """Vertices of ``sender`` whose rows ``receiver`` needs at step t, ascending."""
-        if receiver == sender:
-            return np.empty(0, np.int64)
-        keys = self.needs[t]
-        n = self.data.num_nodes
-        lo, hi = np.searchsorted(keys, [receiver * n, (receiver + 1) * n])
-        vertices = keys[lo:hi] - receiver * n
-        return vertices[self.owner[vertices] == sender]
+        return self.plan.recv_vertices_from(t, receiver, sender)
 
     def view(self, block: int, timer: PhaseTimer) -> VertexView:
         return VertexView(self, self.blocks[block], self.halos[block])
@@ -329,7 +315,7 @@ class VertexPlacement(Placement):
 
     def connectivity_volume(self) -> int:
         """Σ_t Σ_u (λ_t(u) - 1): halo rows moved per aggregation of one feature column (ESDG §4.1)."""
-        return int(sum(self.halo_rows_per_step))
+        return self.plan.rows_sent()
 
     def extra(self) -> dict[str, Any]:
         return {"partitioner": self.method, "connectivity_volume": self.connectivity_volume(),
@@ -372,17 +358,17 @@ def vertex(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement
     return VertexPlacement(ctx, data, blocks=config.blocks, owner=owner, method=method)
 
 
+def input_edges(data: DiscreteData) -> SnapshotEdges:
+    """The input snapshots' edges (the last snapshot is only a target, so it is not partitioned)."""
+    snaps = [data.store.snapshot(t) for t in range(data.num_steps)]
+    return as_snapshot_edges([(s.src, s.dst) for s in snaps], data.num_nodes)
+
+
 def partition_owner(data: DiscreteData, parts: int, method: str, seed: int,
                     rank: int = 0) -> tuple[np.ndarray, str]:
-    """Owner rank of every vertex: dgbench.partition (hypergraph, connectivity volume) when
-    available, else contiguous vertex ranges. Only rank 0 partitions (the others return zeros)."""
+    """Owner rank of every vertex from dgbench.partition (Mt-KaHyPar minimising the connectivity
+    volume; METIS or ranges as fallbacks). Only rank 0 partitions (the others return zeros)."""
+    concrete = resolve_method(method)
     if parts == 1 or rank != 0:
-        return np.zeros(data.num_nodes, np.int64), "none" if parts == 1 else "rank 0's"
-    try:
-        from dgbench.partition import partition_vertices
-    except ImportError:
-        owner = np.zeros(data.num_nodes, np.int64)
-        for q, (a, b) in enumerate(split_range(0, data.num_nodes, parts)):
-            owner[a:b] = q
-        return owner, "range"
-    return np.asarray(partition_vertices(data.store, parts, method=method, seed=seed)), method
+        return np.zeros(data.num_nodes, np.int64), concrete
+    return partition_vertices(input_edges(data), parts, method=concrete, seed=seed), concrete

@@ -1,0 +1,50 @@
+"""`dgbench run` end to end on a snapshot store: prepare, train at P=2, a complete record on disk."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from dgbench.cli import cli
+from dgbench.store import open_store
+
+
+def test_snapshot_run_at_two_ranks_writes_a_record(tmp_path: Path):
+    runner = CliRunner()
+    store = tmp_path / "s.zarr"
+    prepared = runner.invoke(cli, ["--quiet", "prepare", "esdg-random", "--nodes", "256", "--snapshots", "8",
+                                   "-o", str(store)])
+    assert prepared.exit_code == 0, prepared.output
+    result = runner.invoke(cli, ["--quiet", "run", "--scheme", "snapshot", "--model", "tmgcn", "--dataset", str(store),
+                                 "--nproc", "2", "--epochs", "2", "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    record = json.loads(next((tmp_path / "runs").glob("snapshot-tmgcn-*.json")).read_text())
+    assert (record["family"], record["task"], record["world_size"]) == ("discrete", "link_prediction", 2)
+    assert record["dataset"]["num_snapshots"] == 8 and len(record["epochs"]) == 2
+    epoch = record["epochs"][0]
+    assert epoch["comm_bytes"] > 0 and epoch["throughput"] > 0 and epoch["peak_rss_bytes"] > 0
+    assert epoch["work"] == open_store(store).edges_per_snapshot()[:-1].sum()  # edges of the input snapshots
+    assert len(epoch["per_rank"]) == 2
+    for split in ("val", "test"):
+        assert set(record["final_metrics"][split]) == {"accuracy", "ap", "auc"}
+    assert record["hyperparameters"]["hidden"] == 6
+
+
+def test_unknown_scheme_is_one_clear_error(esdg_store: Path):
+    result = CliRunner().invoke(cli, ["run", "--scheme", "pipeline", "--model", "tmgcn", "--dataset", str(esdg_store)])
+    assert result.exit_code == 1
+    assert "unknown discrete 'pipeline'" in result.output
+
+
+def test_single_refuses_several_ranks(esdg_store: Path, tmp_path: Path):
+    result = CliRunner().invoke(cli, ["run", "--scheme", "checkpoint", "--model", "cdgcn", "--dataset", str(esdg_store),
+                                      "--nproc", "2", "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "runs on one process" in result.output
+
+
+def test_list_shows_the_discrete_schemes_and_models():
+    output = CliRunner().invoke(cli, ["list"]).output
+    for name in ("single", "checkpoint", "snapshot", "vertex", "tmgcn", "evolvegcn-o", "cdgcn"):
+        assert any(line.split()[:2] == [name, "discrete"] for line in output.splitlines()), name
