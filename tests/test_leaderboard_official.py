@@ -40,3 +40,20 @@ def test_registry_has_one_entry_per_fingerprint_and_every_generator():
     fingerprints = [s["fingerprint"] for s in REGISTRY["stores"]]
     assert len(fingerprints) == len(set(fingerprints))
     assert {label for _, _, label in official.GENERATED} <= {s["label"] for s in REGISTRY["stores"]}
+
+
+def test_refresh_keeps_dataset_entries_and_add_registers_a_store(monkeypatch, tmp_path, esdg_store):
+    from click.testing import CliRunner
+    board = tmp_path / "board"
+    board.mkdir()
+    monkeypatch.setattr(official, "GENERATED", official.GENERATED[:1])
+    runner = CliRunner()
+    added = runner.invoke(official.main, ["add", str(esdg_store), "--command", "dgbench prepare tiny",
+                                          "--label", "tiny", "--board", str(board)])
+    assert added.exit_code == 0, added.output
+    refreshed = runner.invoke(official.main, ["refresh", "--board", str(board)])
+    assert refreshed.exit_code == 0, refreshed.output
+    stores = {s["label"]: s for s in json.loads((board / "official_stores.json").read_text())["stores"]}
+    assert set(stores) == {"tiny", "esdg-random (defaults)"}
+    assert stores["tiny"]["source"] == "dataset" and stores["tiny"]["num_edges"] == 64 * 3 * 8
+    assert stores["esdg-random (defaults)"] == registered("esdg-random (defaults)")
