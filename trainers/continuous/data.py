@@ -36,6 +36,7 @@ class EventStream:
 
     @classmethod
     def from_store(cls, store: EdgeStreamStore, max_events: int | None = None) -> "EventStream":
+        """The first ``max_events`` events (all by default), split in the store's proportions."""
         stop = store.num_events if max_events is None else min(max_events, store.num_events)
         columns = store.events(0, stop)
         t = columns["t"].astype(np.float64)
@@ -43,7 +44,11 @@ class EventStream:
         features = columns.get("edge_features")
         if features is None:
             features = np.zeros((stop, 0), dtype=np.float32)
-        ranges = {name: (min(a, stop), min(b, stop)) for name, (a, b) in store.split_ranges().items()}
+        ranges = store.split_ranges()
+        if stop < store.num_events:  # a prefix keeps the store's split proportions
+            scale = stop / store.num_events
+            cut = [round(ranges["val"][0] * scale), round(ranges["test"][0] * scale)]
+            ranges = {"train": (0, cut[0]), "val": (cut[0], cut[1]), "test": (cut[1], stop)}
         dst = columns["dst"].astype(np.int64)
         return cls(columns["src"].astype(np.int64), dst, t, features.astype(np.float32), store.num_nodes,
                    ranges, np.unique(dst))
