@@ -54,6 +54,9 @@ def test_official_and_unofficial_rows_never_mix(populated):
     assert len(official) == 12 and len(unofficial) == 1
     assert all("[" not in row["Dataset"] for row in official)
     assert unofficial[0]["Dataset"] == "esdg-random [ffffffff]"
+    at_four = sorted((row["Rank"], row["Edges/s"]) for row in official
+                     if row["Dataset"] == "esdg-random (defaults)" and row["World"] == 4)
+    assert [rank for rank, _ in at_four] == [1, 2] and at_four[0][1] > at_four[1][1]
 
 
 def test_strong_and_weak_scaling_speedups(populated):

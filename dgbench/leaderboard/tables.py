@@ -126,22 +126,26 @@ def _title(track: str, section: str) -> str:
     return f"{TRACKS[track].title} — {section}" + ("" if section == "official" else " (store not in the registry)")
 
 
-THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Edges/s", "Epoch s", "Transfer s",
+THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Edges/s", "Rank", "Epoch s", "Transfer s",
                       "Compute s", "Comm s", "Comm MB/epoch", "Peak MB", "Timed epochs", "Code", "Record"]
 
 
 def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Table:
+    """``runs`` sorted by _throughput_order; Rank counts within dataset x model x hardware x world size."""
     rows = []
+    ranks: dict[tuple, int] = defaultdict(int)
     for entry, figures in runs:
         record = entry.record
+        group = _throughput_order((entry, figures))[:-1]
+        ranks[group] += 1
         rows.append([text(dataset_label(entry)), text(record["model"]), text(record["scheme"]),
                      text(record["hardware_class"]), number(record["world_size"]), number(figures.throughput),
-                     number(figures.time_s), number(figures.transfer_s), number(figures.compute_s),
+                     number(ranks[group]), number(figures.time_s), number(figures.transfer_s), number(figures.compute_s),
                      number(figures.communication_s), number(figures.comm_bytes / MB),
                      number(figures.peak_memory_bytes / MB), number(figures.timed_epochs),
                      text(code_label(record)), text(entry.digest[:12])])
     return Table(f"throughput-{section}", _title("throughput", section), THROUGHPUT_COLUMNS,
-                 [c not in (0, 1, 2, 3, 13, 14) for c in range(len(THROUGHPUT_COLUMNS))], rows)
+                 [c not in (0, 1, 2, 3, 14, 15) for c in range(len(THROUGHPUT_COLUMNS))], rows)
 
 
 # --------------------------------------------------------------------------- scaling
