@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -78,7 +78,6 @@ class Table:
     header: str | None = None
     sha256: str = ""
     size_bytes: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -149,8 +149,10 @@ def write_stream(prepared: PreparedEvents, out: Path, *, provenance: dict[str, A
 def _count_stream_duplicates(prepared: PreparedEvents) -> int:
     """Events identical to another in (src, dst, t): kept in a stream (they are distinct interactions)."""
     key = prepared.src.astype(np.int64) * prepared.num_nodes + prepared.dst
-    order = np.lexsort((key, prepared.t))
-    same = (key[order][1:] == key[order][:-1]) & (prepared.t[order][1:] == prepared.t[order][:-1])
+    order = np.lexsort((key, prepared.t))  # t is already sorted: this orders each equal-time run by pair
+    key = key[order]
+    same = key[1:] == key[:-1]
+    same &= prepared.t[order][1:] == prepared.t[order][:-1]
     return int(np.count_nonzero(same))
 
 

@@ -60,6 +60,7 @@ def test_snap_college_msg(shared_data: Path, tmp_path: Path) -> None:
     assert len(np.unique(events["t"])) == 58_911
     assert (events["t"][0], events["t"][-1]) == (1_082_040_961, 1_098_777_142)
     assert np.array_equal(store.node_ids(), np.arange(1, 1_900))  # ids 1..1899 relabelled to 0..1898
+    assert store.provenance["duplicates"] == 37  # rows minus distinct (src, dst, t) rows of the raw file
 
 
 def test_konect_chess_mixed_separators(shared_data: Path, tmp_path: Path) -> None:
