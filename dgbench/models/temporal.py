@@ -142,7 +142,8 @@ class TemporalModel(nn.Module):
     mail_slots = 1
     uses_neighbors = False
 
-    def __init__(self, memory_dim: int, edge_dim: int, time_dim: int | None = None, time_scale: float = 1.0):
+    def __init__(self, memory_dim: int, edge_dim: int, time_dim: int | None = None, time_shift: float = 0.0,
+                 time_scale: float = 1.0):
         super().__init__()
         self.memory_dim, self.edge_dim = memory_dim, edge_dim
         time_dim = time_dim or memory_dim
@@ -150,7 +151,7 @@ class TemporalModel(nn.Module):
         self.updater = MemoryUpdater(self.updater_kind, memory_dim, mail_dim, time_dim)
         self.layout = StateLayout(memory_dim, self.updater.state_dim, self.mail_slots, mail_dim)
         self.predictor = EdgePredictor(memory_dim)
-        self.time_scale = float(time_scale)
+        self.time_shift, self.time_scale = float(time_shift), float(time_scale)
 
     def updated_state(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
         """Memory after consuming the most recent mail, at the query time (TGL: before embedding)."""
@@ -252,7 +253,7 @@ class JODIE(TemporalModel):
     def embed(self, inputs, root_state, root_t, neighbor_state):
         _, memory_ts, _, mail_ts = self.layout.split(inputs.root_rows)
         last_update = torch.where(mail_ts[:, 0] >= 0, mail_ts[:, 0], memory_ts)
-        delta = ((root_t - last_update) / self.time_scale)[:, None]
+        delta = ((root_t - last_update - self.time_shift) / self.time_scale)[:, None]  # standardised Δt
         return root_state * (1 + self.time_projection(delta))
 
 
@@ -293,8 +294,10 @@ class APAN(TemporalModel):
 MODEL_CLASSES: dict[str, type[TemporalModel]] = {"tgn": TGN, "jodie": JODIE, "apan": APAN}
 
 
-def build_temporal_model(name: str, memory_dim: int, edge_dim: int, time_scale: float = 1.0) -> TemporalModel:
-    """One of tgn / jodie / apan with the given memory width (memory_dim must be even for the heads)."""
+def build_temporal_model(name: str, memory_dim: int, edge_dim: int, time_shift: float = 0.0,
+                         time_scale: float = 1.0) -> TemporalModel:
+    """One of tgn / jodie / apan with the given memory width (memory_dim must be even for the heads);
+    JODIE standardises time differences with ``time_shift`` and ``time_scale``."""
     if name not in MODEL_CLASSES:
         raise KeyError(f"unknown continuous-time model '{name}' (known: {', '.join(sorted(MODEL_CLASSES))})")
-    return MODEL_CLASSES[name](memory_dim, edge_dim, time_scale=time_scale)
+    return MODEL_CLASSES[name](memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale)

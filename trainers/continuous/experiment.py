@@ -46,8 +46,9 @@ def partition_for(config: RunConfig, stream: EventStream, parts: int) -> tuple[s
 def _train_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_events: int | None) -> dict[str, Any]:
     torch.manual_seed(config.seed)  # identical initial weights on every rank
     stream = EventStream.from_store(open_store(config.dataset, STREAM), max_events)
-    time_scale = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes).typical_gap()
-    model = build_temporal_model(config.model, config.memory_dim, stream.edge_dim, time_scale=time_scale)
+    gap_mean, gap_std = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes).gap_statistics()
+    model = build_temporal_model(config.model, config.memory_dim, stream.edge_dim, time_shift=gap_mean,
+                                 time_scale=gap_std)
     options = LoopOptions(scheme=config.scheme, batch_size=config.batch_size, neighbors=config.neighbors,
                           sampler=config.sampler, lr=config.lr, seed=config.seed,
                           microbatches=config.microbatches if config.scheme == "sven" else 1,

@@ -66,7 +66,8 @@ class BatchCounters:
         return {"eta1": mean(self.eta1), "eta2": mean(self.eta2), "remote_fraction": mean(self.rho),
                 "aggregation_remote_fraction": mean(self.rho_a), "batches": self.batches,
                 "predicted_dispatch_bytes": self.predicted_dispatch,
-                "predicted_aggregation_bytes": self.predicted_aggregation}
+                "predicted_aggregation_bytes": self.predicted_aggregation,
+                "eta1_per_batch": list(self.eta1), "eta2_per_batch": list(self.eta2)}
 
 
 def event_assignment(scheme: str, owner: np.ndarray, rank: int, world: int):

@@ -80,9 +80,12 @@ class TemporalSampler:
                                 np.where(mask, self.events[position], -1),
                                 np.where(mask, self.times[position], 0.0), mask)
 
-    def typical_gap(self) -> float:
-        """Median time between consecutive events of one vertex (a scale for time differences)."""
+    def gap_statistics(self) -> tuple[float, float]:
+        """Mean and standard deviation of the time between consecutive events of one vertex (the
+        shift and scale JODIE-style time projections normalise time differences with)."""
         same_vertex = np.diff(self.keys // self.stride) == 0
         gaps = np.diff(self.times)[same_vertex]
-        gaps = gaps[gaps > 0]
-        return float(np.median(gaps)) if len(gaps) else 1.0
+        if len(gaps) == 0:
+            return 0.0, 1.0
+        std = float(gaps.std())
+        return float(gaps.mean()), std if std > 0 else 1.0

@@ -1,0 +1,114 @@
+"""Continuous-time schemes: iteration time per scheme at P = 1, 2, 4, communication bytes of sven vs
+depcomm / depcache, and (slow, real data) AP of TGN / JODIE / APAN on Wikipedia and LastFM.
+
+All schemes of one world size train in one launch (spawning ranks dominates small runs); the
+per-scheme figures go into ``extra_info``. Quick mode (``--benchmark-disable``) runs each once.
+Real-data prefix size: DGBENCH_BENCH_EVENTS (default 20,000 events, 1 epoch).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dgbench.dist import DistContext, launch
+from dgbench.store import open_store
+from trainers.config import RunConfig
+from trainers.continuous.data import EventStream
+from trainers.continuous.experiment import _rank_main, run_experiment, vertex_partition
+
+SCHEMES_AT = {1: ("single",), 2: ("depcache", "depcomm", "sven"), 4: ("depcache", "depcomm", "sven")}
+SMALL = dict(epochs=1, batch_size=300, memory_dim=32, neighbors=10, lr=0.001, seed=0)
+
+
+def schemes_on_ranks(ctx: DistContext, dataset: Path, model: str, schemes: tuple[str, ...]) -> dict:
+    """Train ``model`` once per scheme on this rank; per scheme: seconds/iteration split and bytes."""
+    stream = EventStream.from_store(open_store(dataset))
+    out = {}
+    for scheme in schemes:
+        config = RunConfig(scheme=scheme, model=model, dataset=dataset, nproc=ctx.world_size, **SMALL)
+        method = config.partition if scheme == "sven" else "range"
+        owner = vertex_partition(stream, method, ctx.world_size, config.batch_size)
+        result = _rank_main(ctx, config, owner, None)
+        f = result["figures"][-1]
+        iterations = max(f["iterations"], 1)
+        out[scheme] = {"iteration_s": f["time_s"] / iterations,
+                       "nm_communication_s": (f.get("nm_dispatch_s", 0) + f.get("nm_aggregate_s", 0)) / iterations,
+                       "grad_allreduce_s": f.get("grad_allreduce_s", 0) / iterations,
+                       "nm_bytes": f.get("nm_dispatch_bytes", 0) + f.get("nm_aggregate_bytes", 0),
+                       "nm_row_bytes": f.get("nm_dispatch_row_bytes", 0) + f.get("nm_aggregate_row_bytes", 0),
+                       "eta1": result["counters"]["eta1"], "eta2": result["counters"]["eta2"],
+                       "test_ap": f["metrics"]["test"]["ap"]}
+    return out
+
+
+@pytest.fixture(scope="module")
+def bench_stream(tmp_path_factory) -> Path:
+    from generators.stream import build
+    return build(out=tmp_path_factory.mktemp("cbench") / "stream.zarr", users=300, items=200, events=2000,
+                 edge_dim=8, seed=0)
+
+
+def _merge(per_rank: list[dict]) -> dict:
+    """Slowest rank's time per scheme, bytes summed over ranks."""
+    merged = {}
+    for scheme in per_rank[0]:
+        rows = [r[scheme] for r in per_rank]
+        slowest = max(rows, key=lambda r: r["iteration_s"])
+        merged[scheme] = {**slowest, "nm_bytes": sum(r["nm_bytes"] for r in rows),
+                          "nm_row_bytes": sum(r["nm_row_bytes"] for r in rows)}
+    return merged
+
+
+@pytest.mark.parametrize("model", ["tgn"])
+@pytest.mark.parametrize("nproc", [1, 2, 4])
+def test_iteration_time_and_bytes_per_scheme(benchmark, bench_stream, nproc, model):
+    per_rank = benchmark.pedantic(launch, args=(schemes_on_ranks, nproc, (bench_stream, model, SCHEMES_AT[nproc])),
+                                  rounds=1, iterations=1)
+    merged = _merge(per_rank)
+    benchmark.extra_info.update({f"{scheme}.{k}": v for scheme, row in merged.items() for k, v in row.items()})
+    if nproc > 1:
+        benchmark.extra_info["depcomm_over_sven_bytes"] = merged["depcomm"]["nm_bytes"] / merged["sven"]["nm_bytes"]
+        benchmark.extra_info["depcache_over_sven_bytes"] = merged["depcache"]["nm_bytes"] / merged["sven"]["nm_bytes"]
+        assert merged["sven"]["nm_bytes"] < merged["depcomm"]["nm_bytes"]
+
+
+REAL_STREAMS = {"wikipedia": ("jodie_wikipedia_tgn/wikipedia.csv", ["--shared-ids"]),
+                "lastfm": ("jodie_lastfm/lastfm.csv", ["--drop-partial-last-line"])}
+
+
+def real_store(shared_data: Path, name: str, out_dir: Path) -> Path:
+    """Build (once) the stream store of a real JODIE file with `dgbench prepare file --format jodie`."""
+    from click.testing import CliRunner
+
+    from dgbench.cli import cli
+    relative, flags = REAL_STREAMS[name]
+    out = out_dir / f"{name}.zarr"
+    if not out.exists():
+        result = CliRunner().invoke(cli, ["--quiet", "prepare", "file", "--format", "jodie", "--raw",
+                                          str(shared_data / relative), "-o", str(out), *flags])
+        assert result.exit_code == 0, result.output
+    return out
+
+
+def real_data_ap(store: Path, model: str, events: int, memory_dim: int = 100) -> dict:
+    """AP/AUC of one epoch of ``single`` on the first ``events`` events (TGL defaults: batch 600, k=10)."""
+    config = RunConfig(scheme="single", model=model, dataset=store, epochs=1, batch_size=600, neighbors=10,
+                       memory_dim=memory_dim, lr=0.001, seed=0)
+    record = run_experiment(config, max_events=events)
+    return {"test_ap": record["final_metrics"]["test"]["ap"], "test_auc": record["final_metrics"]["test"]["auc"],
+            "val_ap": record["final_metrics"]["val"]["ap"], "events": record["extra"]["events_used"],
+            "epoch_s": record["epochs"][0]["time_s"], "events_per_s": record["epochs"][0]["events_per_s"]}
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+@pytest.mark.parametrize("model", ["tgn", "jodie", "apan"])
+@pytest.mark.parametrize("name", ["wikipedia", "lastfm"])
+def test_real_stream_ap(benchmark, shared_data, tmp_path_factory, name, model):
+    store = real_store(shared_data, name, tmp_path_factory.getbasetemp())
+    events = int(os.environ.get("DGBENCH_BENCH_EVENTS", "20000"))
+    result = benchmark.pedantic(real_data_ap, args=(store, model, events), rounds=1, iterations=1)
+    benchmark.extra_info.update(result)
+    assert 0.5 < result["test_ap"] <= 1.0
