@@ -72,7 +72,8 @@ class PreparedEvents:
     t: np.ndarray
     node_ids: np.ndarray
     num_nodes: int
-    source: Events
+    source: Events  # metadata and edge features; its src/dst/t columns were released by normalise()
+    rows: int  # events parsed (rows read minus rows dropped)
     order: np.ndarray | None  # the stable time sort applied to the parsed rows (None: already sorted)
     rows_out_of_order: int
     bipartite: dict[str, int] | None = None
@@ -165,21 +166,23 @@ def count_out_of_order(t: np.ndarray) -> int:
 
 
 def normalise(events: Events) -> PreparedEvents:
-    """Sort by time (stably, counting out-of-order rows) and relabel vertex ids to 0..N-1."""
-    if events.num_rows == 0:
+    """Sort by time (stably, counting out-of-order rows) and relabel vertex ids to 0..N-1.
+
+    Takes ownership of the event columns: ``events.src/dst/t`` are released as soon as their
+    relabelled/sorted replacements exist, so peak memory holds one copy of each column, not two.
+    """
+    rows = events.num_rows
+    if rows == 0:
         raise InputError(events.source_file, "no events (the file has no data rows)")
-    t = normalise_time(events.t)
+    t, events.t = normalise_time(events.t), None
     out_of_order = count_out_of_order(t)
     order = np.argsort(t, kind="stable") if out_of_order else None
 
     def take(values: np.ndarray | None) -> np.ndarray | None:
-        return None if values is None or order is None else values[order]
+        return values if values is None or order is None else values[order]
 
-    src, dst = (events.src, events.dst) if order is None else (events.src[order], events.dst[order])
-    t = t if order is None else t[order]
-    weight = events.weight if order is None else take(events.weight)
-    label = events.label if order is None else take(events.label)
-    ext_roll = events.ext_roll if order is None else take(events.ext_roll)
+    src, dst, events.src, events.dst = take(events.src), take(events.dst), None, None
+    t, weight, label, ext_roll = take(t), take(events.weight), take(events.label), take(events.ext_roll)
     if events.bipartite:
         user_ids, (src,) = relabel([src], None, events.source_file, "user")
         item_ids, (dst,) = relabel([dst], None, events.source_file, "item")
@@ -191,8 +194,9 @@ def normalise(events: Events) -> PreparedEvents:
         node_ids, (src, dst) = relabel([src, dst], events.nodes, events.source_file)
         bipartite = None
     return PreparedEvents(src=src, dst=dst, t=t, node_ids=node_ids, num_nodes=len(node_ids), source=events,
-                          order=order, rows_out_of_order=out_of_order, bipartite=bipartite, weight=weight,
-                          label=label, ext_roll=ext_roll, node_label=_align_to_universe(events, node_ids, "node_label"),
+                          rows=rows, order=order, rows_out_of_order=out_of_order, bipartite=bipartite,
+                          weight=weight, label=label, ext_roll=ext_roll,
+                          node_label=_align_to_universe(events, node_ids, "node_label"),
                           node_features=_align_to_universe(events, node_ids, "node_features"))
 
 

@@ -38,7 +38,7 @@ def loader_provenance(prepared: PreparedEvents, *, source: str, fmt: str, loader
     return {"source": source, "format": fmt, "loader": loader, "params": params,
             "raw": [raw.record() for raw in events.raw_files],
             "raw_file": events.source_file.name, "raw_sha256": events.raw_files[0].sha256 if events.raw_files else None,
-            "rows_read": int(events.num_rows + events.rows_dropped), "rows_dropped": int(events.rows_dropped),
+            "rows_read": int(prepared.rows + events.rows_dropped), "rows_dropped": int(events.rows_dropped),
             "rows_out_of_order": int(prepared.rows_out_of_order), "time_unit": events.time_unit,
             "format_details": events.details, "dgbench_version": dgbench.__version__, "transforms": [],
             **(extra or {})}
@@ -62,7 +62,11 @@ def write_snapshots(prepared: PreparedEvents, out: Path, *, window: int | float,
     cut = {"method": "time-window", "window_seconds" if prepared.source.time_unit == "s" else "window_steps": window,
            "origin": origin, "time_unit": prepared.source.time_unit}
     counts = {"duplicates": 0}
-    provenance = {**provenance, "params": {**provenance["params"], "window": window, "duplicates": duplicates}}
+    # the snapshot schema has no per-edge features and holds vertex features only as (T, N, F) frames
+    dropped = [name for name, value in (("edge_features", prepared.source.edge_features),
+                                        ("node_features", prepared.node_features)) if value is not None]
+    provenance = {**provenance, "params": {**provenance["params"], "window": window, "duplicates": duplicates},
+                  "dropped_arrays": dropped}
     with SnapshotStoreWriter(out, num_nodes=prepared.num_nodes, directed=prepared.source.directed, cut=cut,
                              provenance=provenance, overwrite=overwrite, bipartite=prepared.bipartite,
                              time_dtype=t.dtype) as writer:

@@ -202,6 +202,13 @@ def test_tgl_gdelt_like_folder_with_pt_features_and_ext_roll(tmp_path: Path) -> 
     assert roles == {"edges", "edge_features", "node_features"}
 
 
+def test_tgl_to_snapshots_records_dropped_features(tmp_path: Path) -> None:
+    write_tgl(tmp_path / "T", [(0, 1, 0.0, 0), (1, 0, DAY + 1.0, 1), (1, 2, 2 * DAY + 1.0, 2)])
+    store = prepare(tmp_path, "tgl", tmp_path / "T", to="snapshots")
+    assert store.num_snapshots == 3 and not store.has("edge_features") and not store.has("node_features")
+    assert store.provenance["dropped_arrays"] == ["edge_features", "node_features"]
+
+
 def test_tgl_feature_rows_must_match_edges(tmp_path: Path) -> None:
     write_tgl(tmp_path / "T", [(0, 1, 0.0, 0), (1, 0, 1.0, 0)])
     torch.save(torch.zeros(3, 2), tmp_path / "T" / "edge_features.pt")
@@ -335,3 +342,15 @@ def test_sum_on_a_stream_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DgbenchError, match="a stream keeps every event"):
         build_file(out=tmp_path / "x.zarr", fmt="snap", raw=write(tmp_path / "s.txt", f"1 2 {T0}\n"),
                    to="stream", duplicates="sum")
+
+
+def test_named_network_repository_dataset_with_raw_zip(tmp_path: Path) -> None:
+    archive = tmp_path / "rec-epinions-user-ratings.zip"
+    with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.writestr("rec-epinions-user-ratings.edges", NR_TEXT)
+    result = CliRunner().invoke(cli, ["--quiet", "prepare", "epinions", "--raw", str(archive),
+                                      "--out", str(tmp_path / "e.zarr")])
+    assert result.exit_code == 0, result.output
+    store = open_store(tmp_path / "e.zarr")
+    assert store.kind == "snapshots" and store.num_snapshots == 3 and store.provenance["source"] == "epinions"
+    assert store.attrs["cut"]["window_seconds"] == DAY

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import csv
+import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from dgbench.cli import cli
 from dgbench.errors import InputError
 from dgbench.store import open_store
 from dgbench.validate import validate_store
@@ -141,3 +144,18 @@ def test_amlsim_2019_tiny_outputs(shared_data: Path, tmp_path: Path) -> None:
     flagged |= {24, 25}  # the two accounts of alerts.csv
     assert set(store.node_ids()[store.read("node_label") == 1].tolist()) == flagged
     assert {f["name"] for f in store.provenance["raw"]} == {"tx.csv", "accounts.csv", "alerts.csv"}
+
+
+def test_named_amlsim_dataset_from_a_tgz_like_the_official_sample(shared_data: Path, tmp_path: Path) -> None:
+    run = shared_data / "amlsim" / "ibm_amlsim_sample_20K" / "20K_cycle200"
+    archive = tmp_path / "20K_cycle200.tgz"
+    with tarfile.open(archive, "w:gz") as bundle:
+        for name in ("transactions.csv", "nodes.csv", "metadata.txt"):
+            bundle.add(run / name, arcname=f"20K_cycle200/{name}")
+    result = CliRunner().invoke(cli, ["--quiet", "prepare", "amlsim", "--raw", str(archive),
+                                      "--out", str(tmp_path / "aml.zarr")])
+    assert result.exit_code == 0, result.output
+    store = open_store(tmp_path / "aml.zarr")
+    assert (store.num_nodes, store.num_edges, store.num_snapshots) == (20_000, 117_805, 149)
+    assert store.provenance["source"] == "amlsim" and store.provenance["raw"][0]["role"] == "archive"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["20K_cycle200.tgz", "aml.zarr"]  # unpack removed
