@@ -93,6 +93,16 @@ def test_duplicates_keep_or_sum(tmp_path: Path) -> None:
     assert kept.snapshot(0).weight.tolist() == [1.0, 1.0, 4.0]  # multi-edges kept in time order
 
 
+@pytest.mark.parametrize("num_nodes", [50, 2**40])  # packed value sort, and the stable argsort fallback
+def test_pair_order_is_the_stable_dst_src_order(num_nodes: int) -> None:
+    from loaders.stores import pair_order
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 50, 5000), rng.integers(0, 50, 5000)
+    order, key = pair_order(src, dst, num_nodes)
+    assert np.array_equal(order, np.lexsort((src, dst)))  # lexsort is stable
+    assert np.array_equal(key, dst[order] * num_nodes + src[order])
+
+
 def test_sparse_huge_ids_are_relabelled(tmp_path: Path) -> None:
     big = [10**15, 7, 123_456_789_012, 2**62]
     lines = "".join(f"{big[i]} {big[(i + 1) % 4]} {T0 + i}\n" for i in range(4))
