@@ -16,7 +16,7 @@ from dgbench.dist import DistContext, launch
 from dgbench.store import open_store
 from trainers.config import RunConfig
 from trainers.continuous.data import EventStream
-from trainers.continuous.experiment import _rank_main, run_experiment, vertex_partition
+from trainers.continuous.experiment import train_on_rank, run_experiment, vertex_partition
 
 SCHEMES_AT = {1: ("single",), 2: ("depcache", "depcomm", "sven"), 4: ("depcache", "depcomm", "sven")}
 SMALL = dict(epochs=1, batch_size=300, memory_dim=32, neighbors=10, lr=0.001, seed=0)
@@ -30,7 +30,7 @@ def schemes_on_ranks(ctx: DistContext, dataset: Path, model: str, schemes: tuple
         config = RunConfig(scheme=scheme, model=model, dataset=dataset, nproc=ctx.world_size, **SMALL)
         method = config.partition if scheme == "sven" else "range"
         owner = vertex_partition(stream, method, ctx.world_size, config.batch_size)
-        result = _rank_main(ctx, config, owner, None)
+        result = train_on_rank(ctx, config, owner, None)
         f = result["figures"][-1]
         iterations = max(f["iterations"], 1)
         out[scheme] = {"iteration_s": f["time_s"] / iterations,

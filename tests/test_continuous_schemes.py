@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from dgbench.dist import DistContext, launch
+from dgbench.store import open_store
 from trainers.config import RunConfig
 from trainers.continuous.data import EventStream
-from trainers.continuous.experiment import _rank_main, vertex_partition
-from dgbench.store import open_store
+from trainers.continuous.experiment import train_on_rank, vertex_partition
 
 SMALL = dict(epochs=1, batch_size=200, memory_dim=16, neighbors=5, lr=0.01, seed=3)
 DISTRIBUTED = ("depcache", "depcomm", "sven")
@@ -44,7 +44,7 @@ def run_all(ctx: DistContext, dataset: Path, runs: list[tuple[str, str, dict]]) 
         config = _config(dataset, model, scheme, ctx.world_size, **overrides)
         method = config.partition if scheme == "sven" else "range"
         owner = vertex_partition(stream, method, ctx.world_size, config.batch_size)
-        out[(model, scheme, tuple(sorted(overrides.items())))] = _summary(_rank_main(ctx, config, owner, None))
+        out[(model, scheme, tuple(sorted(overrides.items())))] = _summary(train_on_rank(ctx, config, owner, None))
     return out
 
 

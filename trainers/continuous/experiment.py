@@ -5,7 +5,6 @@ process from the training events and handed to every rank, so all ranks agree on
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,7 +64,9 @@ def _train_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_even
             "parameters": sum(p.numel() for p in model.parameters())}
 
 
-def _rank_main(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_events: int | None) -> dict[str, Any]:
+def train_on_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_events: int | None) -> dict[str, Any]:
+    """This rank's part of a run: per-epoch figures, Eq. 1/7-9 counters, losses, chosen micro-batches.
+    ``config.extra["dtype"]`` may ask for float64 (exactness tests); ``extra["prefetch"]`` the queue depth."""
     # float64 only for exactness checks: float32 noise in near-zero gradients is amplified by Adam.
     previous = torch.get_default_dtype()
     torch.set_default_dtype(getattr(torch, config.extra.get("dtype", "float32")))
@@ -95,19 +96,21 @@ def run_experiment(config: RunConfig, max_events: int | None = None) -> dict[str
     stream = EventStream.from_store(store, max_events)
     parts = config.nproc
     method, owner = partition_for(config, stream, parts)
-    per_rank = launch(_rank_main, config.nproc, (config, owner, max_events), backend=config.backend,
+    per_rank = launch(train_on_rank, config.nproc, (config, owner, max_events), backend=config.backend,
                       timeout_s=config.timeout_s)
     return _record(config, store, stream, method, owner, per_rank, started, max_events)
 
 
-def _per_iteration(entry: dict[str, Any], rank_figures: list[dict[str, Any]]) -> dict[str, float]:
+def _per_iteration(rank_figures: list[dict[str, Any]]) -> dict[str, float]:
     """Per-iteration seconds of the slowest rank split into N&M communication, all-reduce and compute."""
     slowest = max(rank_figures, key=lambda f: f["time_s"])
     n = max(slowest["iterations"], 1)
     nm = slowest.get("nm_dispatch_s", 0.0) + slowest.get("nm_aggregate_s", 0.0)
     grad = slowest.get("grad_allreduce_s", 0.0)
+    other_comm = max(0.0, slowest["communication_s"] - nm - grad)  # counts exchanges, eval gathers
     return {"iteration_s": slowest["time_s"] / n, "nm_communication_s": nm / n, "grad_allreduce_s": grad / n,
-            "compute_s": max(0.0, slowest["time_s"] - nm - grad) / n}
+            "other_communication_s": other_comm / n,
+            "compute_s": max(0.0, slowest["time_s"] - nm - grad - other_comm) / n}
 
 
 def _record(config: RunConfig, store, stream: EventStream, method: str, owner: np.ndarray,
@@ -115,7 +118,7 @@ def _record(config: RunConfig, store, stream: EventStream, method: str, owner: n
     epochs = merge_rank_epochs([r["figures"] for r in per_rank])
     for e, entry in enumerate(epochs):
         rank_figures = [r["figures"][e] for r in per_rank]
-        entry["per_iteration"] = _per_iteration(entry, rank_figures)
+        entry["per_iteration"] = _per_iteration(rank_figures)
         entry["events_per_s"] = entry["throughput"]
         for key in ("nm_dispatch_bytes", "nm_aggregate_bytes", "grad_allreduce_bytes", "nm_dispatch_row_bytes",
                     "nm_aggregate_row_bytes"):

@@ -80,11 +80,11 @@ def event_assignment(scheme: str, owner: np.ndarray, rank: int, world: int):
 
 
 def make_state(scheme: str, ctx: DistContext, model: TemporalModel, owner: np.ndarray, chunks: int) -> NodeState:
+    """The N&M placement of ``scheme`` (partitioned schemes stay partitioned even at P = 1)."""
     layout = model.layout
-    if scheme == "single" or ctx.world_size == 1 and scheme != "sven" and scheme != "depcomm":
-        return ResidentState(ctx, layout.width, layout.empty_rows, owner)
-    if scheme == "depcache":
-        return ReplicatedState(ctx, layout.width, layout.empty_rows, owner)
+    if scheme in ("single", "depcache"):
+        placement = ReplicatedState if scheme == "depcache" and ctx.world_size > 1 else ResidentState
+        return placement(ctx, layout.width, layout.empty_rows, owner)
     return PartitionedState(ctx, layout.width, layout.empty_rows, owner, deduplicate_ids=(scheme == "sven"),
                             chunks=max(1, chunks))
 
@@ -107,6 +107,7 @@ class ContinuousTrainer:
         self.pending_gradient = None
         self.losses: list[float] = []
         self.microbatch_choice: dict[str, Any] = {}
+        self._last_fetch_seconds = self._last_update_seconds = 0.0
 
     # ------------------------------------------------------------------ one batch
     def _inputs(self, plan: BatchPlan, rows: torch.Tensor) -> BatchInputs:
@@ -125,7 +126,7 @@ class ContinuousTrainer:
                 s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
         return inputs
 
-    def _fetch_and_update(self, plan: BatchPlan, timer: PhaseTimer | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _fetch_and_update(self, plan: BatchPlan) -> tuple[torch.Tensor, torch.Tensor]:
         """Rows of the needed ids and their updated memory; for pipelined sven the update of each
         arriving part overlaps the transfer of the next."""
         device = self.ctx.device
@@ -154,8 +155,13 @@ class ContinuousTrainer:
             self.state.fetch(plan.route)  # still take part in the collectives
             return torch.zeros((), device=self.ctx.device), None
         with torch.set_grad_enabled(train):
-            rows, updated = self._fetch_and_update(plan, timer)
-            outputs = self.model(self._inputs(plan, rows), updated)
+            rows, updated = self._fetch_and_update(plan)
+            if timer is None:
+                inputs = self._inputs(plan, rows)
+            else:
+                with timer.phase("transfer"):  # host -> device copies of times, features, masks
+                    inputs = self._inputs(plan, rows)
+            outputs = self.model(inputs, updated)
             loss = (F.binary_cross_entropy_with_logits(outputs.pos_logits, torch.ones_like(outputs.pos_logits),
                                                        reduction="sum")
                     + F.binary_cross_entropy_with_logits(outputs.neg_logits, torch.zeros_like(outputs.neg_logits),
