@@ -20,11 +20,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from dgbench.errors import InputError
 from loaders.events import Events, RawFile
 from loaders.formats import LoadOptions, register_format
-from loaders.parsing import FLAG, FLOAT, ID, INT, TIMESTAMP, Column, TableSpec, columns_by_role, read_table, sniff
+from loaders.parsing import (FLAG, FLOAT, ID, INT, TIMESTAMP, Column, Table, TableSpec, columns_by_role, read_table,
+                             sniff)
 
 TRANSACTION_FILES = ("transactions.csv", "tx.csv")
 ACCOUNT_FILES = ("nodes.csv", "accounts.csv")
@@ -34,7 +36,8 @@ FLAG_NAMES = ("isfraud", "is_fraud", "is_sar")
 TIME_NAMES = ("time", "start", "tran_timestamp", "timestamp")
 
 
-def transaction_roles(time_type) -> dict:
+def transaction_roles(time_type: pa.DataType) -> dict[str, tuple[tuple[str, ...], Column]]:
+    """Header spellings of each transaction field across the AMLSim generations."""
     return {"src": (("sourcenodeid", "account_id", "orig_acct", "sender_account_id"), Column("src", ID, nonnegative=True)),
             "dst": (("targetnodeid", "counter_party_account_num", "bene_acct", "receiver_account_id"),
                     Column("dst", ID, nonnegative=True)),
@@ -57,7 +60,7 @@ def _transactions_file(path: Path) -> Path:
     return found
 
 
-def _time_type(path: Path, header: list[str], first_row: list[str]):
+def _time_type(header: list[str], first_row: list[str]) -> pa.DataType:
     """Integer simulation steps read as int64; anything else must be a date (ISO-8601 or yyyymmdd)."""
     position = next((i for i, name in enumerate(header) if name.strip().lower() in TIME_NAMES), None)
     if position is None or position >= len(first_row):
@@ -72,7 +75,7 @@ def _time_type(path: Path, header: list[str], first_row: list[str]):
 def load_amlsim(path: Path, options: LoadOptions) -> Events:
     transactions = _transactions_file(path)
     header, first_row = sniff(transactions, ",", header=True)
-    time_type = _time_type(transactions, header, first_row)
+    time_type = _time_type(header, first_row)
     columns = columns_by_role(transactions, header, transaction_roles(time_type), ("src", "dst", "t"))
     table = read_table(transactions, TableSpec(columns, delimiter=",", header=True),
                        drop_partial_last_line=options.drop_partial_last_line)
@@ -111,7 +114,7 @@ def _accounts(folder: Path, raw_files: list[RawFile], options: LoadOptions) -> t
     return unique_ids, label[first]
 
 
-def _read_roles(path: Path, roles: dict, options: LoadOptions):
+def _read_roles(path: Path, roles: dict, options: LoadOptions) -> Table:
     header, _ = sniff(path, ",", header=True)
     spec = TableSpec(columns_by_role(path, header, roles, ("id",)), delimiter=",", header=True)
     return read_table(path, spec, drop_partial_last_line=options.drop_partial_last_line)
