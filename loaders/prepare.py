@@ -14,10 +14,11 @@ from typing import Any
 import click
 
 from dgbench.errors import DgbenchError
+from dgbench.progress import is_quiet
 from dgbench.registry import register_preparer
 from loaders import amlsim, edgelists, jodie, tgl  # noqa: F401  (register the format families)
 from loaders.download import RemoteFile, default_cache_dir, fetch
-from loaders.events import normalise
+from loaders.events import PreparedEvents, normalise
 from loaders.formats import FORMATS, Format, LoadOptions, get_format, open_raw
 from loaders.stores import DUPLICATE_POLICIES, loader_provenance, resolve_window, write_snapshots, write_stream
 
@@ -36,6 +37,7 @@ class Dataset:
     summary: str
     files: tuple[RemoteFile, ...]
     raw_name: str  # the file (or folder, for multi-file sets) the format reads after download
+    also: tuple[str, ...] = ()  # other formats it is published in, recognised from a --raw folder/file
 
 
 def _nr(name: str, filename: str, summary: str) -> Dataset:
@@ -61,7 +63,7 @@ DATASETS = {d.name: d for d in (
                   for f in ("edges.csv", "edge_features.pt", "node_features.pt")), "."),
     Dataset("lastfm", "jodie", "stream", "LastFM (JODIE): 980 users + 1,000 items, 1,293,103 events",
             (RemoteFile("http://snap.stanford.edu/jodie/lastfm.csv", "lastfm.csv",
-                        page="https://snap.stanford.edu/jodie/"),), "lastfm.csv"),
+                        page="https://snap.stanford.edu/jodie/"),), "lastfm.csv", also=("tgl",)),
 )}
 
 
@@ -97,6 +99,7 @@ def build_store(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str |
         if archive is not None:
             events.raw_files.insert(0, archive)
         prepared = normalise(events)
+        _report_repairs(prepared)
         params = {"to": kind, "drop_partial_last_line": drop_partial_last_line, "bipartite": events.bipartite,
                   "raw_path": str(raw)}
         provenance = loader_provenance(prepared, source=source, fmt=fmt.name, loader=fmt.load.__module__,
@@ -105,6 +108,17 @@ def build_store(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str |
             return write_snapshots(prepared, out, window=resolve_window(window, events.time_unit),
                                    duplicates=duplicates, provenance=provenance, overwrite=overwrite)
         return write_stream(prepared, out, provenance=provenance, overwrite=overwrite)
+
+
+def _report_repairs(prepared: PreparedEvents) -> None:
+    """One stderr line when rows were re-ordered or dropped (the counts are also in the provenance)."""
+    notes = []
+    if prepared.rows_out_of_order:
+        notes.append(f"{prepared.rows_out_of_order:,} rows were out of time order (sorted stably)")
+    if prepared.source.rows_dropped:
+        notes.append(f"{prepared.source.rows_dropped:,} cut-off last line dropped")
+    if notes and not is_quiet():
+        click.echo(f"note: {prepared.source.source_file.name}: {'; '.join(notes)}", err=True)
 
 
 FILE_OPTIONS = [
@@ -134,6 +148,17 @@ def dataset_raw(dataset: Dataset, cache_dir: Path | None) -> Path:
     return folder / dataset.raw_name
 
 
+def dataset_format(dataset: Dataset, raw: Path) -> Format:
+    """The data set's own format, or one of its other published formats when ``raw`` is laid out so
+    (e.g. TGL's ``LASTFM/edges.csv`` folder for lastfm, whose default is JODIE's CSV)."""
+    for name in dataset.also:
+        other = get_format(name)
+        names = [p.name for p in Path(raw).iterdir()] if Path(raw).is_dir() else [Path(raw).name]
+        if any(Path(n).match(pattern) for n in names for pattern in other.patterns):
+            return other
+    return get_format(dataset.format)
+
+
 def _register_dataset(dataset: Dataset) -> None:
     options = [click.Option(["--raw"], type=click.Path(path_type=Path), default=None,
                             help=f"Use this raw file/folder/archive instead of downloading "
@@ -147,7 +172,8 @@ def _register_dataset(dataset: Dataset) -> None:
               drop_partial_last_line: bool = False, bipartite: bool | None = None) -> Path:
         source_path = raw if raw is not None else dataset_raw(dataset, cache_dir)
         urls = [f.url for f in dataset.files] if raw is None else []
-        return build_store(raw=source_path, fmt=get_format(dataset.format), out=out, overwrite=overwrite, to=to,
+        return build_store(raw=source_path, fmt=dataset_format(dataset, source_path), out=out, overwrite=overwrite,
+                           to=to,
                            window=window, duplicates=duplicates, drop_partial_last_line=drop_partial_last_line,
                            bipartite=bipartite, source=dataset.name, extra={"download_urls": urls})
 

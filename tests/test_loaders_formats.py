@@ -364,3 +364,20 @@ def test_named_network_repository_dataset_with_raw_zip(tmp_path: Path) -> None:
     store = open_store(tmp_path / "e.zarr")
     assert store.kind == "snapshots" and store.num_snapshots == 3 and store.provenance["source"] == "epinions"
     assert store.attrs["cut"]["window_seconds"] == DAY
+
+
+def test_named_lastfm_accepts_tgl_folder(tmp_path: Path) -> None:
+    write_tgl(tmp_path / "LASTFM", [(0, 3, 0.0, 0), (1, 4, 5.0, 1), (2, 3, 9.0, 2)])
+    result = CliRunner().invoke(cli, ["--quiet", "prepare", "lastfm", "--raw", str(tmp_path / "LASTFM"),
+                                      "--out", str(tmp_path / "l.zarr")])
+    assert result.exit_code == 0, result.output
+    store = open_store(tmp_path / "l.zarr")
+    assert store.provenance["format"] == "tgl" and store.split["method"] == "tgl-ext_roll"
+
+
+def test_out_of_order_rows_are_reported_on_stderr(tmp_path: Path) -> None:
+    raw = write(tmp_path / "o.txt", f"1 2 {T0 + 5}\n2 3 {T0}\n")
+    result = CliRunner().invoke(cli, ["prepare", "file", "--format", "snap", "--raw", str(raw),
+                                      "--out", str(tmp_path / "o.zarr")])
+    assert result.exit_code == 0, result.output
+    assert "note: o.txt: 1 rows were out of time order (sorted stably)" in result.stderr
