@@ -91,7 +91,8 @@ def test_gd_moves_fewer_bytes_than_base_on_smoothed_store(benchmark, stores, tmp
         return {mode: run_experiment(RunConfig(scheme="checkpoint", model=MODEL, dataset=smoothed, epochs=EPOCHS,
                                                blocks=2, transfer=mode, out=tmp_path)) for mode in ("base", "gd")}
     records = benchmark.pedantic(measure, rounds=1, iterations=1)
-    moved = {m: r["extra"]["transfer_bytes_per_epoch"] for m, r in records.items()}
+    moved = {m: r["extra"]["transfer_bytes_per_epoch"][m] for m, r in records.items()}
+    assert records["base"]["extra"]["transfer_bytes_per_epoch"] == records["gd"]["extra"]["transfer_bytes_per_epoch"]
     seconds = {m: float(np.median([e["transfer_s"] for e in r["epochs"][1:]])) for m, r in records.items()}
     assert [e["loss"] for e in records["gd"]["epochs"]] == [e["loss"] for e in records["base"]["epochs"]]
     benchmark.extra_info.update(base_bytes=moved["base"], gd_bytes=moved["gd"],

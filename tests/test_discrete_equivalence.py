@@ -71,10 +71,15 @@ def test_single_learns_and_reports_metrics(reference, store):
 def test_checkpoint_matches_single_for_base_and_gd(store, reference):
     configs = [config(store, "checkpoint", m, blocks=nb, transfer=mode)
                for m in MODELS for nb, mode in ((3, "base"), (STEPS, "gd"))]
-    for c, record in zip(configs, run_experiments(configs)):
+    records = run_experiments(configs)
+    for c, record in zip(configs, records):
         np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5, err_msg=f"{c.model} nb={c.blocks}")
-        assert record["extra"]["transfer_bytes_per_epoch"] > 0
+        assert record["extra"]["transfer_mode"] == c.transfer
+        assert record["extra"]["transfer_bytes_per_epoch"][c.transfer] > 0
         assert record["epochs"][0]["comm_bytes"] == 0
+    # one block per step: gd sends nothing but differences after each block's (only) snapshot
+    per_step = records[1]["extra"]["transfer_bytes_per_epoch"]
+    assert per_step["gd"] == per_step["base"]
 
 
 def test_checkpointing_lowers_peak_activation_memory(store):
@@ -86,7 +91,9 @@ def test_checkpointing_lowers_peak_activation_memory(store):
 
 def check_distributed(store: Path, reference: dict[str, list[float]], nproc: int) -> None:
     configs = [config(store, scheme, m, nproc) for scheme in ("snapshot", "vertex") for m in MODELS]
-    configs += [config(store, "snapshot", "cdgcn", nproc, blocks=2), config(store, "vertex", "tmgcn", nproc, blocks=2)]
+    # checkpoint blocks of 2 steps: at P = 4 half the ranks own no step of a block
+    configs += [config(store, "snapshot", m, nproc, blocks=4) for m in ("cdgcn", "evolvegcn-o")]
+    configs += [config(store, "vertex", "tmgcn", nproc, blocks=2)]
     records = run_experiments(configs)
     for c, record in zip(configs, records):
         np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5,

@@ -13,7 +13,6 @@ from dgbench.store import SNAPSHOTS, open_store
 from trainers.config import RunConfig
 from trainers.discrete.data import DiscreteData
 from trainers.discrete.loop import DiscreteTrainer
-from trainers.discrete.placement import TimePlacement
 from trainers.epochs import merge_rank_epochs, run_epochs
 
 FAMILY = "discrete"
@@ -45,9 +44,6 @@ def train_rank(ctx: DistContext, config: RunConfig) -> dict[str, Any]:
     figures = run_epochs(ctx, epochs=config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate)
     placement = trainer.placement
     extra = {**placement.extra(), **trainer.extra()}
-    if isinstance(placement, TimePlacement) and placement.streamed:
-        extra["transfer_bytes"] = placement.bytes_moved()  # over all epochs and evaluations
-        extra["transfer_bytes_per_epoch"] = placement.bytes_moved() // max(1, config.epochs)
     return {"epochs": figures, "extra": extra, "device": str(ctx.device), "backend": ctx.backend,
             "world_size": ctx.world_size}
 

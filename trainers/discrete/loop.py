@@ -74,6 +74,7 @@ class DiscreteTrainer:
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
         self.activations = SavedActivationMeter()
         self.train_steps = set(data.steps_of(TRAIN))
+        self.transfer_per_epoch: list[dict[str, int]] = []
 
     # ------------------------------------------------------------------ one block
     def _block_loss(self, block: int, state: list[State], batches: list[PairBatch], total_pairs: int,
@@ -96,6 +97,7 @@ class DiscreteTrainer:
     def train_epoch(self, epoch: int, timer: PhaseTimer) -> tuple[float, int]:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
+        moved_before = self.placement.transfer_bytes()
         every = [self.data.pairs(t, TRAIN, epoch) for t in sorted(self.train_steps)]
         total_pairs = sum(len(b.src) for b in every)
         batches = [[self.placement.owned(b) for b in every if b.step in block] for block in self.placement.blocks]
@@ -108,6 +110,8 @@ class DiscreteTrainer:
                 local_loss = self._checkpointed_backward(batches, total_pairs, timer)
         self._all_reduce_gradients()
         self.optimizer.step()
+        self.transfer_per_epoch.append({mode: moved - moved_before[mode]
+                                        for mode, moved in self.placement.transfer_bytes().items()})
         summed = self.ctx.comm.all_reduce(torch.tensor([local_loss], dtype=torch.float64, device=self.ctx.device),
                                           tag="loss") if self.ctx.world_size > 1 else torch.tensor([local_loss])
         return float(summed.item()), self.data.work()
@@ -184,4 +188,7 @@ class DiscreteTrainer:
         return comm.all_to_all_single(rows.repeat(size, 1), [rows.shape[0]] * size, counts, tag="evaluation")
 
     def extra(self) -> dict[str, Any]:
-        return {"peak_saved_activation_bytes": self.activations.peak}
+        out: dict[str, Any] = {"peak_saved_activation_bytes": self.activations.peak}
+        if self.transfer_per_epoch and self.transfer_per_epoch[-1]:
+            out["transfer_bytes_per_epoch"] = self.transfer_per_epoch[-1]  # {"base": .., "gd": ..}
+        return out

@@ -32,11 +32,9 @@ from trainers.discrete.transfer import BASE, SnapshotMover
 
 
 def split_range(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
-    """Contiguous, balanced (first parts one longer) sub-ranges of [start, stop)."""
-    bounds = np.linspace(0, stop - start, parts + 1)
-    sizes = np.diff(np.floor(bounds + 1e-9).astype(int))
-    sizes = np.sort(sizes)[::-1]
-    edges = start + np.r_[0, np.cumsum(sizes)]
+    """Contiguous, balanced sub-ranges of [start, stop) (the first ones one longer, as np.array_split)."""
+    size, longer = divmod(stop - start, parts)
+    edges = start + np.r_[0, np.cumsum([size + (i < longer) for i in range(parts)])]
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
@@ -73,6 +71,10 @@ class Placement:
         src = torch.from_numpy(np.concatenate([b.src for b in batches])).to(device)
         dst = torch.from_numpy(np.concatenate([b.dst for b in batches])).to(device)
         return table[step, src, 0] + table[step, dst, 1] + bias
+
+    def transfer_bytes(self) -> dict[str, int]:
+        """Host-to-device bytes moved so far, per transfer mode (empty when nothing streams)."""
+        return {}
 
     def extra(self) -> dict[str, Any]:
         return {}
@@ -182,8 +184,11 @@ class TimePlacement(Placement):
     def score_table(self, view: TimeView, halves: torch.Tensor) -> tuple[torch.Tensor, int]:
         return halves, view.local[0]
 
-    def bytes_moved(self) -> int:
-        return self.mover.bytes_moved + self.first_input_bytes
+    def transfer_bytes(self) -> dict[str, int]:
+        """Snapshot bytes per mode (the active one measured) plus the precomputed Ã X⁰ frames."""
+        if not self.streamed:
+            return {}
+        return {mode: moved + self.first_input_bytes for mode, moved in self.mover.bytes_by_mode.items()}
 
     def extra(self) -> dict[str, Any]:
         return {"transfer_mode": self.mover.mode if self.streamed else "resident",
@@ -255,43 +260,44 @@ class VertexPlacement(Placement):
         self.halos = [self._halo_block(block) for block in self.blocks]
 
     def _halo_block(self, block: range) -> HaloBlock:
-        n, rank, size = self.data.num_nodes, self.ctx.rank, self.ctx.world_size
-        own, steps = self.own, len(block)
-        local_pos = self.plan.local_row
-        # received rows: source rank q major, then step, then vertex id (what q sends, in the same order)
+        """Exchange lists and local operator of one block; the block's halo rows travel together."""
+        rank, size, own = self.ctx.rank, self.ctx.world_size, self.own
+        # arrival order: source rank q major, then step, then vertex id — the order q sends in
         incoming = [[self._needed(t, rank, q) for t in block] for q in range(size)]
-        recv_splits = [sum(len(v) for v in per_step) for per_step in incoming]
         outgoing = [[self._needed(t, q, rank) for t in block] for q in range(size)]
-        send_index = np.concatenate([i * len(own) + local_pos[v] for per_step in outgoing
+        send_index = np.concatenate([i * len(own) + self.plan.local_row[v] for per_step in outgoing
                                      for i, v in enumerate(per_step)])
         send_splits = [sum(len(v) for v in per_step) for per_step in outgoing]
-        rowptrs, cols, vals = [np.zeros(1, np.int64)], [], []
-        recv_start = np.r_[0, np.cumsum(recv_splits)] + steps * len(own)
-        step_offset = {q: np.r_[0, np.cumsum([len(v) for v in incoming[q]])] for q in range(size)}
+        recv_splits = [sum(len(v) for v in per_step) for per_step in incoming]
+        device = self.ctx.device
+        first = np.ascontiguousarray(self.data.first_layer_input[block.start:block.stop][:, own])
+        return HaloBlock(SparseOperator(self._local_operator(block, incoming).to_torch(device)),
+                         torch.from_numpy(send_index.astype(np.int64)).to(device), send_splits, recv_splits,
+                         torch.from_numpy(first).to(device))
+
+    def _local_operator(self, block: range, incoming: list[list[np.ndarray]]) -> CsrArrays:
+        """Block-diagonal Ã over the block's steps: rows = own vertices per step, columns = the
+        flattened own rows [steps * own] followed by the received halo rows in arrival order."""
+        rank, own, steps = self.ctx.rank, self.own, len(block)
+        arrived = [sum(len(v) for v in per_step) for per_step in incoming]
+        source_start = np.r_[0, np.cumsum(arrived)] + steps * len(own)
+        step_start = [np.r_[0, np.cumsum([len(v) for v in per_step])] for per_step in incoming]
+        rowptr, cols, vals = [np.zeros(1, np.int64)], [], []
         for i, t in enumerate(block):
             a = self.data.adjacency[t]
             lengths = np.diff(a.rowptr)[own]
             entries = np.repeat(a.rowptr[own] - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(lengths.sum())
             src = a.col[entries].astype(np.int64)
-            column = np.empty(len(src), np.int64)
-            mine = self.owner[src] == rank
-            column[mine] = i * len(own) + local_pos[src[mine]]
-            for q in range(size):
-                theirs = self.owner[src] == q
-                if q == rank or not theirs.any():
-                    continue
-                column[theirs] = recv_start[q] + step_offset[q][i] + np.searchsorted(incoming[q][i], src[theirs])
-            rowptrs.append(rowptrs[-1][-1] + np.cumsum(lengths))
+            source = self.owner[src]
+            column = i * len(own) + self.plan.local_row[src]  # right for own sources
+            for q in np.unique(source[source != rank]):
+                theirs = source == q
+                column[theirs] = source_start[q] + step_start[q][i] + np.searchsorted(incoming[q][i], src[theirs])
+            rowptr.append(rowptr[-1][-1] + np.cumsum(lengths))
             cols.append(column)
             vals.append(a.val[entries])
-        shape = (steps * len(own), steps * len(own) + sum(recv_splits))
-        csr = CsrArrays(np.concatenate(rowptrs), np.concatenate(cols) if cols else np.empty(0, np.int64),
-                        np.concatenate(vals) if vals else np.empty(0, np.float32), shape)
-        device = self.ctx.device
-        first = self.data.first_layer_input[block.start:block.stop][:, own]
-        return HaloBlock(SparseOperator(csr.to_torch(device)), torch.from_numpy(send_index.astype(np.int64)).to(device),
-                         send_splits, recv_splits,
-                         torch.from_numpy(np.ascontiguousarray(first)).to(device))
+        return CsrArrays(np.concatenate(rowptr), np.concatenate(cols), np.concatenate(vals),
+                         (steps * len(own), steps * len(own) + sum(arrived)))
 
     def _needed(self, t: int, receiver: int, sender: int) -> np.ndarray:
         """Vertices of ``sender`` whose rows ``receiver`` needs at step t, ascending."""
