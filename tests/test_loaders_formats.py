@@ -381,3 +381,24 @@ def test_out_of_order_rows_are_reported_on_stderr(tmp_path: Path) -> None:
                                       "--out", str(tmp_path / "o.zarr")])
     assert result.exit_code == 0, result.output
     assert "note: o.txt: 1 rows were out of time order (sorted stably)" in result.stderr
+
+
+def test_tiny_blocks_bom_and_long_lines_hash_every_byte_once(tmp_path: Path) -> None:
+    body = "".join(f"{i} {i * 7919} {T0 + i}\n" for i in range(40))
+    raw = tmp_path / "bom.txt"
+    raw.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    spec = TableSpec((Column("src", ID, nonnegative=True), Column("dst", ID, nonnegative=True),
+                      Column("t", FLOAT, finite=True)), delimiter=WHITESPACE)
+    table = read_table(raw, spec, block_bytes=4)  # every line is longer than a block: blocks grow
+    assert table.rows == 40 and table.columns["dst"].tolist() == [i * 7919 for i in range(40)]
+    assert table.sha256 == __import__("hashlib").sha256(raw.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("fmt, text, message", [
+    ("snap", "# only a comment\n", "no data rows"),
+    ("jodie", JODIE_HEADER, "no data rows"),
+    ("network-repository", "", "no data rows"),
+])
+def test_empty_files_are_one_line_errors(tmp_path: Path, fmt: str, text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        build_file(out=tmp_path / "x.zarr", fmt=fmt, raw=write(tmp_path / "empty.txt", text))
