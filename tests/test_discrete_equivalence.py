@@ -13,6 +13,7 @@ import torch
 
 from dgbench.dist import Comm, DistContext
 from dgbench.models.discrete import cdgcn, evolvegcn_o, tmgcn
+from dgbench.partition import available_methods
 from generators.esdg_random import build
 from trainers.config import RunConfig
 from trainers.discrete.data import DiscreteData
@@ -109,6 +110,8 @@ def check_distributed(store: Path, reference: dict[str, list[float]], nproc: int
             assert tag_elements(record, f"{direction}:forward") == expected, (c.model, direction)
             assert tag_elements(record, f"{direction}:backward") == expected, (c.model, direction)
     for c, record in zip(configs[len(MODELS):2 * len(MODELS)], records[len(MODELS):]):  # vertex
+        assert record["extra"]["partition"]["connectivity"] == record["extra"]["connectivity_volume"]
+        assert record["extra"]["partitioner"] == available_methods()[0]  # the best installed (auto)
         halo = record["extra"]["connectivity_volume"] * HIDDEN  # layer 1's Ã X is precomputed
         assert halo > 0
         assert tag_elements(record, "halo:forward") == halo == tag_elements(record, "halo:backward")

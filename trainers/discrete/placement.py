@@ -23,8 +23,8 @@ import torch
 from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, spmm
-from dgbench.partition import (SnapshotEdges, as_snapshot_edges, build_halo_plan, partition_vertices,
-                               resolve_method)
+from dgbench.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
+                               partition_vertices_detailed)
 from dgbench.registry import register_scheme
 from trainers.config import RunConfig
 from trainers.discrete.data import DiscreteData, PairBatch
@@ -248,9 +248,10 @@ class VertexPlacement(Placement):
     """Vertex partitioning: every timestep of a vertex lives on its owner; halos are exchanged
     along dgbench.partition's plan (send/receive lists per rank and timestep)."""
 
-    def __init__(self, ctx: DistContext, data: DiscreteData, blocks: int, owner: np.ndarray, method: str):
+    def __init__(self, ctx: DistContext, data: DiscreteData, blocks: int, owner: np.ndarray, method: str,
+                 report: dict[str, Any] | None = None):
         super().__init__(ctx, data, blocks)
-        self.owner, self.method = owner.astype(np.int64), method
+        self.owner, self.method, self.report = owner.astype(np.int64), method, report or {}
         self.plan = build_halo_plan(input_edges(data), self.owner, ctx.world_size)
         self.own = self.plan.owned[ctx.rank]
         self.vertex_rows = len(self.own)
@@ -325,7 +326,7 @@ class VertexPlacement(Placement):
 
     def extra(self) -> dict[str, Any]:
         return {"partitioner": self.method, "connectivity_volume": self.connectivity_volume(),
-                "part_sizes": self.part_sizes}
+                "part_sizes": self.part_sizes, "partition": self.report}
 
 
 # --------------------------------------------------------------------------- registered schemes
@@ -357,11 +358,13 @@ def snapshot(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placeme
 
 @register_scheme("vertex", family="discrete", summary="vertex partitioning by a hypergraph partitioner, halo exchange")
 def vertex(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
-    owner, method = partition_owner(data, ctx.world_size, config.partitioner, config.seed, rank=ctx.rank)
-    # the partitioner may be multi-threaded and not bit-reproducible: every rank adopts rank 0's result
-    shared = ctx.comm.all_gather_equal(torch.from_numpy(owner).to(ctx.device).view(-1, 1), tag="partition")
+    partition = partition_owner(data, ctx.world_size, config.partitioner, config.seed, rank=ctx.rank)
+    # one partitioner run instead of P (a hypergraph run takes tens of CPU seconds): rank 0's owners
+    shared = ctx.comm.all_gather_equal(torch.from_numpy(partition.owner).to(ctx.device).view(-1, 1), tag="partition")
     owner = shared[:data.num_nodes].view(-1).cpu().numpy()
-    return VertexPlacement(ctx, data, blocks=config.blocks, owner=owner, method=method)
+    report = {"method": partition.method, "connectivity": partition.connectivity,
+              "imbalance": partition.imbalance, "seconds": partition.seconds}
+    return VertexPlacement(ctx, data, blocks=config.blocks, owner=owner, method=partition.method, report=report)
 
 
 def input_edges(data: DiscreteData) -> SnapshotEdges:
@@ -370,11 +373,7 @@ def input_edges(data: DiscreteData) -> SnapshotEdges:
     return as_snapshot_edges([(s.src, s.dst) for s in snaps], data.num_nodes)
 
 
-def partition_owner(data: DiscreteData, parts: int, method: str, seed: int,
-                    rank: int = 0) -> tuple[np.ndarray, str]:
+def partition_owner(data: DiscreteData, parts: int, method: str, seed: int, rank: int = 0) -> VertexPartition:
     """Owner rank of every vertex from dgbench.partition (Mt-KaHyPar minimising the connectivity
-    volume; METIS or ranges as fallbacks). Only rank 0 partitions (the others return zeros)."""
-    concrete = resolve_method(method)
-    if parts == 1 or rank != 0:
-        return np.zeros(data.num_nodes, np.int64), concrete
-    return partition_vertices(input_edges(data), parts, method=concrete, seed=seed), concrete
+    volume; METIS or ranges as fallbacks). Only rank 0 partitions (the others get one part)."""
+    return partition_vertices_detailed(input_edges(data), parts if rank == 0 else 1, method=method, seed=seed)
