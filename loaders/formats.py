@@ -80,11 +80,13 @@ def open_raw(raw: Path, fmt: Format, scratch: Path) -> Iterator[tuple[Path, RawF
 
 
 def pick_input(folder: Path, fmt: Format) -> Path:
-    """The format's file in ``folder`` (the largest match), or the folder itself for folder formats."""
+    """The format's file in ``folder`` (largest match of its first matching pattern), or the folder for folder formats."""
     if fmt.folder_input:
         inner = [p for p in folder.rglob("*") if p.is_file() and any(p.match(g) for g in fmt.patterns)]
         return min((p.parent for p in inner), key=lambda p: len(p.parts), default=folder)
-    matches = [p for p in folder.rglob("*") if p.is_file() and any(p.match(g) for g in fmt.patterns)]
-    if not matches:
-        raise DgbenchError(f"{folder}: no {fmt.name} file in it (looked for {', '.join(fmt.patterns)})")
-    return max(matches, key=lambda p: p.stat().st_size)
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    for pattern in fmt.patterns:  # most specific first: an archive's .edges beats its readme.txt
+        matches = [p for p in files if p.match(pattern)]
+        if matches:
+            return max(matches, key=lambda p: p.stat().st_size)
+    raise DgbenchError(f"{folder}: no {fmt.name} file in it (looked for {', '.join(fmt.patterns)})")

@@ -72,7 +72,7 @@ def test_network_repository_comma_layout_without_final_newline(tmp_path: Path) -
 def test_network_repository_zip_archive(tmp_path: Path) -> None:
     archive = tmp_path / "soc-test-growth.zip"
     with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
-        bundle.writestr("readme.html", "<p>about</p>")
+        bundle.writestr("readme.txt", "about this graph " * 1000)  # bigger than the .edges file
         bundle.writestr("soc-test-growth.edges", NR_TEXT)
     store = prepare(tmp_path, "network-repository", archive)
     assert store.num_edges == 4
