@@ -21,7 +21,7 @@ ONE_PROCESS_SCHEMES = ("single", "checkpoint")
 HYPERPARAMETERS = ("epochs", "seed", "lr", "hidden", "blocks", "transfer", "window", "theta", "partitioner")
 
 
-def _entry(table: dict, name: str, what: str):
+def _entry(table: dict, name: str):
     try:
         return lookup(table, name, FAMILY)
     except KeyError as exc:
@@ -31,9 +31,9 @@ def _entry(table: dict, name: str, what: str):
 def build_rank(ctx: DistContext, config: RunConfig) -> DiscreteTrainer:
     """Data, placement, identically seeded model and optimiser of one rank."""
     data = DiscreteData(config.dataset, theta=config.theta, seed=config.seed)
-    placement = _entry(SCHEMES, config.scheme, "scheme").factory(ctx, data, config)
+    placement = _entry(SCHEMES, config.scheme).factory(ctx, data, config)
     torch.manual_seed(config.seed)  # same initial parameters on every rank and in every scheme
-    model = _entry(MODELS, config.model, "model").factory(in_features=data.in_features, hidden=config.hidden,
+    model = _entry(MODELS, config.model).factory(in_features=data.in_features, hidden=config.hidden,
                                                           window=config.window).to(ctx.device)
     return DiscreteTrainer(ctx, data, placement, model, lr=config.lr)
 
@@ -48,6 +48,15 @@ def train_rank(ctx: DistContext, config: RunConfig) -> dict[str, Any]:
             "world_size": ctx.world_size}
 
 
+def _backend(config: RunConfig) -> str | None:
+    """``--device cpu`` means gloo even where CUDA is present; ``--device cuda`` needs CUDA."""
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise DgbenchError("--device cuda: no CUDA device is available here")
+    if config.backend is None and config.device == "cpu":
+        return "gloo"
+    return config.backend
+
+
 def train_many(ctx: DistContext, configs: list[RunConfig]) -> list[dict[str, Any]]:
     """Several runs in one launch (same ranks): saves the process start-up per run."""
     return [train_rank(ctx, config) for config in configs]
@@ -57,18 +66,18 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     """Records of several runs sharing ``nproc``/backend/timeout, trained in one launch."""
     from dgbench.registry import load_plugins
     load_plugins()
-    if len({(c.nproc, c.backend, c.timeout_s) for c in configs}) > 1:
-        raise DgbenchError("runs launched together need the same nproc, backend and timeout")
+    if len({(c.nproc, c.backend, c.device, c.timeout_s) for c in configs}) > 1:
+        raise DgbenchError("runs launched together need the same nproc, backend, device and timeout")
     for config in configs:
-        _entry(SCHEMES, config.scheme, "scheme")
-        _entry(MODELS, config.model, "model")
+        _entry(SCHEMES, config.scheme)
+        _entry(MODELS, config.model)
         if config.scheme in ONE_PROCESS_SCHEMES and config.nproc > 1:
             raise DgbenchError(f"scheme '{config.scheme}' runs on one process (--nproc {config.nproc}); "
                                f"use 'snapshot' or 'vertex' to distribute")
     stores = [open_store(config.dataset, kind=SNAPSHOTS) for config in configs]
     started = utc_now()
     head = configs[0]
-    per_rank = launch(train_many, nproc=head.nproc, args=(configs,), backend=head.backend, timeout_s=head.timeout_s)
+    per_rank = launch(train_many, nproc=head.nproc, args=(configs,), backend=_backend(head), timeout_s=head.timeout_s)
     return [_record(config, store, [results[i] for results in per_rank], started)
             for i, (config, store) in enumerate(zip(configs, stores))]
 
