@@ -38,7 +38,8 @@ TIME_NAMES = ("time", "start", "tran_timestamp", "timestamp")
 
 def transaction_roles(time_type: pa.DataType) -> dict[str, tuple[tuple[str, ...], Column]]:
     """Header spellings of each transaction field across the AMLSim generations."""
-    return {"src": (("sourcenodeid", "account_id", "orig_acct", "sender_account_id"), Column("src", ID, nonnegative=True)),
+    return {"src": (("sourcenodeid", "account_id", "orig_acct", "sender_account_id"),
+                    Column("src", ID, nonnegative=True)),
             "dst": (("targetnodeid", "counter_party_account_num", "bene_acct", "receiver_account_id"),
                     Column("dst", ID, nonnegative=True)),
             "amount": (("value", "txn_amount_orig", "base_amt", "tx_amount"), Column("amount", FLOAT)),
@@ -94,7 +95,8 @@ def load_amlsim(path: Path, options: LoadOptions) -> Events:
                            "time": "simulation step" if time_type == INT else "date (seconds since 1970)"})
 
 
-def _accounts(folder: Path, raw_files: list[RawFile], options: LoadOptions) -> tuple[np.ndarray | None, np.ndarray | None]:
+def _accounts(folder: Path, raw_files: list[RawFile],
+              options: LoadOptions) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Account ids (the vertex set) and fraud flags from nodes.csv/accounts.csv, plus alerted accounts."""
     accounts = next((folder / n for n in ACCOUNT_FILES if (folder / n).is_file()), None)
     if accounts is None:

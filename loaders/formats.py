@@ -80,7 +80,7 @@ def open_raw(raw: Path, fmt: Format, scratch: Path) -> Iterator[tuple[Path, RawF
 
 
 def pick_input(folder: Path, fmt: Format) -> Path:
-    """The format's file in ``folder`` (largest match of its first matching pattern), or the folder for folder formats."""
+    """The format's file in ``folder`` (largest match of its first matching pattern); folder formats: the folder."""
     if fmt.folder_input:
         inner = [p for p in folder.rglob("*") if p.is_file() and any(p.match(g) for g in fmt.patterns)]
         return min((p.parent for p in inner), key=lambda p: len(p.parts), default=folder)

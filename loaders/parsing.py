@@ -89,7 +89,8 @@ class _Block:
 
 # --------------------------------------------------------------------------- sniffing
 
-def sniff(path: Path, delimiter: str, comments: bytes = b"", header: bool = False) -> tuple[list[str] | None, list[str]]:
+def sniff(path: Path, delimiter: str, comments: bytes = b"",
+          header: bool = False) -> tuple[list[str] | None, list[str]]:
     """The header fields (when ``header``) and the fields of the first data row, for choosing a spec."""
     head: list[str] | None = None
     with open(path, "rb") as handle:

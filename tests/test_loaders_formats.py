@@ -343,7 +343,8 @@ def test_cli_reports_one_line_and_exit_1(tmp_path: Path) -> None:
 def test_cli_prepare_file_writes_a_store(tmp_path: Path) -> None:
     raw = write(tmp_path / "g.edges", NR_TEXT)
     result = CliRunner().invoke(cli, ["--quiet", "prepare", "file", "--format", "network-repository", "--raw",
-                                      str(raw), "--to", "snapshots", "--window", "12h", "--out", str(tmp_path / "g.zarr")])
+                                      str(raw), "--to", "snapshots", "--window", "12h",
+                                      "--out", str(tmp_path / "g.zarr")])
     assert result.exit_code == 0, result.output
     assert open_store(tmp_path / "g.zarr").attrs["cut"]["window_seconds"] == 12 * 3600
 
