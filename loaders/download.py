@@ -91,13 +91,12 @@ def _download(url: str, part: Path) -> None:
         mode = "ab" if resumed else "wb"
         length = response.headers.get("Content-Length")
         total = (int(length) + (have if resumed else 0)) if length else None
-        with open(part, mode) as out:
-            bar = progress(total=total, desc=f"download {part.name.removesuffix('.part')}", unit="B")
+        name = part.name.removesuffix(".part")
+        with open(part, mode) as out, progress(total=total, desc=f"download {name}", unit="B") as bar:
             bar.update(have if resumed else 0)
             while block := response.read(READ_BLOCK):
                 out.write(block)
                 bar.update(len(block))
-            bar.close()
         if total is not None and part.stat().st_size < total:
             raise OSError(f"connection closed after {part.stat().st_size:,} of {total:,} bytes")
 
