@@ -373,32 +373,42 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
     rows = dropped = 0
     header: str | None = None
     size = path.stat().st_size
-    bar = progress(total=size, desc=f"parse {path.name}", unit="B")
-    for block in _blocks(path, hasher, block_bytes):
-        bar.update(len(block.data))
-        if spec.header and header is None:
-            header, block = _take_header(block, spec)
-        data = _strip_comments(block.data, spec)
-        if len(data) < 4096 and not bytes(data).strip():  # pyarrow skips blank lines in bigger blocks itself
-            continue
-        table, error = _parse_checked(data, spec)
-        if table is None:
-            if block.unterminated:
-                if drop_partial_last_line:
-                    dropped += 1
-                    continue
-                raise _partial_line_error(path, block, spec)
-            raise locate_error(path, block, spec, error)
-        rows += table.num_rows
-        for name in parts:
-            parts[name].extend(table.column(name).chunks)
-    bar.close()
+    with progress(total=size, desc=f"parse {path.name}", unit="B") as bar:
+        for block in _blocks(path, hasher, block_bytes):
+            bar.update(len(block.data))
+            if spec.header and header is None:
+                header, block = _take_header(block, spec)
+            table = _parse_or_explain(path, block, spec, drop_partial_last_line)
+            if table is _DROPPED:
+                dropped += 1
+            elif table is not None:
+                rows += table.num_rows
+                for name in parts:
+                    parts[name].extend(table.column(name).chunks)
     if spec.header and header is None:
         raise InputError(path, "empty file: no header line")
     columns = {}
     for name in list(parts):  # one column at a time, freeing its Arrow chunks: peak = data + one column
         columns[name] = _to_numpy(parts.pop(name), _column(spec, name).type)
     return Table(path, columns, rows, dropped, header, hasher.hexdigest(), size)
+
+
+_DROPPED = pa.table({})  # marks a cut-off last line that was dropped on request
+
+
+def _parse_or_explain(path: Path, block: _Block, spec: TableSpec, drop_partial_last_line: bool) -> pa.Table | None:
+    """The block's rows; None for a blank block; _DROPPED for a dropped cut-off last line; else InputError."""
+    data = _strip_comments(block.data, spec)
+    if len(data) < 4096 and not bytes(data).strip():  # pyarrow skips blank lines of bigger blocks itself
+        return None
+    table, error = _parse_checked(data, spec)
+    if table is not None:
+        return table
+    if not block.unterminated:
+        raise locate_error(path, block, spec, error)
+    if drop_partial_last_line:
+        return _DROPPED
+    raise _partial_line_error(path, block, spec)
 
 
 def _column(spec: TableSpec, name: str) -> Column:
