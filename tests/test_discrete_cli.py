@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from dgbench.cli import cli
@@ -48,3 +52,19 @@ def test_list_shows_the_discrete_schemes_and_models():
     output = CliRunner().invoke(cli, ["list"]).output
     for name in ("single", "checkpoint", "snapshot", "vertex", "tmgcn", "evolvegcn-o", "cdgcn"):
         assert any(line.split()[:2] == [name, "discrete"] for line in output.splitlines()), name
+
+
+@pytest.mark.slow
+def test_same_program_under_torchrun_records_every_rank(esdg_store: Path, tmp_path: Path):
+    """Multi-node path: torchrun starts the ranks, `dgbench run` joins them unchanged."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--master_port", str(port), "-m", "dgbench", "run",
+                           "--scheme", "vertex", "--model", "cdgcn", "--dataset", str(esdg_store), "--epochs", "1",
+                           "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(next((tmp_path / "runs").glob("vertex-cdgcn-*.json")).read_text())
+    assert record["world_size"] == 2 and len(record["epochs"][0]["per_rank"]) == 2
+    assert record["epochs"][0]["comm_bytes"] > 0
