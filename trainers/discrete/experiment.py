@@ -59,22 +59,19 @@ def _backend(config: RunConfig) -> str | None:
     return config.backend
 
 
-def train_many(ctx: DistContext, configs: list[RunConfig]) -> list[dict[str, Any]] | list[list[dict[str, Any]]]:
+def train_many(ctx: DistContext, configs: list[RunConfig],
+               gather: bool = False) -> list[dict[str, Any]] | list[list[dict[str, Any]]]:
     """Several runs in one launch (same ranks): saves the process start-up per run.
 
-    Under an external launcher (torchrun) this process only sees its own rank, so every rank's
-    results are gathered here and each rank returns all of them (the record needs every rank).
+    ``gather``: started by an external launcher (torchrun), the caller only sees its own rank, so
+    every rank's results are gathered here and each rank returns all of them (the record needs all).
     """
     results = [train_rank(ctx, config) for config in configs]
-    if not _external_launcher() or ctx.world_size == 1:
+    if not gather or ctx.world_size == 1:
         return results
     gathered: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(gathered, results)
     return gathered
-
-
-def _external_launcher() -> bool:
-    return "WORLD_SIZE" in os.environ
 
 
 def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
@@ -92,8 +89,10 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     stores = [open_store(config.dataset, kind=SNAPSHOTS) for config in configs]
     started = utc_now()
     head = configs[0]
-    per_rank = launch(train_many, nproc=head.nproc, args=(configs,), backend=_backend(head), timeout_s=head.timeout_s)
-    if _external_launcher() and int(os.environ["WORLD_SIZE"]) > 1:
+    external = int(os.environ.get("WORLD_SIZE", "0")) > 1  # torchrun started this process as one rank
+    per_rank = launch(train_many, nproc=head.nproc, args=(configs, external), backend=_backend(head),
+                      timeout_s=head.timeout_s)
+    if external:
         per_rank = per_rank[0]  # this rank's copy of every rank's results
     return [_record(config, store, [results[i] for results in per_rank], started)
             for i, (config, store) in enumerate(zip(configs, stores))]
