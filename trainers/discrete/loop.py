@@ -24,7 +24,7 @@ from dgbench.dist import DistContext, PhaseTimer
 from dgbench.metrics import link_prediction_metrics
 from dgbench.models.discrete import DynamicGNN, State
 from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData, PairBatch
-from trainers.discrete.placement import Placement
+from trainers.discrete.placement import Placement, pair_logits
 
 
 class SavedActivationMeter:
@@ -171,9 +171,10 @@ class DiscreteTrainer:
         for b, block in enumerate(self.placement.blocks):
             view = self.placement.view(b, timer)
             halves, state = self.model.forward_block(view, state)
+            table, first = self.placement.score_table(view, halves)  # once: it may be a collective
             for split, batches in splits.items():
                 inside = [batch for batch in batches if batch.step in block]
-                logits = self.placement.score(view, halves, inside, self.model.scorer.bias)
+                logits = pair_logits(table, first, inside, self.model.scorer.bias)
                 labels = torch.from_numpy(np.concatenate([x.label for x in inside]) if inside
                                           else np.zeros(0, np.float32)).to(logits.device)
                 scored[split].append(torch.stack([logits.double(), labels.double()], dim=1))

@@ -63,14 +63,7 @@ class Placement:
 
     def score(self, view: Any, halves: torch.Tensor, batches: list[PairBatch], bias: torch.Tensor) -> torch.Tensor:
         """Logits of ``batches`` (ESDG §6.4: w · [h_u, h_v] + b, split into per-vertex halves)."""
-        table, first = self.score_table(view, halves)
-        device = halves.device
-        if not batches:
-            return halves.new_zeros(0)
-        step = torch.from_numpy(np.concatenate([np.full(len(b.src), b.step - first) for b in batches])).to(device)
-        src = torch.from_numpy(np.concatenate([b.src for b in batches])).to(device)
-        dst = torch.from_numpy(np.concatenate([b.dst for b in batches])).to(device)
-        return table[step, src, 0] + table[step, dst, 1] + bias
+        return pair_logits(*self.score_table(view, halves), batches, bias)
 
     def transfer_bytes(self) -> dict[str, int]:
         """Host-to-device bytes moved so far, per transfer mode (empty when nothing streams)."""
@@ -78,6 +71,17 @@ class Placement:
 
     def extra(self) -> dict[str, Any]:
         return {}
+
+
+def pair_logits(table: torch.Tensor, first: int, batches: list[PairBatch], bias: torch.Tensor) -> torch.Tensor:
+    """``table[t - first, u, 0] + table[t - first, v, 1] + b`` for every pair (u, v) of step t."""
+    if not batches:
+        return table.new_zeros(0)
+    device = table.device
+    step = torch.from_numpy(np.concatenate([np.full(len(b.src), b.step - first) for b in batches])).to(device)
+    src = torch.from_numpy(np.concatenate([b.src for b in batches])).to(device)
+    dst = torch.from_numpy(np.concatenate([b.dst for b in batches])).to(device)
+    return table[step, src, 0] + table[step, dst, 1] + bias
 
 
 # --------------------------------------------------------------------------- time partitioning
