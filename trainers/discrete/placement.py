@@ -41,8 +41,6 @@ def split_range(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
 class Placement:
     """Shared by every scheme: blocks of timesteps, scoring of pairs, per-run extras."""
 
-    name = "?"
-
     def __init__(self, ctx: DistContext, data: DiscreteData, blocks: int):
         if blocks > data.num_steps:
             raise DgbenchError(f"--blocks {blocks} exceeds the {data.num_steps} input timesteps")
