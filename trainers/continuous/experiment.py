@@ -5,6 +5,7 @@ process from the training events and handed to every rank, so all ranks agree on
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -64,16 +65,23 @@ def _train_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_even
             "parameters": sum(p.numel() for p in model.parameters())}
 
 
-def train_on_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_events: int | None) -> dict[str, Any]:
+def train_on_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_events: int | None,
+                  gather: bool = False) -> Any:
     """This rank's part of a run: per-epoch figures, Eq. 1/7-9 counters, losses, chosen micro-batches.
-    ``config.extra["dtype"]`` may ask for float64 (exactness tests); ``extra["prefetch"]`` the queue depth."""
+    ``config.extra["dtype"]`` may ask for float64 (exactness tests); ``extra["prefetch"]`` the queue depth.
+    ``gather`` (under torchrun, where this process sees only its rank): return every rank's results."""
     # float64 only for exactness checks: float32 noise in near-zero gradients is amplified by Adam.
     previous = torch.get_default_dtype()
     torch.set_default_dtype(getattr(torch, config.extra.get("dtype", "float32")))
     try:
-        return _train_rank(ctx, config, owner, max_events)
+        result = _train_rank(ctx, config, owner, max_events)
     finally:
         torch.set_default_dtype(previous)
+    if not gather or ctx.world_size == 1:
+        return result
+    every: list[Any] = [None] * ctx.world_size
+    torch.distributed.all_gather_object(every, result)
+    return every
 
 
 def _check(config: RunConfig) -> None:
@@ -94,10 +102,13 @@ def run_experiment(config: RunConfig, max_events: int | None = None) -> dict[str
     started = utc_now()
     store = open_store(config.dataset, STREAM)
     stream = EventStream.from_store(store, max_events)
-    parts = config.nproc
+    external = "WORLD_SIZE" in os.environ  # under torchrun: one process per rank, decided here
+    parts = int(os.environ["WORLD_SIZE"]) if external else config.nproc
     method, owner = partition_for(config, stream, parts)
-    per_rank = launch(train_on_rank, config.nproc, (config, owner, max_events), backend=config.backend,
-                      timeout_s=config.timeout_s)
+    per_rank = launch(train_on_rank, config.nproc, (config, owner, max_events, external and parts > 1),
+                      backend=config.backend, timeout_s=config.timeout_s)
+    if external and parts > 1:
+        per_rank = per_rank[0]  # this rank's copy of every rank's results
     return _record(config, store, stream, method, owner, per_rank, started, max_events)
 
 
@@ -124,8 +135,8 @@ def _record(config: RunConfig, store, stream: EventStream, method: str, owner: n
                     "nm_aggregate_row_bytes"):
             entry[key] = sum(f.get(key, 0.0) for f in rank_figures)
     a, b = stream.ranges["train"]
-    balance = sven_core.communication_matrix(stream.src[a:b], stream.dst[a:b], owner, config.nproc,
-                                             config.batch_size)
+    world = len(per_rank)
+    balance = sven_core.communication_matrix(stream.src[a:b], stream.dst[a:b], owner, world, config.batch_size)
     counters = [r["counters"] for r in per_rank]
     last = epochs[-1]
     extra = {"eta1": float(np.mean([c["eta1"] for c in counters])),
@@ -145,7 +156,7 @@ def _record(config: RunConfig, store, stream: EventStream, method: str, owner: n
     if max_events is not None:
         hyper["max_events"] = max_events
     return build_record(family="continuous", task="link_prediction", scheme=config.scheme, model=config.model,
-                        dataset=dataset_entry(store), hyperparameters=hyper, world_size=config.nproc,
+                        dataset=dataset_entry(store), hyperparameters=hyper, world_size=world,
                         backend=config.backend or ("nccl" if torch.cuda.is_available() else "gloo"),
                         device=torch.device("cuda" if torch.cuda.is_available() and config.backend != "gloo" else "cpu"),
                         epochs=epochs, final_metrics=last["metrics"], started_at=started, extra=extra)
