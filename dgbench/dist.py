@@ -225,7 +225,9 @@ class Comm:
             if self.world_size == 1:
                 out.copy_(tensor)
             else:
-                dist.all_gather_into_tensor(out, tensor.contiguous())
+                # all_gather_single replaces all_gather_into_tensor (deprecated) where torch has it
+                gather = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+                gather(out, tensor.contiguous())
         return out
 
     def _deferred(self, tag: str, elements: int, element_size: int, work: Any) -> Callable[[], None]:

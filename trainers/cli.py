@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from pathlib import Path
 
 import click
@@ -19,8 +20,12 @@ FAMILY_OF_KIND = {SNAPSHOTS: "discrete", "stream": "continuous"}
 EXPERIMENT_MODULE = {"discrete": "trainers.discrete.experiment", "continuous": "trainers.continuous.experiment"}
 
 
-def run(config: RunConfig) -> tuple[dict, Path]:
-    """Run one experiment; returns (record, path written)."""
+def run(config: RunConfig) -> tuple[dict, Path | None]:
+    """Run one experiment; returns (record, path written).
+
+    Under an external torchrun every rank gets the complete record; only rank 0 writes it
+    (path None elsewhere), so a multi-node job leaves one record, not one per rank.
+    """
     from dgbench.records import write_record
     family = FAMILY_OF_KIND[read_attrs(config.dataset)["kind"]]
     try:
@@ -28,6 +33,8 @@ def run(config: RunConfig) -> tuple[dict, Path]:
     except ModuleNotFoundError as exc:
         raise DgbenchError(f"the {family}-time trainers are not available ({exc})") from exc
     record = experiment.run_experiment(config)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return record, None
     return record, write_record(record, config.out)
 
 
@@ -67,6 +74,8 @@ def run_command(**options) -> None:
     """Train MODEL with SCHEME on DATASET and write a result record."""
     config = RunConfig(**options)
     record, path = run(config)
+    if path is None:
+        return
     final = record.get("final_metrics", {})
     click.echo(f"wrote {path}")
     click.echo(json.dumps({"scheme": record["scheme"], "model": record["model"], "world_size": record["world_size"],
