@@ -187,11 +187,14 @@ class Comm:
         start = time.perf_counter()
         yield
         self._sync()
+        self._count(tag, elements, element_size, time.perf_counter() - start)
+
+    def _count(self, tag: str, elements: int, element_size: int, seconds: float) -> None:
         s = self.stats[tag]
         s.calls += 1
         s.elements += int(elements)
         s.bytes += int(elements) * element_size
-        s.seconds += time.perf_counter() - start
+        s.seconds += seconds
 
     def all_to_all_single(self, tensor: torch.Tensor, send_splits: Sequence[int], recv_splits: Sequence[int],
                           tag: str = "all_to_all") -> torch.Tensor:
@@ -238,11 +241,7 @@ class Comm:
             if work is not None:
                 work.wait()
             self._sync()
-            s = self.stats[tag]
-            s.calls += 1
-            s.elements += int(elements)
-            s.bytes += int(elements) * element_size
-            s.seconds += time.perf_counter() - start
+            self._count(tag, elements, element_size, time.perf_counter() - start)
         return wait
 
     def all_to_all_single_async(self, tensor: torch.Tensor, send_splits: Sequence[int],
