@@ -7,6 +7,9 @@ registered download URLs, used when no ``--raw`` is given.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,13 +83,49 @@ def common_options(to_default: str | None) -> list[click.Option]:
                      help="Drop a last line cut off mid-row (a broken download) instead of failing."),
         click.Option(["--bipartite/--shared-ids"], default=None,
                      help="Users/items in separate id spaces (items shifted after users); default per format."),
+        click.Option(["--edge-life"], type=click.IntRange(1), default=None,
+                     help="Smooth the snapshots with edge-life L (ESDG §5.4); the store written is the smoothed one."),
+        click.Option(["--m-product"], type=click.IntRange(1), default=None,
+                     help="Smooth the snapshots with the M-product over W steps (TM-GCN)."),
     ]
+
+
+def build_smoothed(build: Callable[[Path], Path], out: Path, overwrite: bool, edge_life: int | None,
+                   m_product: int | None) -> Path:
+    """Build the plain store in a hidden temporary directory, smooth it into ``out``, drop the plain one."""
+    if edge_life is None and m_product is None:
+        return build(out)
+    from loaders.smoothing import smooth
+    if out.exists() and not overwrite:
+        raise DgbenchError(f"{out}: a store already exists (pass --overwrite to replace it)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.unsmoothed-", dir=out.parent))
+    try:
+        plain = build(scratch / "plain.zarr")
+        return smooth(plain, life=edge_life, window=m_product, out=out, overwrite=overwrite)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def build_store(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str | None, window: str,
                 duplicates: str, drop_partial_last_line: bool, bipartite: bool | None, source: str,
-                extra: dict[str, Any] | None = None) -> Path:
-    """Parse ``raw`` with ``fmt`` and write the store; nothing is left behind on error."""
+                extra: dict[str, Any] | None = None, edge_life: int | None = None,
+                m_product: int | None = None) -> Path:
+    """Parse ``raw`` with ``fmt`` and write the store (smoothed when asked); nothing is left behind on error."""
+    if (edge_life is not None or m_product is not None) and (to or fmt.natural) != "snapshots":
+        raise DgbenchError("--edge-life/--m-product smooth snapshots: add --to snapshots")
+    if edge_life is not None and m_product is not None:
+        raise DgbenchError("choose one smoothing transform: --edge-life L or --m-product W")
+    return build_smoothed(lambda target: _build_plain(raw=raw, fmt=fmt, out=target, overwrite=overwrite, to=to,
+                                                       window=window, duplicates=duplicates,
+                                                       drop_partial_last_line=drop_partial_last_line,
+                                                       bipartite=bipartite, source=source, extra=extra),
+                          Path(out), overwrite, edge_life, m_product)
+
+
+def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str | None, window: str,
+                 duplicates: str, drop_partial_last_line: bool, bipartite: bool | None, source: str,
+                 extra: dict[str, Any] | None) -> Path:
     out = Path(out)
     if out.exists() and not overwrite:
         raise DgbenchError(f"{out}: a store already exists (pass --overwrite to replace it)")
@@ -134,10 +173,10 @@ FILE_OPTIONS = [
                    summary="Any raw file of a known format family (--format F --raw PATH)")
 def build_file(out: Path, overwrite: bool = False, *, fmt: str, raw: Path, to: str | None = None,
                window: str = "auto", duplicates: str = "keep", drop_partial_last_line: bool = False,
-               bipartite: bool | None = None) -> Path:
+               bipartite: bool | None = None, edge_life: int | None = None, m_product: int | None = None) -> Path:
     return build_store(raw=raw, fmt=get_format(fmt), out=out, overwrite=overwrite, to=to, window=window,
                        duplicates=duplicates, drop_partial_last_line=drop_partial_last_line, bipartite=bipartite,
-                       source="file")
+                       source="file", edge_life=edge_life, m_product=m_product)
 
 
 def dataset_raw(dataset: Dataset, cache_dir: Path | None) -> Path:
@@ -169,13 +208,15 @@ def _register_dataset(dataset: Dataset) -> None:
 
     def build(out: Path, overwrite: bool = False, *, raw: Path | None = None, cache_dir: Path | None = None,
               to: str | None = dataset.to, window: str = "auto", duplicates: str = "keep",
-              drop_partial_last_line: bool = False, bipartite: bool | None = None) -> Path:
+              drop_partial_last_line: bool = False, bipartite: bool | None = None,
+              edge_life: int | None = None, m_product: int | None = None) -> Path:
         source_path = raw if raw is not None else dataset_raw(dataset, cache_dir)
         urls = [f.url for f in dataset.files] if raw is None else []
         return build_store(raw=source_path, fmt=dataset_format(dataset, source_path), out=out, overwrite=overwrite,
                            to=to,
                            window=window, duplicates=duplicates, drop_partial_last_line=drop_partial_last_line,
-                           bipartite=bipartite, source=dataset.name, extra={"download_urls": urls})
+                           bipartite=bipartite, source=dataset.name, extra={"download_urls": urls},
+                           edge_life=edge_life, m_product=m_product)
 
     build.__doc__ = dataset.summary
     register_preparer(dataset.name, kind="dataset", produces=dataset.to, options=options,
