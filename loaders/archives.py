@@ -16,7 +16,8 @@ import stat
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import IO
+from collections.abc import Callable
+from typing import IO, BinaryIO
 
 from dgbench.errors import DgbenchError
 
@@ -78,6 +79,21 @@ def _check_total(archive: Path, declared: int, limit: int) -> None:
                             f"a zip bomb or a wrong file); refused")
 
 
+def _write_members(archive: Path, dest: Path, limit: int,
+                   members: list[tuple[str, bool, Callable[[], BinaryIO]]]) -> None:
+    """Write (name, is_dir, open) members under ``dest``, stopping once ``limit`` bytes were written
+    (declared sizes can lie, so the bytes actually written are what count)."""
+    written = 0
+    for name, is_dir, open_member in members:
+        target = dest / _safe_member(archive, name)
+        if is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open_member() as source, open(target, "wb") as out:
+            written += _copy_limited(source, out, limit - written, archive)
+
+
 def _unpack_zip(archive: Path, dest: Path, limit: int) -> None:
     with zipfile.ZipFile(archive) as bundle:
         members = bundle.infolist()
@@ -87,15 +103,8 @@ def _unpack_zip(archive: Path, dest: Path, limit: int) -> None:
             if stat.S_ISLNK(mode):
                 raise UnsafeArchive(f"{archive}: member '{info.filename}' is a symbolic link; refused")
         _check_total(archive, sum(info.file_size for info in members), limit)
-        written = 0
-        for info in members:
-            target = dest / _safe_member(archive, info.filename)
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with bundle.open(info) as source, open(target, "wb") as out:
-                written += _copy_limited(source, out, limit - written, archive)
+        _write_members(archive, dest, limit, [(info.filename, info.is_dir(), lambda info=info: bundle.open(info))
+                                              for info in members])
 
 
 def _unpack_tar(archive: Path, dest: Path, limit: int) -> None:
@@ -106,16 +115,8 @@ def _unpack_tar(archive: Path, dest: Path, limit: int) -> None:
             if not (member.isfile() or member.isdir()):
                 raise UnsafeArchive(f"{archive}: member '{member.name}' is a link or device file; refused")
         _check_total(archive, sum(m.size for m in members if m.isfile()), limit)
-        written = 0
-        for member in members:
-            target = dest / _safe_member(archive, member.name)
-            if member.isdir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            source = bundle.extractfile(member)
-            with source, open(target, "wb") as out:
-                written += _copy_limited(source, out, limit - written, archive)
+        _write_members(archive, dest, limit, [(m.name, m.isdir(), lambda m=m: bundle.extractfile(m))
+                                              for m in members])
 
 
 def _copy_limited(source: IO[bytes], target: IO[bytes], budget: int, archive: Path) -> int:
