@@ -1,7 +1,6 @@
 """Store contract: round trips, fingerprint stability/sensitivity, atomic writing, partial reads."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
