@@ -107,14 +107,20 @@ def launch(fn: Callable[..., Any], nproc: int = 1, args: Sequence[Any] = (), bac
            timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Any]:
     """Run ``fn(ctx, *args)`` on every rank and return the per-rank results, rank order.
 
-    Under an external launcher (WORLD_SIZE set) it runs on this process only and returns [result].
-    With nproc == 1 it runs in this process. Any rank failing raises DgbenchError naming the rank.
+    Under an external launcher (WORLD_SIZE set) this process runs its own rank and the results are
+    all-gathered, so every rank returns the same full list, as with ``nproc``. With nproc == 1 it runs
+    in this process. Any rank failing raises DgbenchError naming the rank.
     """
     backend = backend or default_backend()
     if "WORLD_SIZE" in os.environ:
         ctx = init_distributed(backend, timeout_s)
         try:
-            return [fn(ctx, *args)]
+            result = fn(ctx, *args)
+            if ctx.world_size == 1:
+                return [result]
+            every: list[Any] = [None] * ctx.world_size
+            dist.all_gather_object(every, result)
+            return every
         finally:
             shutdown()
     if nproc == 1:

@@ -65,23 +65,16 @@ def _train_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_even
             "parameters": sum(p.numel() for p in model.parameters())}
 
 
-def train_on_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_events: int | None,
-                  gather: bool = False) -> Any:
+def train_on_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_events: int | None) -> dict[str, Any]:
     """This rank's part of a run: per-epoch figures, Eq. 1/7-9 counters, losses, chosen micro-batches.
-    ``config.extra["dtype"]`` may ask for float64 (exactness tests); ``extra["prefetch"]`` the queue depth.
-    ``gather`` (under torchrun, where this process sees only its rank): return every rank's results."""
+    ``config.extra["dtype"]`` may ask for float64 (exactness tests); ``extra["prefetch"]`` the queue depth."""
     # float64 only for exactness checks: float32 noise in near-zero gradients is amplified by Adam.
     previous = torch.get_default_dtype()
     torch.set_default_dtype(getattr(torch, config.extra.get("dtype", "float32")))
     try:
-        result = _train_rank(ctx, config, owner, max_events)
+        return _train_rank(ctx, config, owner, max_events)
     finally:
         torch.set_default_dtype(previous)
-    if not gather or ctx.world_size == 1:
-        return result
-    every: list[Any] = [None] * ctx.world_size
-    torch.distributed.all_gather_object(every, result)
-    return every
 
 
 def _check(config: RunConfig) -> None:
@@ -102,13 +95,10 @@ def run_experiment(config: RunConfig, max_events: int | None = None) -> dict[str
     started = utc_now()
     store = open_store(config.dataset, STREAM)
     stream = EventStream.from_store(store, max_events)
-    external = "WORLD_SIZE" in os.environ  # under torchrun: one process per rank, decided here
-    parts = int(os.environ["WORLD_SIZE"]) if external else config.nproc
+    parts = int(os.environ.get("WORLD_SIZE", config.nproc))  # under torchrun the launcher decides
     method, owner = partition_for(config, stream, parts)
-    per_rank = launch(train_on_rank, config.nproc, (config, owner, max_events, external and parts > 1),
+    per_rank = launch(train_on_rank, config.nproc, (config, owner, max_events),
                       backend=config.backend, timeout_s=config.timeout_s)
-    if external and parts > 1:
-        per_rank = per_rank[0]  # this rank's copy of every rank's results
     return _record(config, store, stream, method, owner, per_rank, started, max_events)
 
 

@@ -1,11 +1,9 @@
 """`dgbench run` for snapshot stores: start the ranks, train, and assemble the result record."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from dgbench.dist import DistContext, launch
 from dgbench.errors import DgbenchError
@@ -59,19 +57,9 @@ def _backend(config: RunConfig) -> str | None:
     return config.backend
 
 
-def train_many(ctx: DistContext, configs: list[RunConfig],
-               gather: bool = False) -> list[dict[str, Any]] | list[list[dict[str, Any]]]:
-    """Several runs in one launch (same ranks): saves the process start-up per run.
-
-    ``gather``: started by an external launcher (torchrun), the caller only sees its own rank, so
-    every rank's results are gathered here and each rank returns all of them (the record needs all).
-    """
-    results = [train_rank(ctx, config) for config in configs]
-    if not gather or ctx.world_size == 1:
-        return results
-    gathered: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(gathered, results)
-    return gathered
+def train_many(ctx: DistContext, configs: list[RunConfig]) -> list[dict[str, Any]]:
+    """Several runs in one launch (same ranks): saves the process start-up per run."""
+    return [train_rank(ctx, config) for config in configs]
 
 
 def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
@@ -89,11 +77,8 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     stores = [open_store(config.dataset, kind=SNAPSHOTS) for config in configs]
     started = utc_now()
     head = configs[0]
-    external = int(os.environ.get("WORLD_SIZE", "0")) > 1  # torchrun started this process as one rank
-    per_rank = launch(train_many, nproc=head.nproc, args=(configs, external), backend=_backend(head),
+    per_rank = launch(train_many, nproc=head.nproc, args=(configs,), backend=_backend(head),
                       timeout_s=head.timeout_s)
-    if external:
-        per_rank = per_rank[0]  # this rank's copy of every rank's results
     return [_record(config, store, [results[i] for results in per_rank], started)
             for i, (config, store) in enumerate(zip(configs, stores))]
 
