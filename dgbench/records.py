@@ -16,7 +16,6 @@ import platform
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ if TYPE_CHECKING:  # torch is imported only where a record is built: reading one
     import torch
 
 import dgbench
+from dgbench.files import write_atomic
 
 RECORD_SCHEMA = "dgbench.result"
 RECORD_SCHEMA_VERSION = 1
@@ -143,13 +143,7 @@ def write_record(record: dict[str, Any], out: str | Path) -> Path:
     record = seal_record(record)
     out = Path(out)
     path = out if out.suffix == ".json" else out / record_filename(record)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def load_record(path: str | Path) -> dict[str, Any]:

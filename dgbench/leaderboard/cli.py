@@ -46,7 +46,8 @@ def submit_command(results: tuple[Path, ...], board: Path | None, tracks: tuple[
 @click.option("--update", is_flag=True, help="Regenerate the board's README.md and index.html instead.")
 def leaderboard_command(board: Path | None, fmt: str, out: Path | None, update: bool) -> None:
     """Render the board as Markdown tables, JSON, or a self-contained HTML page with plots."""
-    from dgbench.leaderboard.render import render, update_board, write_atomic
+    from dgbench.files import write_atomic
+    from dgbench.leaderboard.render import render, update_board
     if update:
         for path in update_board(board):
             click.echo(f"wrote {path}")

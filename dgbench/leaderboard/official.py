@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
+from dgbench.files import write_atomic
 from dgbench.leaderboard.board import OFFICIAL_STORES, default_board
-from dgbench.leaderboard.render import write_atomic
 
 REGISTRY_SCHEMA = "dgbench.official-stores"
 # (generator, options beyond the defaults, label); the ladder doubles N per doubling of ranks.

@@ -10,11 +10,10 @@ import base64
 import html
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from dgbench.files import write_atomic
 from dgbench.leaderboard.board import default_board, load_board
 from dgbench.leaderboard.tables import BoardView, Table, build_view
 from dgbench.leaderboard.tracks import TRACKS
@@ -35,16 +34,6 @@ def update_board(board: str | Path | None = None) -> list[Path]:
     view = build_view(load_board(board))
     return [write_atomic(board / "README.md", render_markdown(view)),
             write_atomic(board / "index.html", render_html(view))]
-
-
-def write_atomic(path: Path, content: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(content)
-    os.chmod(tmp, 0o644)  # mkstemp makes it private; the board is for everyone to read
-    os.replace(tmp, path)
-    return path
 
 
 def _tables_in_order(view: BoardView) -> list[tuple[str, list[Table]]]:
