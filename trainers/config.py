@@ -8,6 +8,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from dgbench.errors import DgbenchError
+
 
 @dataclass
 class RunConfig:
@@ -38,6 +42,15 @@ class RunConfig:
     microbatches: int = 0  # sven pipelining granularity n; 0 = chosen by Eq. 12
     async_allreduce: bool = False  # sven Eq. 13 (staleness one step)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def resolved_backend(self) -> str | None:
+        """``--device cpu`` means gloo even where CUDA is present; ``--device cuda`` needs CUDA.
+        None leaves the choice to dgbench.dist (NCCL with CUDA, else gloo)."""
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise DgbenchError("--device cuda: no CUDA device is available here")
+        if self.backend is None and self.device == "cpu":
+            return "gloo"
+        return self.backend
 
     def as_dict(self) -> dict[str, Any]:
         values = asdict(self)

@@ -98,7 +98,7 @@ def run_experiment(config: RunConfig, max_events: int | None = None) -> dict[str
     parts = int(os.environ.get("WORLD_SIZE", config.nproc))  # under torchrun the launcher decides
     method, owner = partition_for(config, stream, parts)
     per_rank = launch(train_on_rank, config.nproc, (config, owner, max_events),
-                      backend=config.backend, timeout_s=config.timeout_s)
+                      backend=config.resolved_backend(), timeout_s=config.timeout_s)
     return _record(config, store, stream, method, owner, per_rank, started, max_events)
 
 

@@ -48,15 +48,6 @@ def train_rank(ctx: DistContext, config: RunConfig) -> dict[str, Any]:
             "world_size": ctx.world_size}
 
 
-def _backend(config: RunConfig) -> str | None:
-    """``--device cpu`` means gloo even where CUDA is present; ``--device cuda`` needs CUDA."""
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise DgbenchError("--device cuda: no CUDA device is available here")
-    if config.backend is None and config.device == "cpu":
-        return "gloo"
-    return config.backend
-
-
 def train_many(ctx: DistContext, configs: list[RunConfig]) -> list[dict[str, Any]]:
     """Several runs in one launch (same ranks): saves the process start-up per run."""
     return [train_rank(ctx, config) for config in configs]
@@ -77,7 +68,7 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     stores = [open_store(config.dataset, kind=SNAPSHOTS) for config in configs]
     started = utc_now()
     head = configs[0]
-    per_rank = launch(train_many, nproc=head.nproc, args=(configs,), backend=_backend(head),
+    per_rank = launch(train_many, nproc=head.nproc, args=(configs,), backend=head.resolved_backend(),
                       timeout_s=head.timeout_s)
     return [_record(config, store, [results[i] for results in per_rank], started)
             for i, (config, store) in enumerate(zip(configs, stores))]
