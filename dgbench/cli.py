@@ -74,12 +74,12 @@ class PrepareGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         from dgbench.registry import PREPARERS, load_plugins
-        load_plugins()
+        load_plugins("generators", "loaders")
         return sorted(PREPARERS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         from dgbench.registry import PREPARERS, load_plugins
-        load_plugins()
+        load_plugins("generators", "loaders")
         preparer = PREPARERS.get(name)
         return None if preparer is None else _prepare_command(preparer)
 

@@ -82,14 +82,9 @@ def lookup(table: dict[str, Entry], name: str, family: str) -> Entry:
     return entry
 
 
-_loaded = False
+def load_plugins(*packages: str) -> None:
+    """Import the plugin packages (default: all) so their registrations run; Python imports each once.
 
-
-def load_plugins() -> None:
-    """Import the plugin packages once, so their registrations run."""
-    global _loaded
-    if _loaded:
-        return
-    for package in PLUGIN_PACKAGES:
+    `prepare` asks only for generators and loaders, so it does not pay for importing torch models."""
+    for package in packages or PLUGIN_PACKAGES:
         importlib.import_module(package)
-    _loaded = True
