@@ -104,13 +104,14 @@ def test_gd_moves_fewer_bytes_than_base_on_smoothed_store(benchmark, stores, tmp
 
 
 PEAK_RSS_SCRIPT = """
-import json, resource, sys, torch
+import json, sys, torch
+from dgbench.memory import peak_rss_bytes
 from trainers.config import RunConfig
 from trainers.discrete.experiment import run_experiment
 torch.set_num_threads(1)
 record = run_experiment(RunConfig(scheme="checkpoint", model=sys.argv[2], dataset=sys.argv[1], epochs=1,
                                   blocks=int(sys.argv[3]), hidden=int(sys.argv[4]), out=sys.argv[5]))
-print(json.dumps({"rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+print(json.dumps({"rss": peak_rss_bytes(),
                   "saved": record["extra"]["peak_saved_activation_bytes"]}))
 """
 

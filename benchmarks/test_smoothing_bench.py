@@ -25,11 +25,8 @@ TRANSFORMS = {"edge-life": edge_life, "m-product": m_product}
 
 MEMORY_PROBE = """
 import json, sys, tracemalloc
+from dgbench.memory import peak_rss_bytes as high_water_rss
 from loaders.smoothing import edge_life, m_product
-
-def high_water_rss():  # VmHWM is reset by exec, unlike ru_maxrss, which a child inherits from pytest
-    line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
-    return int(line.split()[1]) * 1024
 
 transform = {"edge-life": edge_life, "m-product": m_product}[sys.argv[1]]
 before = high_water_rss()

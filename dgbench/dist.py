@@ -28,6 +28,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from dgbench.errors import DgbenchError
+from dgbench.memory import peak_rss_bytes
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -345,8 +346,7 @@ class PhaseTimer:
 
 def peak_memory(device: torch.device | None = None) -> dict[str, int]:
     """Peak resident set size of this process (bytes) and, on GPU, CUDA max allocated."""
-    import resource
-    out = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    out = {"peak_rss_bytes": peak_rss_bytes()}
     if device is not None and device.type == "cuda":
         out["cuda_max_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
     return out

@@ -24,10 +24,10 @@ EVENTS, EDGE_DIM, NODES = 2_000_000, 16, 16_682
 PROBE = """
 import json, sys
 from pathlib import Path
+from dgbench.memory import peak_rss_bytes
 from loaders.prepare import build_file
 build_file(out=Path(sys.argv[2]), fmt="tgl", raw=Path(sys.argv[1]))
-line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
-print(json.dumps({"max_rss_bytes": int(line.split()[1]) * 1024}))
+print(json.dumps({"max_rss_bytes": peak_rss_bytes()}))
 """
 
 
