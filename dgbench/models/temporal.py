@@ -64,17 +64,20 @@ class StateLayout:
 
 
 class TimeEncoder(nn.Module):
-    """cos(Δt w + b) with w initialised to 10^-linspace(0, 9) (TGN/TGL time encoding)."""
+    """cos(Δt w) with fixed frequencies w_i = 10^(-9 i / (dim - 1)) (TGN/TGL's initial values).
+
+    The frequencies are not trained (GraphMixer, Cong et al. ICLR'23 §3.1), unlike TGL's TimeEncode: with
+    second-valued Δt (LastFM: up to 10^7 s) one Adam step of size lr moves every w below lr to ±lr, so
+    the slow frequencies vanish after the first batch and each later step shifts the phases w Δt by
+    lr Δt (hundreds of radians): the time features turn into noise that changes every step.
+    """
 
     def __init__(self, dim: int):
         super().__init__()
-        self.linear = nn.Linear(1, dim)
-        with torch.no_grad():
-            self.linear.weight.copy_((1.0 / 10 ** torch.linspace(0, 9, dim)).view(dim, 1))
-            self.linear.bias.zero_()
+        self.register_buffer("frequencies", 1.0 / 10 ** torch.linspace(0, 9, dim))
 
     def forward(self, delta: torch.Tensor) -> torch.Tensor:
-        return torch.cos(self.linear(delta.reshape(-1, 1).to(self.linear.weight.dtype)))
+        return torch.cos(delta.reshape(-1, 1).to(self.frequencies.dtype) * self.frequencies)
 
 
 class MemoryUpdater(nn.Module):
