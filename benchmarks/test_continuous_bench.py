@@ -114,4 +114,5 @@ def test_real_stream_ap(benchmark, shared_data, tmp_path_factory, name, model):
     epochs = int(os.environ.get("DGBENCH_BENCH_EPOCHS", "1"))
     result = benchmark.pedantic(real_data_ap, args=(store, model, events, epochs), rounds=1, iterations=1)
     benchmark.extra_info.update(result)
-    assert 0.5 < result["test_ap"] <= 1.0
+    # 20k events, 1 epoch: 0.59-0.90; a trained time encoding left LastFM at 0.52-0.54 (chance 0.5)
+    assert 0.56 < result["test_ap"] <= 1.0

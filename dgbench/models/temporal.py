@@ -261,7 +261,10 @@ class JODIE(TemporalModel):
 
 
 class APAN(TemporalModel):
-    """APAN: LSTM memory; the embedding attends from the memory over the mailbox (SIGMOD'21 §3.3)."""
+    """APAN: LSTM memory; the embedding attends from the memory over the mailbox (SIGMOD'21 §3.3).
+
+    TGL's APAN updates memory by this attention (identity embedding) and also mails the endpoints'
+    sampled neighbours; docs/continuous-training.md says why mails reach the two endpoints only here."""
 
     updater_kind = "lstm"
     mail_slots = 10  # APAN/TGL mailbox size
