@@ -22,6 +22,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,16 +254,7 @@ class SnapshotStoreWriter(_StoreWriter):
         order = _dst_src_order(src, dst, [np.asarray(v) for v in (label, weight, time) if v is not None])
         self.columns["src"].append(src[order])
         self.columns["dst"].append(dst[order])
-        optional = {"weight": (weight, np.float32), "time": (time, self.time_dtype), "label": (label, np.int8)}
-        for name, (values, dtype) in optional.items():
-            if values is None:
-                if name in self.columns:
-                    raise ValueError(f"snapshot {n_before}: column '{name}' given before but missing now")
-                continue
-            if name not in self.columns and n_before > 0 and self.offsets[-1] > 0:
-                raise ValueError(f"snapshot {n_before}: column '{name}' missing from earlier snapshots")
-            column = self._column(name, dtype if dtype is not None else np.asarray(values).dtype)
-            column.append(np.asarray(values)[order])
+        self._append_optional({"weight": weight, "time": time, "label": label}, order, n_before)
         if features is not None:
             features = np.asarray(features, dtype=np.float32)
             if self.frames is None:
@@ -271,6 +263,55 @@ class SnapshotStoreWriter(_StoreWriter):
         if start is not None:
             self.snapshot_start.append(start)
         self.offsets.append(self.offsets[-1] + len(src))
+
+    def append_snapshots(self, src: np.ndarray, dst: np.ndarray, bounds: np.ndarray, *,
+                         weight: np.ndarray | None = None, time: np.ndarray | None = None,
+                         label: np.ndarray | None = None, starts: np.ndarray | None = None) -> None:
+        """Add many snapshots at once: snapshot k is rows [bounds[k], bounds[k+1]) of the columns.
+
+        Stores exactly what one :meth:`append_snapshot` call per snapshot would; snapshots handed in
+        sorted (the usual case) are only checked, vectorised, and the columns are written in big
+        blocks, which is much faster than hundreds of small appends.
+        """
+        src, dst, bounds = np.asarray(src), np.asarray(dst), np.asarray(bounds, dtype=np.int64)
+        if len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != len(src) or np.any(np.diff(bounds) < 0):
+            raise ValueError(f"bounds must rise from 0 to {len(src)} (the number of rows)")
+        n_before = len(self.offsets) - 1
+        self._check_ids(src, dst, f"snapshots {n_before}..{n_before + len(bounds) - 2}")
+        optional = {"weight": weight, "time": time, "label": label}
+        tie_breakers = [np.asarray(v) for v in (label, weight, time) if v is not None]
+        order = _snapshots_order(src, dst, bounds, tie_breakers)
+        given = {"src": src, "dst": dst, **self._optional_columns(optional, n_before)}
+
+        def append(name: str) -> None:
+            self.columns[name].append(given[name] if order is None else given[name][order])
+
+        # one thread per column: gathering, sha256 and Blosc release the GIL, so columns overlap
+        with ThreadPoolExecutor(max_workers=len(given)) as pool:
+            list(pool.map(append, given))
+        if starts is not None:
+            self.snapshot_start.extend(np.asarray(starts).tolist())
+        self.offsets.extend((self.offsets[-1] + bounds[1:]).tolist())
+
+    def _append_optional(self, optional: dict[str, np.ndarray | None], order: np.ndarray, n_before: int) -> None:
+        """Append the weight/time/label columns (rows in ``order``); all snapshots must have the same ones."""
+        for name, values in self._optional_columns(optional, n_before).items():
+            self.columns[name].append(values[order])
+
+    def _optional_columns(self, optional: dict[str, np.ndarray | None], n_before: int) -> dict[str, np.ndarray]:
+        """The given weight/time/label columns, their writers created; all snapshots must have the same ones."""
+        dtypes = {"weight": np.float32, "time": self.time_dtype, "label": np.int8}
+        given = {}
+        for name, values in optional.items():
+            if values is None:
+                if name in self.columns:
+                    raise ValueError(f"snapshot {n_before}: column '{name}' given before but missing now")
+                continue
+            if name not in self.columns and n_before > 0 and self.offsets[-1] > 0:
+                raise ValueError(f"snapshot {n_before}: column '{name}' missing from earlier snapshots")
+            given[name] = np.asarray(values)
+            self._column(name, dtypes[name] if dtypes[name] is not None else given[name].dtype)
+        return given
 
     def close(self) -> Path:
         num_snapshots = len(self.offsets) - 1
@@ -290,9 +331,7 @@ def _dst_src_order(src: np.ndarray, dst: np.ndarray, tie_breakers: list[np.ndarr
     snapshot's multiset of edges. Transforms hand in already sorted snapshots: checking that is
     ~50x cheaper than sorting. Always an index array, so the rows written are copies.
     Ids must be in range (checked by the writer) so that they pack into one int64 key."""
-    same_dst = dst[1:] == dst[:-1]
-    src_order = src[1:] > src[:-1] if len(tie_breakers) else src[1:] >= src[:-1]
-    if np.all((dst[1:] > dst[:-1]) | (same_dst & src_order)):
+    if np.all(_in_order(src, dst, tie_breakers)):
         return np.arange(len(src))
     if len(src) and max(int(src.max()), int(dst.max())) >= 2**31:
         return np.lexsort((*tie_breakers, src, dst))
@@ -308,6 +347,39 @@ def _dst_src_order(src: np.ndarray, dst: np.ndarray, tie_breakers: list[np.ndarr
             in_run[:-1] |= tie
             rows = order[in_run]
             order[in_run] = rows[np.lexsort((*[values[rows] for values in tie_breakers], key[rows]))]
+    return order
+
+
+def _in_order(src: np.ndarray, dst: np.ndarray, tie_breakers: list[np.ndarray] = ()) -> np.ndarray:
+    """For each pair of neighbouring rows, whether they already are in the stored order: (dst, src),
+    then repeated pairs by time, weight, label (the most significant tie breaker is the last)."""
+    same_dst = dst[1:] == dst[:-1]
+    in_order = (dst[1:] > dst[:-1]) | (same_dst & (src[1:] > src[:-1]))
+    repeated = np.flatnonzero(same_dst & (src[1:] == src[:-1]))
+    if len(repeated) and not len(tie_breakers):
+        in_order[repeated] = True
+    elif len(repeated):  # lexicographic (time, weight, label) comparison of the few repeated pairs
+        earlier, undecided = np.zeros(len(repeated), dtype=bool), np.ones(len(repeated), dtype=bool)
+        for values in reversed(tie_breakers):
+            before, after = values[repeated], values[repeated + 1]
+            earlier |= undecided & (before < after)
+            undecided &= before == after
+        in_order[repeated] = earlier | undecided
+    return in_order
+
+
+def _snapshots_order(src: np.ndarray, dst: np.ndarray, bounds: np.ndarray,
+                     tie_breakers: list[np.ndarray]) -> np.ndarray | None:
+    """The row order of :func:`_dst_src_order` applied to each snapshot; None when all are sorted."""
+    in_order = _in_order(src, dst, tie_breakers)
+    in_order[bounds[1:-1][(bounds[1:-1] > 0) & (bounds[1:-1] < len(src))] - 1] = True  # snapshot boundaries
+    unsorted = np.unique(np.searchsorted(bounds, np.flatnonzero(~in_order), side="right") - 1)
+    if not len(unsorted):
+        return None
+    order = np.arange(len(src))
+    for k in unsorted:
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        order[a:b] = a + _dst_src_order(src[a:b], dst[a:b], [values[a:b] for values in tie_breakers])
     return order
 
 

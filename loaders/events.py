@@ -104,10 +104,12 @@ def _as_float32(rows: Any) -> np.ndarray:
 def normalise_time(t: np.ndarray) -> np.ndarray:
     """Whole-number float times become int64 (exact Unix seconds); fractional times stay float64."""
     if np.issubdtype(t.dtype, np.floating) and len(t):
-        if np.all(np.abs(t) < MAX_EXACT_FLOAT) and np.array_equal(t, np.floor(t)):
-            return t.astype(np.int64)
-        return t.astype(np.float64)
-    return t.astype(np.int64) if np.issubdtype(t.dtype, np.integer) else t
+        if -MAX_EXACT_FLOAT < t.min() and t.max() < MAX_EXACT_FLOAT:  # NaN fails both
+            whole = t.astype(np.int64)
+            if np.array_equal(whole, t):  # exact: every value is below 2**53
+                return whole
+        return t.astype(np.float64, copy=False)
+    return t.astype(np.int64, copy=False) if np.issubdtype(t.dtype, np.integer) else t
 
 
 def relabel(arrays: list[np.ndarray], universe: np.ndarray | None, file: Path,
@@ -140,9 +142,9 @@ def _relabel_dense(arrays: list[np.ndarray], universe: np.ndarray | None, high: 
                 raise InputError(file, f"{what} id {values[np.argmax(missing)]} is not in the known vertex set "
                                        f"(the accounts/nodes file)")
     node_ids = np.flatnonzero(present)
-    codes = np.cumsum(present, dtype=np.int64) - 1
-    dtype = id_dtype(len(node_ids))
-    return node_ids, [codes[values].astype(dtype) for values in arrays]
+    codes = np.cumsum(present, dtype=id_dtype(len(node_ids)))  # codes of the final dtype: no cast pass
+    codes -= 1
+    return node_ids, [codes[values] for values in arrays]
 
 
 def _relabel_sorted(arrays: list[np.ndarray], universe: np.ndarray | None, file: Path,

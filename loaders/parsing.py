@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import math
+import mmap
 import re
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -227,11 +228,11 @@ def _normalise_whitespace(data: bytearray | bytes) -> bytes:
 
 # --------------------------------------------------------------------------- parsing
 
-def _parse_block(data: bytearray | bytes, spec: TableSpec) -> pa.Table:
+def _parse_block(data: bytearray | bytes | memoryview, spec: TableSpec, block_size: int = 16 << 20) -> pa.Table:
     delimiter = " " if spec.delimiter == WHITESPACE else spec.delimiter
     return pacsv.read_csv(
         pa.BufferReader(pa.py_buffer(data)),
-        read_options=pacsv.ReadOptions(column_names=spec.names, block_size=16 << 20),
+        read_options=pacsv.ReadOptions(column_names=spec.names, block_size=block_size),
         parse_options=pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True),
         convert_options=pacsv.ConvertOptions(column_types={c.name: _read_type(c.type) for c in spec.converted},
                                              include_columns=[c.name for c in spec.converted],
@@ -368,6 +369,9 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
     line, unless ``drop_partial_last_line`` (then it is dropped and counted in ``rows_dropped``).
     """
     path = Path(path)
+    whole = _read_clean_file(path, spec)
+    if whole is not None:
+        return whole
     hasher = hashlib.sha256()
     parts: dict[str, list[pa.Array]] = {c.name: [] for c in spec.converted}
     rows = dropped = 0
@@ -387,10 +391,78 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
                     parts[name].extend(table.column(name).chunks)
     if spec.header and header is None:
         raise InputError(path, "empty file: no header line")
+    return Table(path, _numpy_columns(parts, spec), rows, dropped, header, hasher.hexdigest(), size)
+
+
+def _numpy_columns(parts: dict[str, list[pa.Array]], spec: TableSpec) -> dict[str, np.ndarray]:
     columns = {}
     for name in list(parts):  # one column at a time, freeing its Arrow chunks: peak = data + one column
         columns[name] = _to_numpy(parts.pop(name), _column(spec, name).type)
-    return Table(path, columns, rows, dropped, header, hasher.hexdigest(), size)
+    return columns
+
+
+def _read_clean_file(path: Path, spec: TableSpec) -> Table | None:
+    """The fast path: one multi-threaded pyarrow parse of the whole memory-mapped file, hashed
+    meanwhile in a thread; None when the file needs the block path.
+
+    Taken when comment lines occur only before the data (as in Network Repository headers); a file
+    with comments further down, irregular spacing, a bad value or a cut-off last line fails here
+    and is read again by the block path, which repairs what it may and names the bad line and field.
+    """
+    size = path.stat().st_size
+    parsed = _parse_mapped(path, spec) if size else None
+    if parsed is None:
+        return None
+    table, header, sha256 = parsed
+    parts = {c.name: table.column(c.name).chunks for c in spec.converted}
+    rows, table = table.num_rows, None
+    return Table(path, _numpy_columns(parts, spec), rows, 0, header, sha256, size)
+
+
+def _parse_mapped(path: Path, spec: TableSpec) -> tuple[pa.Table, str | None, str] | None:
+    """(table, header, sha256) of a clean file, else None; the mapping is closed before the numpy copies."""
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        start, header = _data_start(mapped, spec)
+        if start is None or any(mapped.find(c, start) >= 0 for c in _split_chars(spec.comments)):
+            return None
+        hasher = hashlib.sha256()
+        with progress(total=len(mapped), desc=f"parse {path.name}", unit="B") as bar, \
+                ThreadPoolExecutor(max_workers=1) as hashing:
+            hashed = hashing.submit(hasher.update, mapped)  # sha256 releases the GIL: overlaps parsing
+            table, _ = _try_parse(memoryview(mapped)[start:], spec, block_size=1 << 20)
+            hashed.result()
+            bar.update(len(mapped))
+        if table is None or not _values_ok(table, spec):
+            return None
+        return table, header, hasher.hexdigest()
+    finally:
+        try:
+            mapped.close()
+        except BufferError:  # a parse error still references the mapping: the collector closes it
+            pass
+
+
+def _data_start(mapped: mmap.mmap, spec: TableSpec) -> tuple[int | None, str | None]:
+    """Offset of the first data row after a BOM, leading comment/empty lines and the header; None
+    when no data row follows (the block path then says what is wrong)."""
+    comment = re.compile(rb"[ \t]*[" + re.escape(spec.comments) + rb"]") if spec.comments else None
+    comment_chars = _split_chars(spec.comments)
+    position = len(_BOM) if mapped[:len(_BOM)] == _BOM else 0
+    header: str | None = None
+    while position < len(mapped):
+        end = mapped.find(b"\n", position)
+        end = len(mapped) if end < 0 else end
+        line = mapped[position:end]
+        if spec.header and header is None:  # the header is found as _take_header finds it
+            text = line.decode("utf-8", errors="replace").strip()
+            if text and text[0].encode() not in comment_chars:
+                header = text
+        elif line not in (b"", b"\r") and not (comment is not None and comment.match(line)):
+            return position, header
+        position = end + 1
+    return None, header
 
 
 _DROPPED = pa.table({})  # marks a cut-off last line that was dropped on request
@@ -430,9 +502,9 @@ def _take_header(block: _Block, spec: TableSpec) -> tuple[str | None, _Block]:
     return None, _Block(bytearray(), offset + len(data), block.unterminated)
 
 
-def _try_parse(data: bytes, spec: TableSpec) -> tuple[pa.Table | None, str | None]:
+def _try_parse(data: bytes | memoryview, spec: TableSpec, **options: int) -> tuple[pa.Table | None, str | None]:
     try:
-        return _convert_dates(_parse_block(data, spec), spec), None
+        return _convert_dates(_parse_block(data, spec, **options), spec), None
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         return None, str(exc).splitlines()[0]
 

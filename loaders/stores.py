@@ -7,6 +7,7 @@ snapshot are counted and either kept as multi-edges or merged with summed weight
 """
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from dgbench.store import EdgeStreamStoreWriter, SnapshotStoreWriter
 from loaders.events import PreparedEvents
 
 STREAM_BLOCK = 1 << 20
+SNAPSHOT_BATCH = 1 << 20  # rows sorted per batch while the previous batch is written
 DUPLICATE_POLICIES = ("keep", "sum")
 TGL_ROLLS = {"train": 0, "val": 1, "test": 2}
 
@@ -61,7 +63,6 @@ def write_snapshots(prepared: PreparedEvents, out: Path, *, window: int | float,
     bounds = np.searchsorted(snapshot_of, np.arange(num_snapshots + 1))
     cut = {"method": "time-window", "window_seconds" if prepared.source.time_unit == "s" else "window_steps": window,
            "origin": origin, "time_unit": prepared.source.time_unit}
-    counts = {"duplicates": 0}
     # the snapshot schema has no per-edge features and holds vertex features only as (T, N, F) frames
     dropped = [name for name, value in (("edge_features", prepared.source.edge_features),
                                         ("node_features", prepared.node_features)) if value is not None]
@@ -70,13 +71,35 @@ def write_snapshots(prepared: PreparedEvents, out: Path, *, window: int | float,
     with SnapshotStoreWriter(out, num_nodes=prepared.num_nodes, directed=prepared.source.directed, cut=cut,
                              provenance=provenance, overwrite=overwrite, bipartite=prepared.bipartite,
                              time_dtype=t.dtype) as writer:
-        for k in progress(range(num_snapshots), desc="snapshots", unit="snap"):
-            a, b = int(bounds[k]), int(bounds[k + 1])
-            columns = _snapshot_columns(prepared, a, b, duplicates, counts)
-            writer.append_snapshot(**columns, start=origin + k * window)
-        writer.attrs["provenance"]["duplicates"] = counts["duplicates"]
+        writer.attrs["provenance"]["duplicates"] = _write_batches(writer, prepared, bounds, duplicates,
+                                                                  [origin + k * window for k in range(num_snapshots)])
         _write_vertex_arrays(writer, prepared)
         return writer.close()
+
+
+def _write_batches(writer: SnapshotStoreWriter, prepared: PreparedEvents, bounds: np.ndarray, duplicates: str,
+                   starts: list[int | float]) -> int:
+    """Sort the snapshots batch by batch (~SNAPSHOT_BATCH rows) while a thread writes the batch before;
+    returns the number of duplicate pairs."""
+    repeated = 0
+    writing: Future | None = None
+    with progress(total=len(bounds) - 1, desc="snapshots", unit="snap") as bar, \
+            ThreadPoolExecutor(max_workers=1) as writer_thread:
+        first = 0
+        while first < len(bounds) - 1:
+            last = max(first + 1, int(np.searchsorted(bounds, bounds[first] + SNAPSHOT_BATCH, side="right")) - 1)
+            last = min(last, len(bounds) - 1)
+            columns, batch_bounds, batch_repeated = _sorted_snapshots(prepared, bounds[first:last + 1], duplicates)
+            repeated += batch_repeated
+            if writing is not None:
+                writing.result()
+            writing = writer_thread.submit(writer.append_snapshots, **columns, bounds=batch_bounds,
+                                           starts=starts[first:last])
+            bar.update(last - first)
+            first = last
+        if writing is not None:
+            writing.result()
+    return repeated
 
 
 def pair_order(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -94,28 +117,44 @@ def pair_order(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.nda
     return order, key[order]
 
 
-def _snapshot_columns(prepared: PreparedEvents, a: int, b: int, duplicates: str,
-                      counts: dict[str, int]) -> dict[str, np.ndarray | None]:
-    """One snapshot's columns sorted by (dst, src); duplicate pairs counted and, for ``sum``, merged."""
-    src, dst, t = prepared.src[a:b], prepared.dst[a:b], prepared.t[a:b]
-    order, key = pair_order(src, dst, prepared.num_nodes)
-    first = np.ones(len(key), dtype=bool)
-    first[1:] = key[1:] != key[:-1]
-    counts["duplicates"] += int(len(key) - np.count_nonzero(first))
-    weight = None if prepared.weight is None else prepared.weight[a:b][order]
-    label = None if prepared.label is None else prepared.label[a:b][order]
-    columns = {"src": src[order], "dst": dst[order], "time": t[order], "weight": weight, "label": label}
-    if duplicates == "keep" or first.all():
-        if duplicates == "sum" and weight is None:
-            columns["weight"] = np.ones(len(key), dtype=np.float32)
-        return columns
+def _snapshots_pair_order(prepared: PreparedEvents, bounds: np.ndarray) -> np.ndarray:
+    """The row order of events [bounds[0], bounds[-1]) (relative to bounds[0]): snapshot by snapshot
+    (rows [bounds[k], bounds[k+1])), each in its stable (dst, src) order, so repeated pairs stay in time order."""
+    origin = int(bounds[0])
+    order = np.empty(int(bounds[-1]) - origin, dtype=np.int64)
+    for k in range(len(bounds) - 1):
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        order[a - origin:b - origin] = pair_order(prepared.src[a:b], prepared.dst[a:b], prepared.num_nodes)[0]
+        order[a - origin:b - origin] += a - origin
+    return order
+
+
+def _sorted_snapshots(prepared: PreparedEvents, bounds: np.ndarray,
+                      duplicates: str) -> tuple[dict[str, np.ndarray | None], np.ndarray, int]:
+    """The columns of the snapshots delimited by ``bounds`` (event rows), sorted by (snapshot, dst, src);
+    duplicate pairs counted and, for ``sum``, merged (earliest time, summed weight, largest label).
+    Returns (columns, snapshot bounds within them, number of duplicate pairs)."""
+    order = _snapshots_pair_order(prepared, bounds)
+    rows = slice(int(bounds[0]), int(bounds[-1]))
+    given = {"src": prepared.src, "dst": prepared.dst, "time": prepared.t, "weight": prepared.weight,
+             "label": prepared.label}
+    columns = {name: None if values is None else values[rows][order] for name, values in given.items()}
+    bounds = bounds - bounds[0]
+    src, dst = columns["src"], columns["dst"]
+    first = np.ones(len(src), dtype=bool)  # first row of each (snapshot, pair) run
+    first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+    first[bounds[:-1][bounds[:-1] < len(src)]] = True
+    repeated = int(len(src) - np.count_nonzero(first))
+    if duplicates == "keep" or not repeated:
+        if duplicates == "sum" and columns["weight"] is None:
+            columns["weight"] = np.ones(len(src), dtype=np.float32)
+        return columns, bounds, repeated
     starts = np.flatnonzero(first)
-    merged = {"src": columns["src"][starts], "dst": columns["dst"][starts],
-              "time": np.minimum.reduceat(columns["time"], starts) if len(starts) else columns["time"][:0],
-              "weight": np.add.reduceat(weight if weight is not None else np.ones(len(key), np.float32), starts)
-              if len(starts) else np.zeros(0, np.float32),
-              "label": None if label is None else (np.maximum.reduceat(label, starts) if len(starts) else label[:0])}
-    return merged
+    weight = columns["weight"] if columns["weight"] is not None else np.ones(len(src), np.float32)
+    merged = {"src": src[starts], "dst": dst[starts], "time": np.minimum.reduceat(columns["time"], starts),
+              "weight": np.add.reduceat(weight, starts),
+              "label": None if columns["label"] is None else np.maximum.reduceat(columns["label"], starts)}
+    return merged, np.searchsorted(starts, bounds), repeated
 
 
 # --------------------------------------------------------------------------- streams
