@@ -18,6 +18,8 @@ from torch import nn
 from dgbench.registry import register_model
 
 State = tuple[torch.Tensor, ...]
+_TANH_BACKWARD = torch.ops.aten.tanh_backward.default  # the derivative kernels autograd itself calls
+_SIGMOID_BACKWARD = torch.ops.aten.sigmoid_backward.default
 
 
 class BlockView(Protocol):
@@ -83,6 +85,62 @@ class TMGCNLayer(nn.Module):
         return view.to_time(z), (history,)
 
 
+class _WeightEvolution(torch.autograd.Function):
+    """``steps`` LSTM-cell updates of a weight matrix fed back as its own input, W_t = LSTM(W_{t-1})
+    (EvolveGCN-O, Pareja et al. §3.3), as one autograd node.
+
+    The weights are a few rows wide, so autograd's per-op bookkeeping over the ~15 ops of each
+    cell costs more than the arithmetic. The forward runs exactly the ops of ``torch.lstm_cell`` on
+    the CPU (same values, bit for bit); the backward applies the derivatives autograd would, in
+    the order autograd's engine accumulates them, so gradients are bit-identical as well.
+    """
+
+    @staticmethod
+    def forward(ctx, weight, cell, w_ih, w_hh, b_ih, b_hh, steps: int):
+        ctx.set_materialize_grads(False)
+        out = weight.new_empty((steps, *weight.shape))
+        first, saved = weight, []
+        for t in range(steps):
+            gates = torch.addmm(b_hh, weight, w_hh.t()).add_(torch.addmm(b_ih, weight, w_ih.t()))
+            i, f, g, o = gates.unsafe_chunk(4, 1)
+            i.sigmoid_(), f.sigmoid_(), g.tanh_(), o.sigmoid_()
+            new_cell = (f * cell).add_(i * g)
+            squashed = new_cell.tanh()
+            torch.mul(o, squashed, out=out[t])
+            saved += [cell, gates, squashed]
+            weight, cell = out[t], new_cell
+        ctx.save_for_backward(w_ih, w_hh, first, out, *saved)
+        ctx.steps = steps
+        return out, cell
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_cell):
+        w_ih, w_hh, first, out, *saved = ctx.saved_tensors
+        grad_w = grad_b = from_next_ih = from_next_hh = None
+        for t in reversed(range(ctx.steps)):
+            weight = out[t - 1] if t else first
+            cell, gates, squashed = saved[3 * t:3 * t + 3]
+            grad_h = grad_out[t] if grad_out is not None else None
+            if from_next_ih is not None:  # autograd's order: the stack, then W_ih's, then W_hh's addmm
+                grad_h = from_next_ih if grad_h is None else grad_h + from_next_ih
+                grad_h = grad_h + from_next_hh
+            if grad_h is None:
+                grad_h = torch.zeros_like(weight)
+            i, f, g, o = gates.unsafe_chunk(4, 1)
+            grad_c = _TANH_BACKWARD(grad_h * o, squashed)
+            if grad_cell is not None:
+                grad_c = grad_c + grad_cell
+            grad_gates = torch.cat([_SIGMOID_BACKWARD(grad_c * g, i), _SIGMOID_BACKWARD(grad_c * cell, f),
+                                    _TANH_BACKWARD(grad_c * i, g), _SIGMOID_BACKWARD(grad_h * squashed, o)], 1)
+            grad_cell = grad_c * f
+            from_next_ih, from_next_hh = grad_gates.mm(w_ih), grad_gates.mm(w_hh)
+            step_w, step_b = grad_gates.t().mm(weight), grad_gates.sum(0)
+            grad_w = step_w if grad_w is None else grad_w + step_w
+            grad_b = step_b if grad_b is None else grad_b + step_b
+        grad_weight = from_next_ih + from_next_hh
+        return grad_weight, grad_cell, grad_w, grad_w, grad_b, grad_b, None
+
+
 class EvolveGCNOLayer(nn.Module):
     """GCN whose weight matrix W_t is evolved by an LSTM over the weights, W_t = LSTM(W_{t-1})
     (Pareja et al., EvolveGCN-O; ESDG §5.2). The evolution is over time only, so every rank runs it
@@ -97,15 +155,21 @@ class EvolveGCNOLayer(nn.Module):
     def initial_state(self, vertex_rows: int) -> State:
         return (self.initial_weight, torch.zeros_like(self.initial_weight))
 
+    def evolve(self, weight: torch.Tensor, cell: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """W_1..W_steps from (W_0, c_0), [steps, rows, F], and the last LSTM cell state."""
+        lstm = self.evolution
+        if weight.device.type != "cpu":  # lstm_cell is one fused kernel there; autograd through it is cheap
+            weights = []
+            for _ in range(steps):
+                weight, cell = lstm(weight, (weight, cell))
+                weights.append(weight)
+            return torch.stack(weights), cell
+        return _WeightEvolution.apply(weight, cell, lstm.weight_ih, lstm.weight_hh, lstm.bias_ih, lstm.bias_hh,
+                                      steps)
+
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
-        weight, cell = state
-        weights = []
-        for _ in range(view.num_steps):
-            weight, cell = self.evolution(weight, (weight, cell))
-            weights.append(weight)
-        local = torch.stack(weights[view.local_steps]) if weights[view.local_steps] else \
-            self.initial_weight.new_zeros((0, *self.initial_weight.shape))
-        return torch.bmm(view.aggregate(x), local), (weight, cell)
+        weights, cell = self.evolve(*state, view.num_steps)
+        return torch.bmm(view.aggregate(x), weights[view.local_steps]), (weights[-1], cell)
 
 
 class CDGCNLayer(nn.Module):
