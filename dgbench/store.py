@@ -112,7 +112,8 @@ class _ColumnWriter:
         block = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
         take = len(block) if final else (len(block) // self.chunk_rows) * self.chunk_rows
         start = self.rows
-        self.array.resize((start + take, *self.row_shape))
+        if start + take > self.array.shape[0]:  # grow geometrically (each resize rewrites the metadata)
+            self.array.resize((max(start + take, 2 * self.array.shape[0]), *self.row_shape))
         self.array[start:start + take] = block[:take]
         self.rows += take
         rest = block[take:]
@@ -121,6 +122,8 @@ class _ColumnWriter:
 
     def close(self) -> dict[str, Any]:
         self._flush(final=True)
+        if self.array.shape[0] != self.rows:  # trim the spare capacity: the shape is exactly the rows written
+            self.array.resize((self.rows, *self.row_shape))
         return {"dtype": self.dtype.str.replace(">", "<"), "shape": [self.rows, *self.row_shape],
                 "sha256": self.hasher.hexdigest()}
 
