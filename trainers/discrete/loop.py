@@ -71,7 +71,8 @@ class DiscreteTrainer:
 
     def __init__(self, ctx: DistContext, data: DiscreteData, placement: Placement, model: DynamicGNN, lr: float):
         self.ctx, self.data, self.placement, self.model = ctx, data, placement, model
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        # foreach: the same arithmetic as the per-tensor loop (bit-identical), in fewer kernel calls
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
         self.activations = SavedActivationMeter()
         self.train_steps = set(data.steps_of(TRAIN))
         self.transfer_per_epoch: list[dict[str, int]] = []
@@ -87,6 +88,8 @@ class DiscreteTrainer:
         labels = torch.from_numpy(np.concatenate([b.label for b in batches]) if batches
                                   else np.zeros(0, np.float32)).to(logits.device)
         loss = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / max(total_pairs, 1)
+        if self.ctx.world_size == 1:
+            return loss, new_state
         # keeps this rank's graph connected to every collective even when it scores no pair
         return loss + 0.0 * halves.sum(), new_state
 

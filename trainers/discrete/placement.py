@@ -75,11 +75,14 @@ def pair_logits(table: torch.Tensor, first: int, batches: list[PairBatch], bias:
     """``table[t - first, u, 0] + table[t - first, v, 1] + b`` for every pair (u, v) of step t."""
     if not batches:
         return table.new_zeros(0)
-    device = table.device
-    step = torch.from_numpy(np.concatenate([np.full(len(b.src), b.step - first) for b in batches])).to(device)
-    src = torch.from_numpy(np.concatenate([b.src for b in batches])).to(device)
-    dst = torch.from_numpy(np.concatenate([b.dst for b in batches])).to(device)
-    return table[step, src, 0] + table[step, dst, 1] + bias
+    rows = table.shape[1]
+    # flat positions in the contiguous [steps, rows, 2] table: one index_select per endpoint
+    base = np.concatenate([np.full(len(b.src), (b.step - first) * rows, np.int64) for b in batches])
+    src = np.concatenate([b.src for b in batches])
+    dst = np.concatenate([b.dst for b in batches])
+    where = torch.from_numpy(np.concatenate([(base + src) * 2, (base + dst) * 2 + 1])).to(table.device)
+    halves = table.reshape(-1).index_select(0, where)
+    return halves[:len(src)] + halves[len(src):] + bias
 
 
 # --------------------------------------------------------------------------- time partitioning
