@@ -88,9 +88,9 @@ class DiscreteTrainer:
         labels = torch.from_numpy(np.concatenate([b.label for b in batches]) if batches
                                   else np.zeros(0, np.float32)).to(logits.device)
         loss = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / max(total_pairs, 1)
-        if self.ctx.world_size == 1:
-            return loss, new_state
-        # keeps this rank's graph connected to every collective even when it scores no pair
+        if batches and self.ctx.world_size == 1:
+            return loss, new_state  # connected through its logits, and there are no collectives to keep
+        # keeps this rank's graph connected to every collective (and backward-able) when it scores no pair
         return loss + 0.0 * halves.sum(), new_state
 
     def _initial_state(self) -> list[State]:
