@@ -16,7 +16,7 @@ from loaders.formats import LoadOptions, register_format
 from loaders.parsing import FLOAT, ID, WHITESPACE, Column, TableSpec, read_table, sniff
 
 SRC, DST = Column("src", ID, nonnegative=True), Column("dst", ID, nonnegative=True)
-TIME, WEIGHT = Column("t", FLOAT, finite=True), Column("weight", FLOAT)
+TIME, WEIGHT = Column("t", FLOAT, finite=True), Column("weight", FLOAT, numpy_dtype="float32")
 LAYOUTS = {3: (SRC, DST, TIME), 4: (SRC, DST, WEIGHT, TIME)}
 
 
@@ -27,7 +27,7 @@ def read_edge_list(path: Path, spec: TableSpec, options: LoadOptions, *, directe
     cols = table.columns
     weight = cols.get("weight")
     return Events(src=cols["src"], dst=cols["dst"], t=cols["t"], source_file=path, time_unit="s",
-                  weight=None if weight is None else weight.astype(np.float32), directed=directed,
+                  weight=None if weight is None else weight.astype(np.float32, copy=False), directed=directed,
                   bipartite=bipartite, raw_files=[RawFile(path.name, table.sha256, table.size_bytes)],
                   rows_dropped=table.rows_dropped, details={**details, "layout": spec.names})
 

@@ -7,6 +7,7 @@ the rows that were out of order), vertex ids relabelled to 0..N-1 (the original 
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,8 +134,8 @@ def relabel(arrays: list[np.ndarray], universe: np.ndarray | None, file: Path,
 def _relabel_dense(arrays: list[np.ndarray], universe: np.ndarray | None, high: int, file: Path,
                    what: str) -> tuple[np.ndarray, list[np.ndarray]]:
     present = np.zeros(high + 1, dtype=bool)
-    for values in ([universe] if universe is not None else arrays):
-        present[values] = True
+    with ThreadPoolExecutor(max_workers=2) as pool:  # numpy scatters/gathers release the GIL
+        list(pool.map(_mark_present, [present] * len(arrays), [universe] if universe is not None else arrays))
     if universe is not None:
         for values in arrays:
             missing = ~present[values]
@@ -144,7 +145,12 @@ def _relabel_dense(arrays: list[np.ndarray], universe: np.ndarray | None, high: 
     node_ids = np.flatnonzero(present)
     codes = np.cumsum(present, dtype=id_dtype(len(node_ids)))  # codes of the final dtype: no cast pass
     codes -= 1
-    return node_ids, [codes[values] for values in arrays]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return node_ids, list(pool.map(codes.__getitem__, arrays))
+
+
+def _mark_present(present: np.ndarray, values: np.ndarray) -> None:
+    present[values] = True  # threads may mark the same id: they all write True
 
 
 def _relabel_sorted(arrays: list[np.ndarray], universe: np.ndarray | None, file: Path,

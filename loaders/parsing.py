@@ -48,6 +48,7 @@ class Column:
     type: pa.DataType | None = None
     nonnegative: bool = False  # vertex ids: a negative value is malformed
     finite: bool = False  # times: NaN/inf is malformed
+    numpy_dtype: str | None = None  # the values as this numpy dtype (e.g. float32 weights), cast while copied
 
 
 @dataclass(frozen=True)
@@ -397,7 +398,7 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
 def _numpy_columns(parts: dict[str, list[pa.Array]], spec: TableSpec) -> dict[str, np.ndarray]:
     columns = {}
     for name in list(parts):  # one column at a time, freeing its Arrow chunks: peak = data + one column
-        columns[name] = _to_numpy(parts.pop(name), _column(spec, name).type)
+        columns[name] = _to_numpy(parts.pop(name), _column(spec, name).type, _column(spec, name).numpy_dtype)
     return columns
 
 
@@ -425,7 +426,8 @@ def _parse_mapped(path: Path, spec: TableSpec) -> tuple[pa.Table, str | None, st
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         start, header = _data_start(mapped, spec)
-        if start is None or any(mapped.find(c, start) >= 0 for c in _split_chars(spec.comments)):
+        if start is None or (not _comments_fail_parse(spec)
+                             and any(mapped.find(c, start) >= 0 for c in _split_chars(spec.comments))):
             return None
         hasher = hashlib.sha256()
         with progress(total=len(mapped), desc=f"parse {path.name}", unit="B") as bar, \
@@ -442,6 +444,13 @@ def _parse_mapped(path: Path, spec: TableSpec) -> tuple[pa.Table, str | None, st
             mapped.close()
         except BufferError:  # a parse error still references the mapping: the collector closes it
             pass
+
+
+def _comments_fail_parse(spec: TableSpec) -> bool:
+    """Whether a comment line below the data start would make the parse fail anyway (so the file
+    need not be scanned for comments first): '%' or '#', after spaces or tabs, is never a number."""
+    first = spec.columns[0].type
+    return first is not None and (pa.types.is_integer(first) or pa.types.is_floating(first))
 
 
 def _data_start(mapped: mmap.mmap, spec: TableSpec) -> tuple[int | None, str | None]:
@@ -517,13 +526,14 @@ def _partial_line_error(path: Path, block: _Block, spec: TableSpec) -> InputErro
                             f"--drop-partial-last-line to drop that line", line=_line_number(path, block.offset))
 
 
-def _to_numpy(chunks: list[pa.Array], dtype: pa.DataType) -> np.ndarray:
-    """One numpy-owned array from the blocks' chunks.
+def _to_numpy(chunks: list[pa.Array], dtype: pa.DataType, numpy_dtype: str | None = None) -> np.ndarray:
+    """One numpy-owned array from the blocks' chunks (as ``numpy_dtype`` when given: one pass, no second copy).
 
     Always a copy: numpy views of Arrow buffers that live until interpreter exit can make the
     process abort in Arrow's teardown ("terminate called without an active exception").
     """
     dtype = pa.int64() if pa.types.is_timestamp(dtype) else dtype  # dates arrive as Unix seconds
     if not chunks:
-        return np.zeros(0, dtype=dtype.to_pandas_dtype())
-    return np.concatenate([chunk.to_numpy(zero_copy_only=False) for chunk in chunks])
+        return np.zeros(0, dtype=numpy_dtype or dtype.to_pandas_dtype())
+    return np.concatenate([chunk.to_numpy(zero_copy_only=False) for chunk in chunks], dtype=numpy_dtype,
+                          casting="same_kind")
