@@ -170,11 +170,12 @@ def _pgt_epoch_seconds(store: Path, epochs: int) -> float:
             layer.weight = None  # restart the weight evolution at t = 0
         optimizer.zero_grad()
         loss = torch.zeros(())
+        pairs_of_step = {batch.step: batch for batch in data.split_pairs(TRAIN, epoch)}  # sampled as ours does
         for t in range(data.num_steps):
             h = torch.relu(layers[0](lift(features[t]), edge_index[t]))
             h = layers[1](h, edge_index[t])
-            if t in data.steps_of(TRAIN):
-                pairs = data.pairs(t, TRAIN, epoch)
+            if t in pairs_of_step:
+                pairs = pairs_of_step[t]
                 logits = scorer(torch.cat([h[pairs.src], h[pairs.dst]], dim=1)).squeeze(1)
                 loss = loss + torch.nn.functional.binary_cross_entropy_with_logits(
                     logits, torch.from_numpy(pairs.label), reduction="sum")

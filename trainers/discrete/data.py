@@ -6,8 +6,10 @@ the sampled pairs — are bit-identical everywhere without communication.
 
 Task (ESDG §6.4): the embedding of step t predicts the edges of snapshot t+1. The model reads
 snapshots 0..T-2; steps 0..T-4 train (targets 1..T-3), step T-3 validates (target T-2) and step
-T-2 tests (target T-1). Per target a fraction θ of its edges are positives, plus as many random
-non-edges; both are a deterministic function of (seed, split, epoch, step), never of the rank.
+T-2 tests (target T-1). Per target a fraction θ of its edges are positives (without replacement),
+plus as many random non-edges; both are a deterministic function of (seed, split, epoch, step),
+never of the rank. All steps of a split are sampled together, in a few vectorised draws of one
+generator seeded by (seed, split, epoch): per-step generators and calls cost more than the draws.
 """
 from __future__ import annotations
 
@@ -40,6 +42,49 @@ class PairBatch:
         return PairBatch(self.step, self.src[mask], self.dst[mask], self.label[mask])
 
 
+@dataclass
+class SplitTargets:
+    """The target edges of a split's steps, concatenated step-major as global keys
+    ``i · N² + src · N + dst`` (ascending), so one search covers every step."""
+
+    steps: list[int]
+    keys: np.ndarray
+    starts: np.ndarray  # offsets of each step's keys, len(steps) + 1
+    counts: np.ndarray  # positives (= negatives) per step
+
+
+def _per_segment(ascending: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """How many of ``ascending`` fall in each [bounds[i], bounds[i+1])."""
+    return np.diff(np.searchsorted(ascending, bounds))
+
+
+def _draw(bounds: np.ndarray, wanted: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``wanted[i]`` uniform integers in [bounds[i], bounds[i+1]) for every i, sorted."""
+    segment = np.repeat(np.arange(len(wanted)), wanted)
+    low = bounds[segment]
+    return np.sort(low + rng.integers(0, np.maximum(bounds[1:] - bounds[:-1], 1)[segment]))
+
+
+def _distinct_per_segment(starts: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``counts[i]`` distinct uniform positions in [starts[i], starts[i+1]) for every i, ascending.
+
+    Draws with replacement and redraws exactly the shortfall until each segment has its count:
+    never overshooting, this is "the first k distinct values of an i.i.d. uniform sequence",
+    a uniform k-subset.
+    """
+    have = _distinct(_draw(starts, counts, rng))
+    while (short := counts - _per_segment(have, starts)).any():
+        extra = _distinct(_draw(starts, short, rng))
+        at = np.searchsorted(have, extra)
+        new = have[np.minimum(at, len(have) - 1)] != extra
+        have = np.insert(have, at[new], extra[new])
+    return have
+
+
+def _distinct(ascending: np.ndarray) -> np.ndarray:
+    return ascending[np.r_[True, ascending[1:] != ascending[:-1]]] if len(ascending) else ascending
+
+
 class DiscreteData:
     """Normalised adjacency and features of the input snapshots, and the link-prediction targets."""
 
@@ -66,6 +111,7 @@ class DiscreteData:
                     axis=1).astype(np.float32))  # in- and out-degree per snapshot (ESDG §6.4)
         self.edges_per_step = store.edges_per_snapshot()[:self.num_steps].astype(np.int64)
         self.first_layer_input = self._precompute_first_aggregation()
+        self._targets: dict[str, SplitTargets] = {}
 
     @property
     def in_features(self) -> int:
@@ -86,33 +132,58 @@ class DiscreteData:
         return {TRAIN: list(range(last_train)), VAL: [self.num_steps - 2], TEST: [self.num_steps - 1]}[split]
 
     def pairs(self, step: int, split: str, epoch: int = 0) -> PairBatch:
-        """Positives (fraction θ of target t+1's edges) and as many random non-edges, seeded by
-        (seed, split, epoch, step) only — identical on every rank and scheme."""
-        keys = self.target_keys[step + 1]
-        n = np.int64(self.num_nodes)
-        rng = np.random.default_rng((self.seed, _SPLIT_CODE[split], epoch if split == TRAIN else 0, step))
-        count = max(1, int(round(self.theta * len(keys)))) if len(keys) else 0
-        positives = keys[rng.choice(len(keys), size=count, replace=False)] if count else keys[:0]
-        negatives = self._non_edges(keys, count, rng)
-        chosen = np.concatenate([positives, negatives])
-        label = np.r_[np.ones(len(positives), np.float32), np.zeros(len(negatives), np.float32)]
-        return PairBatch(step, chosen // n, chosen % n, label)
+        """The pairs of one step (see :meth:`split_pairs`)."""
+        return self.split_pairs(split, epoch)[self.steps_of(split).index(step)]
 
-    def _non_edges(self, keys: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-        n = self.num_nodes
-        found: list[np.ndarray] = []
-        have = 0
+    def split_pairs(self, split: str, epoch: int = 0) -> list[PairBatch]:
+        """Per step of ``split``: positives (fraction θ of target t+1's edges) and as many random
+        non-edges, seeded by (seed, split, epoch) only — identical on every rank and scheme."""
+        targets = self._split_targets(split)
+        rng = np.random.default_rng((self.seed, _SPLIT_CODE[split], epoch if split == TRAIN else 0))
+        positives = targets.keys[_distinct_per_segment(targets.starts, targets.counts, rng)]
+        negatives = self._non_edges(targets, rng)
+        square = np.int64(self.num_nodes) ** 2
+        ends = np.cumsum(targets.counts)
+        batches = []
+        for i, step in enumerate(targets.steps):
+            chosen = np.concatenate([positives[ends[i] - targets.counts[i]:ends[i]],
+                                     negatives[ends[i] - targets.counts[i]:ends[i]]]) % square
+            label = np.zeros(len(chosen), np.float32)
+            label[:targets.counts[i]] = 1
+            src, dst = np.divmod(chosen, np.int64(self.num_nodes))
+            batches.append(PairBatch(step, src, dst, label))
+        return batches
+
+    def _split_targets(self, split: str) -> "SplitTargets":
+        if split not in self._targets:
+            steps = self.steps_of(split)
+            keys = [self.target_keys[t + 1] for t in steps]
+            square = np.int64(self.num_nodes) ** 2
+            sizes = np.array([len(k) for k in keys], np.int64)
+            self._targets[split] = SplitTargets(
+                steps, np.concatenate([i * square + k for i, k in enumerate(keys)]) if keys else np.empty(0, np.int64),
+                np.r_[0, np.cumsum(sizes)].astype(np.int64),
+                np.array([max(1, int(round(self.theta * n))) if n else 0 for n in sizes], np.int64))
+        return self._targets[split]
+
+    def _non_edges(self, targets: "SplitTargets", rng: np.random.Generator) -> np.ndarray:
+        """``counts[i]`` uniform non-edges (u ≠ v) of every step i (with replacement), as global
+        keys ascending: rejected draws are redrawn (ESDG §6.4's random negatives)."""
+        n, square = np.int64(self.num_nodes), np.int64(self.num_nodes) ** 2
+        bounds = np.arange(len(targets.steps) + 1, dtype=np.int64) * square
+        need, found = targets.counts.copy(), []
         for _ in range(NEGATIVE_DRAW_ROUNDS):
-            if have >= count:
+            if not need.any():
                 break
-            draw = rng.integers(0, n, size=(2, 2 * (count - have) + 8), dtype=np.int64)
-            candidate = draw[0] * n + draw[1]
-            where = np.searchsorted(keys, candidate).clip(max=max(len(keys) - 1, 0))
-            is_edge = (keys[where] == candidate) if len(keys) else np.zeros(len(candidate), bool)
-            fresh = candidate[(~is_edge) & (draw[0] != draw[1])]
+            candidate = _draw(bounds, need, rng)
+            where = np.minimum(np.searchsorted(targets.keys, candidate), len(targets.keys) - 1)
+            local = candidate % square
+            fresh = candidate[(targets.keys[where] != candidate) & (local // n != local % n)]
             found.append(fresh)
-            have += len(fresh)
-        return np.concatenate(found)[:count] if found else np.empty(0, np.int64)
+            need -= _per_segment(fresh, bounds)
+        if need.any():
+            raise DgbenchError(f"{self.store.path}: too few non-edges to sample link-prediction negatives")
+        return found[0] if len(found) == 1 else np.sort(np.concatenate(found))
 
     def work(self) -> int:
         """Edges summed over the input snapshots: the throughput numerator of ESDG §6.3."""

@@ -74,7 +74,6 @@ class DiscreteTrainer:
         # foreach: the same arithmetic as the per-tensor loop (bit-identical), in fewer kernel calls
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
         self.activations = SavedActivationMeter()
-        self.train_steps = set(data.steps_of(TRAIN))
         self.transfer_per_epoch: list[dict[str, int]] = []
 
     # ------------------------------------------------------------------ one block
@@ -101,7 +100,7 @@ class DiscreteTrainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
         moved_before = self.placement.transfer_bytes()
-        every = [self.data.pairs(t, TRAIN, epoch) for t in sorted(self.train_steps)]
+        every = self.data.split_pairs(TRAIN, epoch)
         total_pairs = sum(len(b.src) for b in every)
         batches = [[self.placement.owned(b) for b in every if b.step in block] for block in self.placement.blocks]
         with self.activations.watching():
@@ -166,8 +165,7 @@ class DiscreteTrainer:
     def evaluate(self) -> dict[str, dict[str, float]]:
         """Accuracy, AP and AUC on the validation and test steps, gathered from every rank."""
         self.model.eval()
-        splits = {split: [self.placement.owned(self.data.pairs(t, split)) for t in self.data.steps_of(split)]
-                  for split in (VAL, TEST)}
+        splits = {split: [self.placement.owned(batch) for batch in self.data.split_pairs(split)] for split in (VAL, TEST)}
         scored: dict[str, list[torch.Tensor]] = {VAL: [], TEST: []}
         timer = PhaseTimer(self.ctx.device)
         state = self._initial_state()
