@@ -16,7 +16,8 @@ from loaders.formats import LoadOptions, register_format
 from loaders.parsing import FLOAT, ID, WHITESPACE, Column, TableSpec, read_table, sniff
 
 SRC, DST = Column("src", ID, nonnegative=True), Column("dst", ID, nonnegative=True)
-TIME, WEIGHT = Column("t", FLOAT, finite=True), Column("weight", FLOAT, numpy_dtype="float32")
+TIME = Column("t", FLOAT, finite=True, whole_numbers=True)
+WEIGHT = Column("weight", FLOAT, numpy_dtype="float32")
 LAYOUTS = {3: (SRC, DST, TIME), 4: (SRC, DST, WEIGHT, TIME)}
 
 

@@ -28,6 +28,7 @@ import pyarrow.csv as pacsv
 
 from dgbench.errors import InputError
 from dgbench.progress import progress
+from loaders.events import normalise_time
 
 WHITESPACE = "whitespace"  # any run of spaces and tabs separates fields
 BLOCK_BYTES = 64 << 20
@@ -49,6 +50,7 @@ class Column:
     nonnegative: bool = False  # vertex ids: a negative value is malformed
     finite: bool = False  # times: NaN/inf is malformed
     numpy_dtype: str | None = None  # the values as this numpy dtype (e.g. float32 weights), cast while copied
+    whole_numbers: bool = False  # float times: int64 when all are whole and below 2**53 (events.normalise_time)
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,7 @@ def _values_ok(table: pa.Table, spec: TableSpec) -> bool:
             return False
         if column.nonnegative and len(values) and pc.min(values).as_py() < 0:
             return False
-        if column.finite and pa.types.is_floating(column.type) and len(values):
+        if column.finite and pa.types.is_floating(values.type) and len(values):
             if not pc.all(pc.is_finite(values)).as_py():
                 return False
     return True
@@ -392,7 +394,11 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
                     parts[name].extend(table.column(name).chunks)
     if spec.header and header is None:
         raise InputError(path, "empty file: no header line")
-    return Table(path, _numpy_columns(parts, spec), rows, dropped, header, hasher.hexdigest(), size)
+    columns = _numpy_columns(parts, spec)
+    for column in spec.converted:  # as the whole-file parse returns them
+        if column.whole_numbers:
+            columns[column.name] = normalise_time(columns[column.name])
+    return Table(path, columns, rows, dropped, header, hasher.hexdigest(), size)
 
 
 def _numpy_columns(parts: dict[str, list[pa.Array]], spec: TableSpec) -> dict[str, np.ndarray]:
@@ -433,7 +439,7 @@ def _parse_mapped(path: Path, spec: TableSpec) -> tuple[pa.Table, str | None, st
         with progress(total=len(mapped), desc=f"parse {path.name}", unit="B") as bar, \
                 ThreadPoolExecutor(max_workers=1) as hashing:
             hashed = hashing.submit(hasher.update, mapped)  # sha256 releases the GIL: overlaps parsing
-            table, _ = _try_parse(memoryview(mapped)[start:], spec, block_size=1 << 20)
+            table = _parse_whole_numbers(memoryview(mapped)[start:], spec, _first_line(mapped, start))
             hashed.result()
             bar.update(len(mapped))
         if table is None or not _values_ok(table, spec):
@@ -444,6 +450,33 @@ def _parse_mapped(path: Path, spec: TableSpec) -> tuple[pa.Table, str | None, st
             mapped.close()
         except BufferError:  # a parse error still references the mapping: the collector closes it
             pass
+
+
+def _first_line(mapped: mmap.mmap, start: int) -> str:
+    end = mapped.find(b"\n", start)
+    return mapped[start:len(mapped) if end < 0 else end].decode("utf-8", errors="replace").strip()
+
+
+def _parse_whole_numbers(data: memoryview, spec: TableSpec, first_line: str) -> pa.Table | None:
+    """Parse with ``whole_numbers`` columns as int64 (cheaper to parse, and no float-to-int pass later)
+    when the first row has integers there; as declared when that fails. Whole numbers from 2**53 on are
+    returned as float64, as the float parse (and normalise_time) would have them."""
+    fields = split_fields(first_line, spec.delimiter)
+    whole = [c.name for c, text in zip(spec.columns, fields)
+             if c.whole_numbers and pa.types.is_floating(c.type) and text.lstrip("+-").isdigit()]
+    if whole:
+        as_int = TableSpec(tuple(Column(c.name, INT, c.nonnegative, c.finite, c.numpy_dtype) if c.name in whole else c
+                                 for c in spec.columns), spec.delimiter, spec.header, spec.comments)
+        table, _ = _try_parse(data, as_int, block_size=1 << 20)
+        if table is not None:
+            for name in whole:
+                values = table.column(name)
+                bounds = pc.min_max(values).as_py()
+                if len(values) and (bounds["min"] <= -2**53 or bounds["max"] >= 2**53):
+                    table = table.set_column(table.schema.get_field_index(name), name,
+                                             pc.cast(values, pa.float64(), safe=False))
+            return table
+    return _try_parse(data, spec, block_size=1 << 20)[0]
 
 
 def _comments_fail_parse(spec: TableSpec) -> bool:
