@@ -99,33 +99,34 @@ class _WeightEvolution(torch.autograd.Function):
     def forward(ctx, weight, cell, w_ih, w_hh, b_ih, b_hh, steps: int):
         ctx.set_materialize_grads(False)
         out = weight.new_empty((steps, *weight.shape))
+        into_ih, into_hh = w_ih.t(), w_hh.t()
         first, saved = weight, []
-        for t in range(steps):
-            gates = torch.addmm(b_hh, weight, w_hh.t()).add_(torch.addmm(b_ih, weight, w_ih.t()))
+        for row in out.unbind(0):
+            gates = torch.addmm(b_hh, weight, into_hh).add_(torch.addmm(b_ih, weight, into_ih))
             i, f, g, o = gates.unsafe_chunk(4, 1)
             i.sigmoid_(), f.sigmoid_(), g.tanh_(), o.sigmoid_()
             new_cell = (f * cell).add_(i * g)
             squashed = new_cell.tanh()
-            torch.mul(o, squashed, out=out[t])
+            torch.mul(o, squashed, out=row)
             saved += [cell, gates, squashed]
-            weight, cell = out[t], new_cell
+            weight, cell = row, new_cell
         ctx.save_for_backward(w_ih, w_hh, first, out, *saved)
-        ctx.steps = steps
         return out, cell
 
     @staticmethod
     def backward(ctx, grad_out, grad_cell):
         w_ih, w_hh, first, out, *saved = ctx.saved_tensors
-        grad_w = grad_b = from_next_ih = from_next_hh = None
-        for t in reversed(range(ctx.steps)):
-            weight = out[t - 1] if t else first
+        steps = out.shape[0]
+        inputs = (first, *out.unbind(0)[:-1])
+        from_stack = grad_out.unbind(0) if grad_out is not None else (None,) * steps
+        grad_w = grad_b = from_ih = from_hh = None
+        for t in reversed(range(steps)):
             cell, gates, squashed = saved[3 * t:3 * t + 3]
-            grad_h = grad_out[t] if grad_out is not None else None
-            if from_next_ih is not None:  # autograd's order: the stack, then W_ih's, then W_hh's addmm
-                grad_h = from_next_ih if grad_h is None else grad_h + from_next_ih
-                grad_h = grad_h + from_next_hh
-            if grad_h is None:
-                grad_h = torch.zeros_like(weight)
+            grad_h = from_stack[t]
+            if from_ih is not None:  # autograd's order: the stack, then W_ih's, then W_hh's addmm
+                grad_h = (from_ih if grad_h is None else grad_h + from_ih) + from_hh
+            elif grad_h is None:
+                grad_h = torch.zeros_like(squashed)
             i, f, g, o = gates.unsafe_chunk(4, 1)
             grad_c = _TANH_BACKWARD(grad_h * o, squashed)
             if grad_cell is not None:
@@ -133,12 +134,12 @@ class _WeightEvolution(torch.autograd.Function):
             grad_gates = torch.cat([_SIGMOID_BACKWARD(grad_c * g, i), _SIGMOID_BACKWARD(grad_c * cell, f),
                                     _TANH_BACKWARD(grad_c * i, g), _SIGMOID_BACKWARD(grad_h * squashed, o)], 1)
             grad_cell = grad_c * f
-            from_next_ih, from_next_hh = grad_gates.mm(w_ih), grad_gates.mm(w_hh)
-            step_w, step_b = grad_gates.t().mm(weight), grad_gates.sum(0)
-            grad_w = step_w if grad_w is None else grad_w + step_w
-            grad_b = step_b if grad_b is None else grad_b + step_b
-        grad_weight = from_next_ih + from_next_hh
-        return grad_weight, grad_cell, grad_w, grad_w, grad_b, grad_b, None
+            from_ih, from_hh = grad_gates.mm(w_ih), grad_gates.mm(w_hh)
+            step_w, step_b = grad_gates.t().mm(inputs[t]), grad_gates.sum(0)
+            grad_w = step_w if grad_w is None else grad_w.add_(step_w)
+            grad_b = step_b if grad_b is None else grad_b.add_(step_b)
+        # W_ih and W_hh see the same input and gate gradients, so their gradients are equal (two copies)
+        return from_ih + from_hh, grad_cell, grad_w, grad_w.clone(), grad_b, grad_b.clone(), None
 
 
 class EvolveGCNOLayer(nn.Module):
