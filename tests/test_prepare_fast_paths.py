@@ -12,8 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dgbench.store as store
-from dgbench.store import CHUNK_ELEMENTS, EdgeStreamStoreWriter, SnapshotStoreWriter, open_store
+from dgbench import store
+from dgbench.store import (
+    CHUNK_ELEMENTS,
+    EdgeStreamStoreWriter,
+    SnapshotStoreWriter,
+    open_store,
+)
 from loaders import parsing
 from loaders.edgelists import DST, SRC, TIME, WEIGHT
 from loaders.parsing import WHITESPACE, TableSpec, read_table
@@ -110,9 +115,9 @@ def test_append_snapshots_stores_what_append_snapshot_stores(tmp_path: Path) -> 
 
 
 def test_append_snapshots_refuses_bad_bounds(tmp_path: Path) -> None:
-    with SnapshotStoreWriter(tmp_path / "s.zarr", num_nodes=5, directed=True, cut={}, provenance={}) as writer:
-        with pytest.raises(ValueError, match="bounds"):
-            writer.append_snapshots(np.array([1, 2]), np.array([3, 4]), bounds=np.array([0, 1]))
+    with SnapshotStoreWriter(tmp_path / "s.zarr", num_nodes=5, directed=True, cut={}, provenance={}) as writer, \
+            pytest.raises(ValueError, match="bounds"):
+        writer.append_snapshots(np.array([1, 2]), np.array([3, 4]), bounds=np.array([0, 1]))
 
 
 def test_own_chunk_encoding_matches_zarr(tmp_path: Path) -> None:
