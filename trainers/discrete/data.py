@@ -60,9 +60,14 @@ def _per_segment(ascending: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 
 def _draw(bounds: np.ndarray, wanted: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``wanted[i]`` uniform integers in [bounds[i], bounds[i+1]) for every i, sorted."""
-    segment = np.repeat(np.arange(len(wanted)), wanted)
-    low = bounds[segment]
-    return np.sort(low + rng.integers(0, np.maximum(bounds[1:] - bounds[:-1], 1)[segment]))
+    sizes = np.diff(bounds)[wanted > 0]
+    if not len(sizes):
+        return np.empty(0, np.int64)
+    if (sizes == sizes[0]).all():  # equal segments (negatives): one scalar-bounded draw
+        segment = np.repeat(np.arange(len(wanted)), wanted)
+        return np.sort(bounds[segment] + rng.integers(0, sizes[0], size=len(segment)))
+    return np.sort(np.concatenate([bounds[i] + rng.integers(0, bounds[i + 1] - bounds[i], size=k)
+                                   for i, k in enumerate(wanted.tolist()) if k]))
 
 
 def _distinct_per_segment(starts: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
