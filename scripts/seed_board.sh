@@ -25,7 +25,8 @@ for model in tmgcn evolvegcn-o cdgcn; do
 done
 run --scheme checkpoint --model tmgcn --dataset stores/esdg-random.zarr --nb 4
 run --scheme checkpoint --model tmgcn --dataset stores/esdg-random.zarr --nb 4 --transfer gd
-for scheme in snapshot vertex; do
+for scheme in snapshot vertex; do  # one rank, then two: strong (same store) and weak (N grows with P)
+  run --scheme "$scheme" --model tmgcn --dataset stores/esdg-random.zarr --nproc 1
   run --scheme "$scheme" --model tmgcn --dataset stores/esdg-random.zarr --nproc 2
   run --scheme "$scheme" --model tmgcn --dataset stores/esdg-random-n2048.zarr --nproc 2
 done
