@@ -94,6 +94,7 @@ def test_another_schema_is_refused():
 
 @pytest.mark.parametrize("text, reason", [
     ('{"a": NaN}', "NaN"),
+    ('{"a": {"lr": 1e400}}', "not a finite double"),  # overflows to inf without being a constant
     ('{"a": 1, "a": 2}', "appears twice"),
     ("[1, 2]", "not an object"),
     ('{"a": ', "not valid JSON"),

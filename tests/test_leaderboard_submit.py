@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError
 from dgbench.leaderboard.board import Rejected, load_board, submit
+from dgbench.leaderboard.render import render
 from dgbench.records import REPO_ROOT, content_hash
 from leaderboard_records import make_record, reseal, unofficial_dataset, write
 
@@ -173,3 +174,16 @@ def test_a_scratch_board_without_a_registry_uses_the_repos(tmp_path):
     result = submit(write(make_record(), tmp_path / "r.json"), scratch)
     assert result.official["label"] == "esdg-random (defaults)"
     assert all(entry.official for entry in load_board(scratch))
+
+
+def test_an_overflowing_number_is_refused_and_the_board_still_renders(board, tmp_path):
+    # 1e400 parses to inf; filed, it would be written as Infinity and stop every later render.
+    path = write(reseal(make_record()), tmp_path / "r.json")
+    path.write_text(path.read_text().replace('"lr": 0.01', '"lr": 1e400'))
+    assert "1e400" in path.read_text()
+    with pytest.raises(Rejected) as caught:
+        submit(path, board)
+    assert [p.field for p in caught.value.problems] == ["(file)"]
+    assert "not a finite double" in reasons(caught)[0]
+    submit(write(make_record(), tmp_path / "good.json"), board)
+    assert "| esdg-random" in render(board, "md")

@@ -156,7 +156,7 @@ def _file_new(path: Path, record: dict[str, Any], source: str | Path) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=2, sort_keys=True)
+            json.dump(record, f, indent=2, sort_keys=True, allow_nan=False)
             f.write("\n")
         os.chmod(tmp, 0o644)  # mkstemp makes it private; the board is for everyone to read
         os.link(tmp, path)  # fails if the name exists: no overwrite, unlike rename

@@ -62,6 +62,14 @@ def parse_record_text(text: str) -> dict[str, Any]:
     def no_constants(name: str) -> Any:
         raise ValueError(f"non-standard JSON constant {name}")
 
+    def finite_float(literal: str) -> float:
+        # json turns an overflowing literal such as 1e400 into inf without calling parse_constant;
+        # filed back out, that inf would be written as the non-JSON constant Infinity.
+        value = float(literal)
+        if not math.isfinite(value):
+            raise ValueError(f"number {literal[:40]} is not a finite double")
+        return value
+
     def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         keys = [k for k, _ in pairs]
         repeated = sorted({k for k in keys if keys.count(k) > 1})
@@ -70,7 +78,8 @@ def parse_record_text(text: str) -> dict[str, Any]:
         return dict(pairs)
 
     try:
-        value = json.loads(text, parse_constant=no_constants, object_pairs_hook=unique_keys)
+        value = json.loads(text, parse_constant=no_constants, parse_float=finite_float,
+                           object_pairs_hook=unique_keys)
     except (ValueError, RecursionError) as exc:
         raise RecordParseError(Problem("(file)", f"not valid JSON ({exc})")) from exc
     if not isinstance(value, dict):
