@@ -46,7 +46,7 @@ def rank_epoch(epoch: int, rank: int, seconds: float, work: int, comm_bytes: int
 def make_record(*, scheme: str = "snapshot", model: str = "tmgcn", world_size: int = 1, epochs: int = 4,
                 epoch_seconds: float = 2.0, seed: int = 0, test_ap: float = 0.8,
                 dataset: dict[str, Any] | None = None, dirty: bool | None = False,
-                commit: str | None = CLEAN_COMMIT) -> dict[str, Any]:
+                commit: str | None = CLEAN_COMMIT, hidden: int = 6) -> dict[str, Any]:
     """A sealed record; ``epoch_seconds`` is the slowest rank's time of each timed epoch."""
     dataset = dataset or official_dataset()
     work = dataset["num_edges"]
@@ -55,7 +55,7 @@ def make_record(*, scheme: str = "snapshot", model: str = "tmgcn", world_size: i
                  for e in range(epochs)] for r in range(world_size)]
     record = build_record(
         family="discrete", task="link_prediction", scheme=scheme, model=model, dataset=dataset,
-        hyperparameters={"seed": seed, "lr": 0.01, "hidden": 6, "window": 3, "epochs": epochs},
+        hyperparameters={"seed": seed, "lr": 0.01, "hidden": hidden, "window": 3, "epochs": epochs},
         world_size=world_size, backend="gloo", device=torch.device("cpu"), epochs=merge_rank_epochs(per_rank),
         final_metrics={"test": {"accuracy": test_ap - 0.05, "ap": test_ap, "auc": test_ap + 0.02},
                        "val": {"accuracy": 0.7, "ap": 0.75, "auc": 0.77}},

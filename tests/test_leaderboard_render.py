@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from dgbench.cli import cli
-from dgbench.leaderboard.board import default_board, load_board
+from dgbench.leaderboard.board import default_board, load_board, submit
 from dgbench.leaderboard.figures import run_figures
 from dgbench.leaderboard.render import GENERATED_NOTE, render, render_markdown
 from dgbench.leaderboard.tables import build_view
@@ -72,6 +72,33 @@ def test_strong_and_weak_scaling_speedups(populated):
     assert weak[3]["speedup"] == pytest.approx(weak[3]["throughput"] / base)
     assert weak[3]["efficiency"] == pytest.approx(weak[3]["speedup"] / 8)
     assert [p["comm_bytes"] for p in weak] == [0, 4e6, 16e6, 64e6]
+
+
+def test_a_scaling_series_never_mixes_setups(tmp_path):
+    board = tmp_path / "board"
+    board.mkdir()
+    shutil.copy(REPO_ROOT / "leaderboards" / "official_stores.json", board)
+    runs = [make_record(world_size=1, epoch_seconds=2.0), make_record(world_size=2, epoch_seconds=1.0),
+            make_record(world_size=1, epoch_seconds=8.0, hidden=64)]  # a wider model: slower, not a base point
+    for index, record in enumerate(runs):
+        submit(write(record, tmp_path / f"{index}.json"), board)
+    series = {s["setup"]["hidden"]: s for s in rendered_json(board)["scaling"]}
+    assert [p["records"] for p in series[6]["points"]] == [1, 1]
+    assert series[6]["points"][1]["speedup"] == pytest.approx(2.0, rel=0.02)
+    assert [p["world_size"] for p in series[64]["points"]] == [1]
+    setups = {row["Setup"] for row in table(rendered_json(board), "throughput-official")}
+    assert len(setups) == 2 and all("hidden=" in s for s in setups)
+
+
+def test_bar_plots_label_every_run_and_split_the_families():
+    from dgbench.leaderboard import plots
+    runs = build_view(load_board(default_board())).throughput_runs
+    families = plots.by_family(runs)
+    assert set(families) == {"discrete", "continuous"}  # edges/s and events/s never share an axis
+    for members in families.values():
+        varying = plots.varying_keys([plots.run_setup(e.record) for e, _ in members])
+        labels = [plots.run_label(e, varying) for e, _ in members]
+        assert len(set(labels)) == len(labels), "two bars share a label and would be drawn on top of each other"
 
 
 def test_accuracy_needs_three_seeds_and_reports_mean_and_std(populated):

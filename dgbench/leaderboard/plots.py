@@ -7,6 +7,7 @@ board renders to the same bytes.
 from __future__ import annotations
 
 import io
+import json
 from collections import defaultdict
 
 import matplotlib
@@ -17,8 +18,10 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 from dgbench.leaderboard.board import Entry  # noqa: E402
 from dgbench.leaderboard.figures import RunFigures  # noqa: E402
 from dgbench.leaderboard.tables import ScalingSeries, dataset_label  # noqa: E402
+from dgbench.leaderboard.tracks import run_setup  # noqa: E402
 
 PHASE_COLOURS = {"transfer": "#4e79a7", "compute": "#59a14f", "communication": "#e15759"}
+FAMILY_UNITS = {"discrete": "edges/s", "continuous": "events/s"}
 
 
 def png(figure: plt.Figure) -> bytes:
@@ -28,10 +31,42 @@ def png(figure: plt.Figure) -> bytes:
     return buffer.getvalue()
 
 
-def run_label(entry: Entry) -> str:
+def run_label(entry: Entry, varying: list[str]) -> str:
+    """One bar's label: unique per record (seed, the setup keys that differ on the plot, the record hash)."""
     record = entry.record
+    setup = run_setup(record)
+    extra = "".join(f" · {key}={setup.get(key, '–')}" for key in varying)
     return (f"{record['scheme']}/{record['model']} · {dataset_label(entry)} · p={record['world_size']} · "
-            f"{record['hardware_class']}")
+            f"{record['hardware_class']}{extra} · seed={record['hyperparameters'].get('seed', '–')} · "
+            f"#{entry.digest[:6]}")
+
+
+def varying_keys(setups: list[dict]) -> list[str]:
+    """The setup keys whose values differ among ``setups`` (what tells two otherwise alike runs apart)."""
+    keys = sorted({key for setup in setups for key in setup})
+    return [key for key in keys if len({json.dumps(setup.get(key)) for setup in setups}) > 1]
+
+
+def by_family(runs: list[tuple[Entry, RunFigures]]) -> dict[str, list[tuple[Entry, RunFigures]]]:
+    """Discrete (edges/s) and continuous (events/s) runs differ by orders of magnitude: one panel each."""
+    families: dict[str, list[tuple[Entry, RunFigures]]] = defaultdict(list)
+    for entry, figures in runs:
+        families[entry.record["family"]].append((entry, figures))
+    return dict(sorted(families.items(), key=lambda item: list(FAMILY_UNITS).index(item[0])))
+
+
+def _bar_panels(runs: list[tuple[Entry, RunFigures]], title: str) -> tuple[plt.Figure, list]:
+    """One horizontal-bar panel per family, each as tall as its number of bars."""
+    families = by_family(runs)
+    heights = [len(members) for members in families.values()]
+    figure, axes = plt.subplots(len(families), 1, figsize=(11, 0.32 * sum(heights) + 1.6 * len(families)),
+                                gridspec_kw={"height_ratios": heights}, squeeze=False, layout="constrained")
+    figure.suptitle(title)
+    panels = []
+    for ax, (family, members) in zip(axes[:, 0], families.items()):
+        varying = varying_keys([run_setup(entry.record) for entry, _ in members])
+        panels.append((ax, family, members, [run_label(entry, varying) for entry, _ in members]))
+    return figure, panels
 
 
 def scaling_plots(series: list[ScalingSeries]) -> dict[str, bytes]:
@@ -86,30 +121,31 @@ def _comm_axes(ax: plt.Axes, curves: list[ScalingSeries], title: str) -> None:
 
 
 def breakdown_plot(runs: list[tuple[Entry, RunFigures]]) -> bytes | None:
-    """Median epoch time split into transfer / compute / communication, one bar per run."""
+    """Median epoch time split into transfer / compute / communication, one bar per run (ESDG Fig. 4)."""
     if not runs:
         return None
-    labels = [run_label(entry) for entry, _ in runs]
-    figure, ax = plt.subplots(figsize=(10, 0.45 * len(runs) + 1.2))
-    left = [0.0] * len(runs)
-    for phase, colour in PHASE_COLOURS.items():
-        widths = [figures.breakdown[phase] for _, figures in runs]
-        ax.barh(labels, widths, left=left, color=colour, label=phase)
-        left = [a + b for a, b in zip(left, widths)]
-    ax.invert_yaxis()
-    ax.set_xlabel("median epoch time (s)")
-    ax.set_title("Epoch-time breakdown (official throughput runs)")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure, panels = _bar_panels(runs, "Epoch-time breakdown (official throughput runs)")
+    for ax, family, members, labels in panels:
+        left = [0.0] * len(members)
+        for phase, colour in PHASE_COLOURS.items():
+            widths = [figures.breakdown[phase] for _, figures in members]
+            ax.barh(labels, widths, left=left, color=colour, label=phase)
+            left = [a + b for a, b in zip(left, widths)]
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_xlabel(f"median epoch time (s), {family} time")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return png(figure)
 
 
 def throughput_plot(runs: list[tuple[Entry, RunFigures]]) -> bytes | None:
+    """Median timed-epoch throughput, one bar per run, one panel per family."""
     if not runs:
         return None
-    labels = [run_label(entry) for entry, _ in runs]
-    figure, ax = plt.subplots(figsize=(10, 0.45 * len(runs) + 1.2))
-    ax.barh(labels, [figures.throughput for _, figures in runs], color="#f28e2b")
-    ax.invert_yaxis()
-    ax.set_xlabel("edges/s (median timed epoch)")
-    ax.set_title("Throughput (official runs)")
+    figure, panels = _bar_panels(runs, "Throughput (official runs)")
+    for ax, family, members, labels in panels:
+        ax.barh(labels, [figures.throughput for _, figures in members], color="#f28e2b")
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_xlabel(f"{FAMILY_UNITS[family]} (median timed epoch), {family} time")
     return png(figure)

@@ -80,7 +80,7 @@ def render_json(view: BoardView) -> str:
     data = {"schema": "dgbench.leaderboard", "version": 1, "counts": view.counts,
             "tables": {key: [table_json(t) for t in tables] for key, tables in _tables_in_order(view)},
             "scaling": [{"mode": s.mode, "official": s.official, "dataset": s.dataset, "model": s.model,
-                         "scheme": s.scheme, "hardware": s.hardware,
+                         "scheme": s.scheme, "hardware": s.hardware, "setup": json.loads(s.setup),
                          "points": [vars(p) for p in s.points]} for s in view.scaling]}
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 

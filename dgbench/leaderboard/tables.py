@@ -13,7 +13,7 @@ from typing import Any
 
 from dgbench.leaderboard.board import Entry
 from dgbench.leaderboard.figures import RunFigures, mean_std, run_figures
-from dgbench.leaderboard.tracks import ACCURACY_METRICS, MIN_SEEDS, TRACKS, learning_setup
+from dgbench.leaderboard.tracks import ACCURACY_METRICS, MIN_SEEDS, TRACKS, learning_setup, run_setup
 
 MB = 1e6
 
@@ -52,6 +52,7 @@ class ScalingSeries:
     model: str
     scheme: str
     hardware: str
+    setup: str  # run_setup as sorted JSON: a series never mixes runs of different setups
     points: list[ScalingPoint] = field(default_factory=list)
 
     @property
@@ -127,7 +128,7 @@ def _title(track: str, section: str) -> str:
 
 
 THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Edges/s", "Rank", "Epoch s", "Transfer s",
-                      "Compute s", "Comm s", "Comm MB/epoch", "Peak MB", "Timed epochs", "Code", "Record"]
+                      "Compute s", "Comm s", "Comm MB/epoch", "Peak MB", "Timed epochs", "Setup", "Code", "Record"]
 
 
 def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Table:
@@ -143,9 +144,9 @@ def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Tabl
                      number(ranks[group]), number(figures.time_s), number(figures.transfer_s), number(figures.compute_s),
                      number(figures.communication_s), number(figures.comm_bytes / MB),
                      number(figures.peak_memory_bytes / MB), number(figures.timed_epochs),
-                     text(code_label(record)), text(entry.digest[:12])])
+                     text(setup_label(run_setup(record))), text(code_label(record)), text(entry.digest[:12])])
     return Table(f"throughput-{section}", _title("throughput", section), THROUGHPUT_COLUMNS,
-                 [c not in (0, 1, 2, 3, 14, 15) for c in range(len(THROUGHPUT_COLUMNS))], rows)
+                 [c not in (0, 1, 2, 3, 14, 15, 16) for c in range(len(THROUGHPUT_COLUMNS))], rows)
 
 
 # --------------------------------------------------------------------------- scaling
@@ -157,9 +158,9 @@ def scaling_series(entries: list[Entry], official: bool) -> list[ScalingSeries]:
     for entry in entries:
         record = entry.record
         groups[(record["dataset"]["name"], record["family"], record["model"], record["scheme"],
-                record["hardware_class"])].append(entry)
+                record["hardware_class"], json.dumps(run_setup(record), sort_keys=True))].append(entry)
     series = []
-    for (name, _, model, scheme, hardware), members in sorted(groups.items()):
+    for (name, _, model, scheme, hardware, setup), members in sorted(groups.items()):
         by_store: dict[str, list[Entry]] = defaultdict(list)
         for entry in members:
             by_store[entry.record["dataset"]["fingerprint"]].append(entry)
@@ -169,9 +170,9 @@ def scaling_series(entries: list[Entry], official: bool) -> list[ScalingSeries]:
             strong = _by_world(store_entries)
             if len(strong) > 1 or fingerprint not in in_weak:  # a lone point already on a weak curve adds nothing
                 series.append(_series("strong", official, dataset_label(store_entries[0]), model, scheme,
-                                      hardware, strong))
+                                      hardware, setup, strong))
         if weak:
-            series.append(_series("weak", official, name, model, scheme, hardware, weak))
+            series.append(_series("weak", official, name, model, scheme, hardware, setup, weak))
     return series
 
 
@@ -199,9 +200,9 @@ def _weak_points(entries: list[Entry]) -> dict[int, list[Entry]]:
     return points if len(fingerprints) > 1 else {}
 
 
-def _series(mode: str, official: bool, dataset: str, model: str, scheme: str, hardware: str,
+def _series(mode: str, official: bool, dataset: str, model: str, scheme: str, hardware: str, setup: str,
             by_world: dict[int, list[Entry]]) -> ScalingSeries:
-    series = ScalingSeries(mode, official, dataset, model, scheme, hardware)
+    series = ScalingSeries(mode, official, dataset, model, scheme, hardware, setup)
     base_world = min(by_world)
     medians = {world: statistics.median(run_figures(e.record).throughput for e in members)
                for world, members in by_world.items()}
@@ -214,15 +215,15 @@ def _series(mode: str, official: bool, dataset: str, model: str, scheme: str, ha
 
 
 SCALING_COLUMNS = ["Mode", "Dataset", "Model", "Scheme", "Hardware", "World", "Edges/s", "Speedup", "Efficiency",
-                   "Comm MB/epoch", "Records"]
+                   "Comm MB/epoch", "Records", "Setup"]
 
 
 def scaling_table(series: list[ScalingSeries], section: str) -> Table:
     rows = [[text(s.mode), text(s.dataset), text(s.model), text(s.scheme), text(s.hardware), number(p.world_size),
              number(p.throughput), number(p.speedup), number(p.efficiency), number(p.comm_bytes / MB),
-             number(p.records)] for s in series for p in s.points]
+             number(p.records), text(setup_label(json.loads(s.setup)))] for s in series for p in s.points]
     return Table(f"scaling-{section}", _title("scaling", section), SCALING_COLUMNS,
-                 [c >= 5 for c in range(len(SCALING_COLUMNS))], rows,
+                 [5 <= c <= 10 for c in range(len(SCALING_COLUMNS))], rows,
                  note="Speedup: edges/s over the smallest world that ran in the series; efficiency: speedup / "
                       "(world / smallest world).")
 
@@ -247,7 +248,7 @@ def accuracy_tables(entries: list[Entry], section: str) -> dict[str, Table]:
         for metric in ACCURACY_METRICS:
             values = [e.record["final_metrics"]["test"].get(metric) for e in by_seed.values()]
             row.append(_mean_std_cell([v for v in values if v is not None]))
-        row.append(text(_setup_label(setup)))
+        row.append(text(setup_label(json.loads(setup))))
         (ranked if len(by_seed) >= MIN_SEEDS else pending).append(row)
     for rows in (ranked, pending):
         rows.sort(key=lambda row: (row[0].sort, row[1].sort, row[2].sort, row[4].sort, -row[6].sort, row[3].sort))
@@ -266,5 +267,5 @@ def _mean_std_cell(values: list[float]) -> Cell:
     return Cell(f"{mean:.4f} ± {std:.4f}" if len(values) > 1 else f"{mean:.4f}", mean)
 
 
-def _setup_label(setup: str) -> str:
-    return ", ".join(f"{k}={v}" for k, v in json.loads(setup).items())
+def setup_label(setup: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in setup.items())

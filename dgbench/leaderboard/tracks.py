@@ -18,6 +18,8 @@ MIN_SEEDS = 3
 ACCURACY_METRICS = ("ap", "auc", "accuracy")
 # Hyper-parameters that do not change what is learned: runs differing only in these share an accuracy row.
 NON_LEARNING_KEYS = {"seed", "out", "dataset", "timeout_s", "nproc", "backend", "device"}
+# ... and those that change what is learned but not the work of an epoch.
+RATE_NEUTRAL_KEYS = {"epochs", "lr"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,12 @@ TRACKS: dict[str, Track] = {track.name: track for track in (
 def qualifying_tracks(record: dict[str, Any]) -> dict[str, list[Problem]]:
     """Each track's problems with ``record`` (an empty list where it qualifies)."""
     return {name: track.check(record) for name, track in TRACKS.items()}
+
+
+def run_setup(record: dict[str, Any]) -> dict[str, Any]:
+    """The hyper-parameters that change how fast an epoch runs (the scaling series' grouping key):
+    a speedup is only measured between runs that differ in world size and store alone."""
+    return {k: v for k, v in learning_setup(record).items() if k not in RATE_NEUTRAL_KEYS}
 
 
 def learning_setup(record: dict[str, Any]) -> dict[str, Any]:
