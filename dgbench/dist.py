@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import queue
 import socket
 import time
 import traceback
@@ -136,22 +137,19 @@ def launch(fn: Callable[..., Any], nproc: int = 1, args: Sequence[Any] = (), bac
         p.start()
     collected: dict[int, Any] = {}
     failure: tuple[int, str] | None = None
-    deadline = time.monotonic() + timeout_s * 4
+    # No deadline on the whole job (a long healthy run must finish): a hung collective fails its rank
+    # within timeout_s through the process group, and that rank's report ends the job.
+    silent_since: dict[int, float] = {}
     while len(collected) < nproc and failure is None:
         try:
             rank, status, value = results.get(timeout=1.0)
-        except Exception:  # queue.Empty: check for ranks that died without reporting
-            dead = [r for r, p in enumerate(procs) if not p.is_alive() and p.exitcode not in (0, None)
-                    and r not in collected]
-            if dead:
-                failure = (dead[0], f"rank {dead[0]} exited with code {procs[dead[0]].exitcode}")
-            elif time.monotonic() > deadline:
-                failure = (-1, f"job did not finish within {timeout_s * 4:.0f} s")
+        except queue.Empty:
+            failure = _rank_gone(procs, collected, silent_since)
             continue
         if status == "ok":
             collected[rank] = value
         else:
-            failure = (rank, value)
+            failure = _root_cause(procs, collected, (rank, value))
     for p in procs:
         if failure is not None and p.is_alive():
             p.terminate()
@@ -160,6 +158,36 @@ def launch(fn: Callable[..., Any], nproc: int = 1, args: Sequence[Any] = (), bac
         raise DgbenchError(f"distributed run failed on rank {failure[0]}: {failure[1].strip().splitlines()[-1]}"
                            if failure[0] >= 0 else failure[1])
     return [collected[r] for r in range(nproc)]
+
+
+def _rank_gone(procs: list, collected: dict[int, Any], silent_since: dict[int, float],
+               grace_s: float = 10.0) -> tuple[int, str] | None:
+    """A rank that died without reporting: crashed (non-zero exit), or exited 0 and stayed silent past
+    ``grace_s`` (its result, if any, would have reached the queue by then)."""
+    for rank, proc in enumerate(procs):
+        if rank in collected or proc.is_alive():
+            continue
+        if proc.exitcode != 0:
+            return rank, f"rank {rank} exited with code {proc.exitcode} without reporting"
+        if time.monotonic() - silent_since.setdefault(rank, time.monotonic()) > grace_s:
+            return rank, f"rank {rank} exited without reporting a result"
+    return None
+
+
+def _root_cause(procs: list, collected: dict[int, Any], reported: tuple[int, str],
+                wait_s: float = 2.0) -> tuple[int, str]:
+    """A rank that crashed makes its peers report a broken connection: name the crashed one instead."""
+    until = time.monotonic() + wait_s
+    while True:
+        crashed = [r for r, p in enumerate(procs) if r not in collected and r != reported[0]
+                   and not p.is_alive() and p.exitcode not in (0, None)]
+        if crashed:
+            peer = reported[1].strip().splitlines()[-1] if reported[1].strip() else "an error"
+            return crashed[0], (f"rank {crashed[0]} exited with code {procs[crashed[0]].exitcode} without "
+                                f"reporting (rank {reported[0]} then saw: {peer[:200]})")
+        if time.monotonic() > until:
+            return reported
+        time.sleep(0.1)
 
 
 @dataclass

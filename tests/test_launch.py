@@ -1,0 +1,48 @@
+"""dist.launch: a long healthy job finishes, and a rank that fails ends the job with an error naming it."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch.distributed as dist
+
+from dgbench.dist import DistContext, launch
+from dgbench.errors import DgbenchError
+
+
+def _slow_but_healthy(ctx: DistContext, seconds: float) -> int:
+    dist.barrier()
+    time.sleep(seconds)  # longer than 4 x the collective timeout, with no collective pending
+    dist.barrier()
+    return ctx.rank
+
+
+def _rank_one_crashes(ctx: DistContext) -> int:
+    if ctx.rank == 1:
+        os._exit(3)  # dies without reporting, as a segfault or an OOM kill would
+    dist.barrier()
+    return ctx.rank
+
+
+def _rank_one_raises(ctx: DistContext) -> int:
+    if ctx.rank == 1:
+        raise DgbenchError("store shard 1 is unreadable")
+    dist.barrier()
+    return ctx.rank
+
+
+def test_a_job_longer_than_the_collective_timeout_finishes():
+    assert launch(_slow_but_healthy, 2, (6.0,), timeout_s=1.5) == [0, 1]
+
+
+def test_a_crashed_rank_ends_the_job_with_its_exit_code():
+    started = time.monotonic()
+    with pytest.raises(DgbenchError, match="rank 1 exited with code 3"):
+        launch(_rank_one_crashes, 2, timeout_s=5)
+    assert time.monotonic() - started < 60
+
+
+def test_a_failing_rank_is_named_with_its_error():
+    with pytest.raises(DgbenchError, match="failed on rank 1: store shard 1 is unreadable"):
+        launch(_rank_one_raises, 2, timeout_s=5)
