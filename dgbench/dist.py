@@ -32,6 +32,7 @@ from dgbench.errors import DgbenchError
 from dgbench.memory import peak_rss_bytes
 
 DEFAULT_TIMEOUT_S = 300.0
+SETUP_TIMEOUT_S = 24 * 3600.0  # how long ranks wait for rank 0's one-off setup work (e.g. partitioning)
 
 
 @dataclass
@@ -81,6 +82,26 @@ def init_distributed(backend: str | None = None, timeout_s: float = DEFAULT_TIME
 def shutdown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def from_main(ctx: DistContext, key: str, compute: Callable[[], bytes],
+              timeout_s: float = SETUP_TIMEOUT_S) -> bytes:
+    """Rank 0 runs ``compute`` once and every rank gets its bytes.
+
+    The bytes go through the process group's key-value store, not a collective: a setup step such as a
+    hypergraph partitioning can outlast the collective timeout, and a rank waiting inside a collective
+    would fail the job. If rank 0 fails instead, its launcher (``launch`` or torchrun) ends the job.
+    """
+    if ctx.world_size == 1:
+        return compute()
+    store = dist.distributed_c10d._get_default_store()
+    name = f"dgbench/from_main/{key}"
+    if ctx.is_main:
+        value = compute()
+        store.set(name, value)
+        return value
+    store.wait([name], datetime.timedelta(seconds=timeout_s))
+    return store.get(name)
 
 
 def _free_port() -> int:

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch.distributed as dist
 
-from dgbench.dist import DistContext, launch
+from dgbench.dist import DistContext, from_main, launch
 from dgbench.errors import DgbenchError
 
 
@@ -46,3 +46,16 @@ def test_a_crashed_rank_ends_the_job_with_its_exit_code():
 def test_a_failing_rank_is_named_with_its_error():
     with pytest.raises(DgbenchError, match="failed on rank 1: store shard 1 is unreadable"):
         launch(_rank_one_raises, 2, timeout_s=5)
+
+
+def _slow_setup_on_main(ctx: DistContext, seconds: float) -> bytes:
+    def partition() -> bytes:
+        time.sleep(seconds)  # a one-off setup step longer than the collective timeout
+        return b"owners\n\x00\x01"
+    shared = from_main(ctx, "test-setup", partition)
+    dist.barrier()
+    return shared
+
+
+def test_rank_zero_setup_may_outlast_the_collective_timeout():
+    assert launch(_slow_setup_on_main, 2, (5.0,), timeout_s=1.5) == [b"owners\n\x00\x01"] * 2

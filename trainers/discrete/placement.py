@@ -14,13 +14,14 @@ rank's share of the link-prediction pairs:
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
+from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd, from_main
 from dgbench.errors import DgbenchError
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, spmm
 from dgbench.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
@@ -363,13 +364,17 @@ def snapshot(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placeme
 
 @register_scheme("vertex", family="discrete", summary="vertex partitioning by a hypergraph partitioner, halo exchange")
 def vertex(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
-    partition = partition_owner(data, ctx.world_size, config.partitioner, config.seed, rank=ctx.rank)
-    # one partitioner run instead of P (a hypergraph run takes tens of CPU seconds): rank 0's owners
-    shared = ctx.comm.all_gather_equal(torch.from_numpy(partition.owner).to(ctx.device).view(-1, 1), tag="partition")
-    owner = shared[:data.num_nodes].view(-1).cpu().numpy()
-    report = {"method": partition.method, "connectivity": partition.connectivity,
-              "imbalance": partition.imbalance, "seconds": partition.seconds}
-    return VertexPlacement(ctx, data, blocks=config.blocks, owner=owner, method=partition.method, report=report)
+    def run_partitioner() -> bytes:
+        partition = partition_owner(data, ctx.world_size, config.partitioner, config.seed)
+        report = {"method": partition.method, "connectivity": partition.connectivity,
+                  "imbalance": partition.imbalance, "seconds": partition.seconds}
+        return json.dumps(report).encode() + b"\n" + partition.owner.astype(np.int64).tobytes()
+
+    # one partitioner run instead of P (a hypergraph run takes tens of CPU seconds), shared by rank 0
+    report_line, owner_bytes = from_main(ctx, "vertex-owner", run_partitioner).split(b"\n", 1)
+    report = json.loads(report_line)
+    owner = np.frombuffer(owner_bytes, dtype=np.int64).copy()
+    return VertexPlacement(ctx, data, blocks=config.blocks, owner=owner, method=report["method"], report=report)
 
 
 def input_edges(data: DiscreteData) -> SnapshotEdges:
@@ -378,7 +383,7 @@ def input_edges(data: DiscreteData) -> SnapshotEdges:
     return as_snapshot_edges([(s.src, s.dst) for s in snaps], data.num_nodes)
 
 
-def partition_owner(data: DiscreteData, parts: int, method: str, seed: int, rank: int = 0) -> VertexPartition:
+def partition_owner(data: DiscreteData, parts: int, method: str, seed: int) -> VertexPartition:
     """Owner rank of every vertex from dgbench.partition (Mt-KaHyPar minimising the connectivity
-    volume; METIS or ranges as fallbacks). Only rank 0 partitions (the others get one part)."""
-    return partition_vertices_detailed(input_edges(data), parts if rank == 0 else 1, method=method, seed=seed)
+    volume; METIS or ranges as fallbacks)."""
+    return partition_vertices_detailed(input_edges(data), parts, method=method, seed=seed)
