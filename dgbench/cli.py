@@ -44,11 +44,23 @@ class DgbenchGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except DgbenchError as exc:
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click prints these itself (usage errors name the option)
+        except Exception as exc:  # noqa: BLE001 - every failure is one line unless --debug
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(1)
+
+
+def _one_line(exc: Exception) -> str:
+    """DgbenchError and OSError already say what and where; anything else is named as unexpected."""
+    if isinstance(exc, DgbenchError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}"
+    return f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
 
 
 def _module_exists(module: str) -> bool:

@@ -25,9 +25,9 @@ def summarize(path: str | Path) -> dict[str, Any]:
         if store.has("time") and store.num_edges:
             out["time_span"] = _snapshot_time_span(store, per)
     elif isinstance(store, EdgeStreamStore):
-        t = store.array("t")
+        last = store.num_events - 1  # read through store.read: a damaged chunk is a one-line StoreError
         out.update(num_events=store.num_events, split=store.split,
-                   time_span=_span(t[0], t[store.num_events - 1]),
+                   time_span=_span(store.read("t", 0, 1)[0], store.read("t", last, last + 1)[0]),
                    edge_feature_dim=int(store.array("edge_features").shape[1]) if store.has("edge_features") else 0)
     return out
 
@@ -58,7 +58,9 @@ def format_summary(info: dict[str, Any]) -> str:
                   f"edge feats   {info['edge_feature_dim']}"]
     if "time_span" in info:
         span = info["time_span"]
-        lines.append(f"time span    {span['first']:g} .. {span['last']:g}  ({span['seconds'] / 86400:,.2f} days)")
+        steps = (info.get("provenance") or {}).get("time_unit") == "step"  # AMLSim: simulation steps, not seconds
+        length = f"{span['seconds']:,.0f} steps" if steps else f"{span['seconds'] / 86400:,.2f} days"
+        lines.append(f"time span    {span['first']:g} .. {span['last']:g}  ({length})")
     if info.get("bipartite"):
         lines.append(f"bipartite    {json.dumps(info['bipartite'])}")
     lines += [f"arrays       {', '.join(info['arrays'])}",

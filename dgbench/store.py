@@ -566,7 +566,8 @@ class _OpenStore:
         try:
             return array[start:stop]
         except Exception as exc:  # noqa: BLE001 - a truncated/garbled chunk: say which array, not a codec trace
-            raise StoreError(f"{self.path}: array '{name}' rows {start}..{stop} unreadable "
+            rows = "all rows" if start is None and stop is None else f"rows {start}..{stop}"
+            raise StoreError(f"{self.path}: array '{name}' {rows} unreadable "
                              f"({type(exc).__name__}: {exc}; run `dgbench validate`)") from exc
 
     def node_ids(self) -> np.ndarray | None:

@@ -97,3 +97,16 @@ def test_quiet_silences_progress_bars(runner, tmp_path):
     assert loud.exit_code == quiet.exit_code == 0
     assert "esdg-random" in loud.stderr  # the progress bar's label
     assert quiet.stderr == ""
+
+
+def test_unwritable_out_is_one_line_naming_the_path(runner, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = runner.invoke(cli, ["--quiet", *ESDG, "--out", str(blocker / "x.zarr")])
+    assert_one_line_error(result, str(blocker))
+
+
+def test_info_on_a_damaged_stream_is_one_line_naming_the_array(runner, stream_store):
+    chunk = stream_store / "t" / "c" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:40])
+    assert_one_line_error(runner.invoke(cli, ["info", str(stream_store)]), "array 't'", "unreadable")

@@ -70,6 +70,14 @@ def test_truncated_chunk(chunked_esdg_store):
     assert problem.startswith("array 'src': chunk c/2 (rows 2000..2999) truncated")
 
 
+def test_truncated_offsets_chunk_is_named_although_the_store_cannot_open(esdg_store):
+    chunk = esdg_store / "offsets" / "c" / "0"  # opening a snapshot store reads offsets first
+    chunk.write_bytes(chunk.read_bytes()[:20])
+    problem = only_problem(esdg_store)
+    assert problem.startswith("array 'offsets': chunk c/0 (rows 0..8) truncated"), problem
+    assert str(esdg_store) not in problem  # the CLI adds the path once
+
+
 def test_garbled_chunk(chunked_esdg_store):
     chunk = chunked_esdg_store / "dst" / "c" / "1"
     data = bytearray(chunk.read_bytes())
