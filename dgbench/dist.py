@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 import math
 import os
 import queue
@@ -84,6 +85,9 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
+_FROM_MAIN_CALLS = itertools.count()
+
+
 def from_main(ctx: DistContext, key: str, compute: Callable[[], bytes],
               timeout_s: float = SETUP_TIMEOUT_S) -> bytes:
     """Rank 0 runs ``compute`` once and every rank gets its bytes.
@@ -95,7 +99,8 @@ def from_main(ctx: DistContext, key: str, compute: Callable[[], bytes],
     if ctx.world_size == 1:
         return compute()
     store = dist.distributed_c10d._get_default_store()
-    name = f"dgbench/from_main/{key}"
+    # every rank makes the same calls in the same order, so a call number keeps runs apart
+    name = f"dgbench/from_main/{next(_FROM_MAIN_CALLS)}/{key}"
     if ctx.is_main:
         value = compute()
         store.set(name, value)

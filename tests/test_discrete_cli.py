@@ -68,3 +68,15 @@ def test_same_program_under_torchrun_records_every_rank(esdg_store: Path, tmp_pa
     record = json.loads(next((tmp_path / "runs").glob("vertex-cdgcn-*.json")).read_text())
     assert record["world_size"] == 2 and len(record["epochs"][0]["per_rank"]) == 2
     assert record["epochs"][0]["comm_bytes"] > 0
+
+
+@pytest.mark.parametrize("options, fragment", [
+    (["--scheme", "single", "--blocks", "4"], "--blocks 4: 'single' keeps every snapshot resident"),
+    (["--scheme", "vertex", "--transfer", "gd"], "--transfer gd: scheme 'vertex'"),
+    (["--scheme", "snapshot", "--transfer", "gd"], "--transfer gd: scheme 'snapshot' with --blocks 1"),
+])
+def test_an_option_the_scheme_would_ignore_is_refused(tmp_path: Path, esdg_store: Path, options, fragment):
+    result = CliRunner().invoke(cli, ["--quiet", "run", "--model", "tmgcn", "--dataset", str(esdg_store),
+                                      "--out", str(tmp_path / "runs"), *options])
+    assert result.exit_code == 1 and fragment in result.stderr, result.output
+    assert not (tmp_path / "runs").exists()  # refused before anything ran or was written

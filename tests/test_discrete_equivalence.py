@@ -71,8 +71,8 @@ def test_single_learns_and_reports_metrics(reference, store):
 
 def test_checkpoint_matches_single_for_base_and_gd(store, reference):
     configs = [config(store, "checkpoint", m, blocks=nb, transfer=mode)
-               for m in MODELS for nb, mode in ((3, "base"), (STEPS, "gd"))]
-    records = run_experiments(configs)
+               for m in MODELS for nb, mode in ((3, "base"), (STEPS, "gd"), (2, "gd"))]
+    records = run_experiments(configs)  # nb=2: blocks of 4 steps, 3 of each sent as differences
     for c, record in zip(configs, records):
         np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5, err_msg=f"{c.model} nb={c.blocks}")
         assert record["extra"]["transfer_mode"] == c.transfer
@@ -81,6 +81,9 @@ def test_checkpoint_matches_single_for_base_and_gd(store, reference):
     # one block per step: gd sends nothing but differences after each block's (only) snapshot
     per_step = records[1]["extra"]["transfer_bytes_per_epoch"]
     assert per_step["gd"] == per_step["base"]
+    assert records[2]["extra"]["transfer_bytes_per_epoch"]["gd"] != per_step["gd"]  # differences were sent
+    by_epoch = records[0]["extra"]["transfer_bytes_by_epoch"]
+    assert len(by_epoch) == EPOCHS and all(e == by_epoch[0] for e in by_epoch)  # same snapshots every epoch
 
 
 def test_checkpointing_lowers_peak_activation_memory(store):
@@ -95,7 +98,11 @@ def check_distributed(store: Path, reference: dict[str, list[float]], nproc: int
     # checkpoint blocks of 2 steps: at P = 4 half the ranks own no step of a block
     configs += [config(store, "snapshot", m, nproc, blocks=4) for m in ("cdgcn", "evolvegcn-o")]
     configs += [config(store, "vertex", "tmgcn", nproc, blocks=2)]
+    configs += [config(store, "snapshot", "tmgcn", nproc, blocks=2)]  # streamed: every rank moves its steps
     records = run_experiments(configs)
+    one_rank = run_experiments([config(store, "checkpoint", "tmgcn", blocks=2)])[0]
+    assert (records[-1]["extra"]["transfer_bytes_per_epoch"]["base"]
+            == one_rank["extra"]["transfer_bytes_per_epoch"]["base"]), "the job's bytes are every rank's"
     for c, record in zip(configs, records):
         np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5,
                                    err_msg=f"{c.scheme} {c.model} P={nproc} nb={c.blocks}")

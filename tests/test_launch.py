@@ -59,3 +59,12 @@ def _slow_setup_on_main(ctx: DistContext, seconds: float) -> bytes:
 
 def test_rank_zero_setup_may_outlast_the_collective_timeout():
     assert launch(_slow_setup_on_main, 2, (5.0,), timeout_s=1.5) == [b"owners\n\x00\x01"] * 2
+
+
+def _two_setups(ctx: DistContext) -> list[bytes]:
+    return [from_main(ctx, "owners", lambda: b"first"), from_main(ctx, "owners", lambda: b"second")]
+
+
+def test_each_setup_call_gets_its_own_value():
+    # two runs in one launch (run_experiments) partition two stores: the second must not read the first's
+    assert launch(_two_setups, 2) == [[b"first", b"second"]] * 2

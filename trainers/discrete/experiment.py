@@ -65,6 +65,9 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
         if config.scheme in ONE_PROCESS_SCHEMES and config.nproc > 1:
             raise DgbenchError(f"scheme '{config.scheme}' runs on one process (--nproc {config.nproc}); "
                                f"use 'snapshot' or 'vertex' to distribute")
+        problem = _inapplicable_option(config)
+        if problem:
+            raise DgbenchError(problem)
     stores = [open_store(config.dataset, kind=SNAPSHOTS) for config in configs]
     started = utc_now()
     head = configs[0]
@@ -72,6 +75,18 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
                       timeout_s=head.timeout_s)
     return [_record(config, store, [results[i] for results in per_rank], started)
             for i, (config, store) in enumerate(zip(configs, stores))]
+
+
+def _inapplicable_option(config: RunConfig) -> str | None:
+    """An option the scheme would ignore: refused, so a record never claims a setup that did not run."""
+    if config.scheme == "single" and config.blocks != 1:
+        return (f"--blocks {config.blocks}: 'single' keeps every snapshot resident in one block; "
+                f"gradient checkpointing is the 'checkpoint' scheme")
+    streamed = config.scheme == "checkpoint" or (config.scheme == "snapshot" and config.blocks > 1)
+    if config.transfer != "base" and not streamed:
+        return (f"--transfer {config.transfer}: scheme '{config.scheme}' with --blocks {config.blocks} keeps its "
+                f"snapshots resident, so nothing is transferred; use 'checkpoint', or 'snapshot' with --blocks > 1")
+    return None
 
 
 def run_experiment(config: RunConfig) -> dict[str, Any]:
@@ -82,6 +97,13 @@ def run_experiment(config: RunConfig) -> dict[str, Any]:
 def _record(config: RunConfig, store: Any, per_rank: list[dict[str, Any]], started: str) -> dict[str, Any]:
     epochs = merge_rank_epochs([r["epochs"] for r in per_rank])
     extra = dict(per_rank[0]["extra"])
+    by_epoch = [r["extra"].get("transfer_bytes_by_epoch") for r in per_rank]
+    if any(by_epoch):  # streamed runs: every rank moves its own steps, so the job's bytes are the sum
+        first = next(rank for rank in by_epoch if rank)
+        extra["transfer_bytes_by_epoch"] = [
+            {mode: sum(rank[e].get(mode, 0) for rank in by_epoch if rank) for mode in first[e]}
+            for e in range(len(first))]
+        extra["transfer_bytes_per_epoch"] = extra["transfer_bytes_by_epoch"][-1]
     extra["peak_saved_activation_bytes"] = max(r["extra"]["peak_saved_activation_bytes"] for r in per_rank)
     extra["input_steps"] = int(store.num_snapshots - 1)
     main = per_rank[0]

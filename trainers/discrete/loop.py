@@ -191,6 +191,6 @@ class DiscreteTrainer:
 
     def extra(self) -> dict[str, Any]:
         out: dict[str, Any] = {"peak_saved_activation_bytes": self.activations.peak}
-        if self.transfer_per_epoch and self.transfer_per_epoch[-1]:
-            out["transfer_bytes_per_epoch"] = self.transfer_per_epoch[-1]  # {"base": .., "gd": ..}
+        if any(self.transfer_per_epoch):  # this rank's {"base": .., "gd": ..} of each training epoch
+            out["transfer_bytes_by_epoch"] = self.transfer_per_epoch
         return out
