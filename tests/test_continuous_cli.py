@@ -42,3 +42,20 @@ def test_list_shows_the_continuous_schemes_and_models():
     output = CliRunner().invoke(cli, ["list"]).output
     for name in ("depcache", "depcomm", "sven", "tgn", "jodie", "apan"):
         assert any(line.split()[:2] == [name, "continuous"] for line in output.splitlines()), name
+
+
+def test_async_allreduce_outside_sven_is_refused(tmp_path: Path, stream_store: Path):
+    result = CliRunner().invoke(cli, ["--quiet", "run", "--scheme", "depcomm", "--model", "tgn", "--dataset",
+                                      str(stream_store), "--async-allreduce", "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 1 and "--async-allreduce is Sven's" in result.stderr, result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_record_states_the_partition_that_ran(tmp_path: Path, stream_store: Path):
+    result = CliRunner().invoke(cli, ["--quiet", "run", "--scheme", "depcomm", "--model", "jodie", "--dataset",
+                                      str(stream_store), "--nproc", "2", "--epochs", "1", "--memory-dim", "8",
+                                      "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    record = json.loads(next((tmp_path / "runs").glob("*.json")).read_text())
+    assert record["hyperparameters"]["partition"] == record["extra"]["partition"] == "range"
+    assert record["hyperparameters"]["microbatches"] == 1

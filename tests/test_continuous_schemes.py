@@ -58,6 +58,8 @@ def stream_path(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def single_results(stream_path) -> dict:
     runs = [(m, "single", {}) for m in ("tgn", "jodie", "apan")]
+    # sven on one rank with async: the exact staleness-1 reference (its all-reduce is local)
+    runs += [("tgn", "sven", {"async_allreduce": True}), ("tgn", "single", {"sampler": "uniform"})]
     return launch(run_all, 1, (stream_path, runs))[0]
 
 
@@ -66,12 +68,14 @@ def two_rank_results(stream_path) -> list[dict]:
     runs = [(m, s, {}) for m in ("tgn", "jodie", "apan") for s in DISTRIBUTED]
     runs.append(("tgn", "sven", {"async_allreduce": True}))
     runs.append(("tgn", "sven", {"microbatches": 0}))
+    runs += [("tgn", scheme, {"sampler": "uniform"}) for scheme in DISTRIBUTED]
     return launch(run_all, 2, (stream_path, runs), timeout_s=120)
 
 
 @pytest.fixture(scope="module")
 def four_rank_results(stream_path) -> list[dict]:
     runs = [("tgn", s, {}) for s in DISTRIBUTED] + [("apan", "sven", {"partition": "interval"})]
+    runs += [("jodie", "sven", {})]
     return launch(run_all, 4, (stream_path, runs), timeout_s=120)
 
 
@@ -98,6 +102,7 @@ def test_four_ranks_train_exactly_like_single(single_results, four_rank_results)
         _assert_same_training(reference, four_rank_results[0][("tgn", scheme, ())])
     _assert_same_training(single_results[("apan", "single", ())],
                           four_rank_results[3][("apan", "sven", (("partition", "interval"),))])
+    _assert_same_training(single_results[("jodie", "single", ())], four_rank_results[2][("jodie", "sven", ())])
 
 
 def test_training_learns_something(single_results):
@@ -141,6 +146,17 @@ def test_async_allreduce_trains_with_one_step_staleness(single_results, two_rank
     assert asynchronous["losses"][0] == pytest.approx(reference["losses"][0])  # same first forward pass
     assert not np.allclose(asynchronous["losses"], reference["losses"])  # later steps use stale gradients
     assert asynchronous["metrics"]["test"]["ap"] > 0.5
+    # one process applying g_{t-1} at step t is the exact reference for the distributed staleness-1 run
+    for rank_result in two_rank_results:
+        _assert_same_training(single_results[("tgn", "sven", (("async_allreduce", True),))],
+                              rank_result[("tgn", "sven", (("async_allreduce", True),))])
+
+
+def test_uniform_sampler_trains_exactly_like_single(single_results, two_rank_results):
+    reference = single_results[("tgn", "single", (("sampler", "uniform"),))]
+    assert not np.allclose(reference["losses"], single_results[("tgn", "single", ())]["losses"])
+    for scheme in DISTRIBUTED:
+        _assert_same_training(reference, two_rank_results[0][("tgn", scheme, (("sampler", "uniform"),))])
 
 
 def test_granularity_from_eq12_is_chosen_and_agreed(single_results, two_rank_results):

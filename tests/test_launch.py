@@ -5,6 +5,7 @@ import os
 import time
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from dgbench.dist import DistContext, from_main, launch
@@ -68,3 +69,13 @@ def _two_setups(ctx: DistContext) -> list[bytes]:
 def test_each_setup_call_gets_its_own_value():
     # two runs in one launch (run_experiments) partition two stores: the second must not read the first's
     assert launch(_two_setups, 2) == [[b"first", b"second"]] * 2
+
+
+def test_control_exchanges_count_as_time_but_not_volume():
+    from dgbench.dist import Comm
+    comm = Comm(0, 2, torch.device("cpu"))
+    comm._count("counts", elements=1, element_size=8, seconds=0.25)  # a rank waiting for a slower one
+    comm._count("dispatch", elements=100, element_size=4, seconds=0.05)
+    total = comm.totals()
+    assert total.seconds == pytest.approx(0.30)
+    assert (total.bytes, total.elements, total.calls) == (400, 100, 1)

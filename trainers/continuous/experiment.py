@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dgbench.dist import DistContext, launch
+from dgbench.dist import DistContext, default_backend, launch
 from dgbench.errors import DgbenchError
 from dgbench.models.temporal import build_temporal_model
 from dgbench.records import build_record, dataset_entry, utc_now
@@ -84,6 +84,9 @@ def _check(config: RunConfig) -> None:
         raise DgbenchError(f"--memory-dim must be even (two attention heads), got {config.memory_dim}")
     if config.scheme == "single" and config.nproc > 1:
         raise DgbenchError("scheme 'single' runs one process; use --nproc 1")
+    if config.async_allreduce and config.scheme != "sven":
+        raise DgbenchError(f"--async-allreduce is Sven's (Eq. 13); scheme '{config.scheme}' all-reduces "
+                           f"synchronously, so the record would claim a setup that did not run")
 
 
 def run_experiment(config: RunConfig, max_events: int | None = None) -> dict[str, Any]:
@@ -108,7 +111,8 @@ def _per_iteration(rank_figures: list[dict[str, Any]]) -> dict[str, float]:
     n = max(slowest["iterations"], 1)
     nm = slowest.get("nm_dispatch_s", 0.0) + slowest.get("nm_aggregate_s", 0.0)
     grad = slowest.get("grad_allreduce_s", 0.0)
-    other_comm = max(0.0, slowest["communication_s"] - nm - grad)  # counts exchanges, eval gathers
+    # row-count exchanges (where a rank waits for slower ones) and other gathers
+    other_comm = max(0.0, slowest["communication_s"] - nm - grad)
     return {"iteration_s": slowest["time_s"] / n, "nm_communication_s": nm / n, "grad_allreduce_s": grad / n,
             "other_communication_s": other_comm / n,
             "compute_s": max(0.0, slowest["time_s"] - nm - grad - other_comm) / n}
@@ -142,11 +146,13 @@ def _record(config: RunConfig, store, stream: EventStream, method: str, owner: n
              "parameters": per_rank[0]["parameters"], "events_used": len(stream.src),
              "batch_losses_last_epoch": per_rank[0]["losses"]}
     hyper = {k: getattr(config, k) for k in ("epochs", "seed", "lr", "batch_size", "neighbors", "sampler",
-                                             "memory_dim", "partition", "microbatches", "async_allreduce")}
+                                             "memory_dim", "async_allreduce")}
+    # what ran, not the option's default: only sven partitions by --partition and pipelines micro-batches
+    hyper.update(partition=method, microbatches=config.microbatches if config.scheme == "sven" else 1)
     if max_events is not None:
         hyper["max_events"] = max_events
+    backend = config.resolved_backend() or default_backend()  # --device cpu is gloo even where CUDA is
     return build_record(family="continuous", task="link_prediction", scheme=config.scheme, model=config.model,
                         dataset=dataset_entry(store), hyperparameters=hyper, world_size=world,
-                        backend=config.backend or ("nccl" if torch.cuda.is_available() else "gloo"),
-                        device=torch.device("cuda" if torch.cuda.is_available() and config.backend != "gloo" else "cpu"),
+                        backend=backend, device=torch.device("cuda" if backend == "nccl" else "cpu"),
                         epochs=epochs, final_metrics=last["metrics"], started_at=started, extra=extra)

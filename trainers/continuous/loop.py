@@ -33,7 +33,7 @@ from trainers.continuous.state import (AGGREGATE_TAG, DISPATCH_TAG, NodeState, P
 from trainers.continuous.sven_core import comm_volume, pipeline_granularity, redundancy_ratios, remote_fractions
 
 GRAD_TAG = "grad_allreduce"
-CONTROL_TAG = "counts"  # left out of the communication totals
+CONTROL_TAG = "counts"  # row counts: their seconds are communication time, their bytes no volume
 
 
 @dataclass

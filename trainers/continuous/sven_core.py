@@ -4,8 +4,13 @@ communication-balanced vertex partitioning, communication-volume model and pipel
 Reference: Y. Xia et al., "Redundancy-free high-performance dynamic GNN training with hierarchical
 pipeline parallelism" (HPDC'23) and "Redundancy-Free and Load-Balanced TGNN Training With Hierarchical
 Pipeline Parallelism" (TPDS 35(11), 2024). Only the abstracts of these papers were reachable when this
-module was written, so every equation below is the most faithful reading of what the abstracts and the
-equation/algorithm names describe; each is defined precisely here so measured numbers can be checked.
+module was written (searched again 2026-11-23: abstracts, the WHU ICS lab summary, and the authors'
+prototype repository YaqiXia/Sven, which holds test scripts, not the system), so every equation below
+is the most faithful reading of what the abstracts and the equation/algorithm names describe; each is
+defined precisely here so measured numbers can be checked. What the prototype confirms: Alg. 2's
+dedup of batch + sampled ids with an inverse index and per-owner counts (its test_sampler.py), and the
+staleness-1 rule of Eq. 13 (test_ddp_staleness.py). Eq. 1, 5, 7-9, 12, Alg. 3 and Appendix C remain
+unverified reconstructions.
 
 Training model (shared by all functions). Events are trained in chronological batches. An event
 (u, v, t) is computed on the rank that owns its source u (vertex-level partitioning). A batch of B
@@ -46,7 +51,10 @@ Eq. 12 (micro-batch pipelining granularity): see :func:`pipeline_granularity`.
 
 Eq. 13 (asynchronous gradient all-reduce, staleness 1) is applied by the trainer, not here: the
 all-reduce of iteration t's gradient is launched asynchronously and its result is applied at step
-t + 1, i.e. theta_{t+1} = theta_t - lr * allreduce(g_{t-1}) (the first step applies its own gradient).
+t + 1, i.e. theta_{t+1} = theta_t - lr * allreduce(g_{t-1}). Iteration 0 takes no optimiser step, and
+the last pending gradient is applied at the end of the epoch. The authors' prototype hook differs in
+three details: it steps with a zero gradient at iteration 0 (same parameters under SGD; Adam's step
+counter moves), all-reduces in fp16, and never flushes the last gradient.
 
 Alg. 3 (Re-FlexBiCut): see :func:`re_flexbicut`. We read "BiCut" as BiGraph's bipartite-oriented
 partitioning (Chen et al., "Bipartite-oriented distributed graph partitioning for big learning", 2014:
