@@ -1,10 +1,19 @@
-"""Atomic file writes: content goes to a temporary file beside the target, then is renamed into place,
-so a reader never sees a half-written record, board page or registry."""
+"""Atomic file writes and crash-safe scratch folders.
+
+Content goes to a temporary file beside the target, then is renamed into place, so a reader never
+sees a half-written record, board page or registry. Scratch folders (temporary stores, unpacked
+archives, a store being replaced) carry their process id, so a later run removes what a killed one
+left behind.
+"""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import uuid
 from pathlib import Path
+
+STAMP = "-pid"  # <prefix>-pid<pid>-<random>: whose scratch folder it is
 
 
 def write_atomic(path: str | Path, content: str) -> Path:
@@ -21,3 +30,33 @@ def write_atomic(path: str | Path, content: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def scratch_dir(parent: str | Path, prefix: str, create: bool = True) -> Path:
+    """A new hidden folder ``parent/<prefix>-pid<pid>-<random>``; :func:`remove_stale` deletes it once
+    this process is gone. With ``create=False`` only the name is chosen (for an atomic rename)."""
+    path = Path(parent) / f"{prefix}{STAMP}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    if create:
+        path.mkdir(parents=True)
+    return path
+
+
+def remove_stale(parent: str | Path, prefix: str) -> None:
+    """Delete the scratch folders ``prefix`` names in ``parent`` whose process no longer runs."""
+    for path in Path(parent).glob(f"{prefix}{STAMP}*"):
+        try:
+            pid = int(path.name[len(prefix) + len(STAMP):].split("-")[0])
+        except ValueError:
+            continue
+        if not _pid_alive(pid):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import sys
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from zarr.codecs import BloscCodec, BloscShuffle
 from zarr.storage import LocalStore
 
 from dgbench.errors import StoreError
+from dgbench.files import remove_stale, scratch_dir
 
 SCHEMA_VERSION = 1
 SNAPSHOTS, STREAM = "snapshots", "stream"
@@ -169,25 +169,10 @@ def _chunk_encoder(dtype: np.dtype) -> Blosc | None:
                               "typesize": dtype.itemsize})
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_temporaries(final: Path) -> None:
-    """Delete temporary stores a crashed writer left beside ``final`` (their pid is gone)."""
-    for tmp in final.parent.glob(f".{final.name}.tmp-*"):
-        try:
-            pid = int(tmp.name.rsplit(".tmp-", 1)[1].split("-")[0])
-        except (IndexError, ValueError):
-            continue
-        if not _pid_alive(pid):
-            shutil.rmtree(tmp, ignore_errors=True)
+    """Delete what a killed writer left beside ``final``: its temporary store, or a replaced old one."""
+    for kind in ("tmp", "old"):
+        remove_stale(final.parent, f".{final.name}.{kind}")
 
 
 class _StoreWriter:
@@ -204,7 +189,7 @@ class _StoreWriter:
             raise StoreError(f"{self.path}: a store needs at least one vertex (num_nodes={num_nodes})")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temporaries(self.path)
-        self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        self.tmp = scratch_dir(self.path.parent, f".{self.path.name}.tmp", create=False)
         self.group = zarr.open_group(str(self.tmp), mode="w")
         self.overwrite = overwrite
         self.attrs: dict[str, Any] = {"schema": SCHEMA_NAMES[self.kind], "schema_version": SCHEMA_VERSION,
@@ -246,7 +231,7 @@ class _StoreWriter:
         self.attrs["size_bytes"] = _disk_size(self.tmp)
         self.group.attrs.update(self.attrs)  # written last: a store without it is never valid
         if self.path.exists():
-            old = self.path.with_name(f".{self.path.name}.old-{uuid.uuid4().hex[:8]}")
+            old = scratch_dir(self.path.parent, f".{self.path.name}.old", create=False)
             os.rename(self.path, old)
             os.rename(self.tmp, self.path)
             shutil.rmtree(old, ignore_errors=True)

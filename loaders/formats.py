@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from dgbench.errors import DgbenchError
+from dgbench.files import remove_stale, scratch_dir
 from loaders.archives import is_archive, unpack
 from loaders.download import file_sha256
 from loaders.events import Events, RawFile
@@ -68,7 +68,8 @@ def open_raw(raw: Path, fmt: Format, scratch: Path) -> Iterator[tuple[Path, RawF
         raise DgbenchError(f"--raw {raw}: no such file or folder")
     if raw.is_file() and is_archive(raw):
         scratch.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix=".dgbench-unpack-", dir=scratch))
+        remove_stale(scratch, ".dgbench-unpack")
+        folder = scratch_dir(scratch, ".dgbench-unpack")
         try:
             unpacked = unpack(raw, folder / "content")
             archive = RawFile(raw.name, file_sha256(raw), raw.stat().st_size, role="archive")

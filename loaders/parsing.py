@@ -354,8 +354,9 @@ def locate_error(path: Path, block: _Block, spec: TableSpec, detail: str) -> Inp
         fields = split_fields(line, spec.delimiter)
         number = first_line + index
         if len(fields) != len(spec.columns):
-            return InputError(path, f"expected {len(spec.columns)} fields ({', '.join(spec.names)}), "
-                                    f"found {len(fields)}", line=number)
+            missing = spec.names[len(fields)] if len(fields) < len(spec.columns) else None
+            return InputError(path, f"{'missing: ' if missing else ''}expected {len(spec.columns)} fields "
+                                    f"({', '.join(spec.names)}), found {len(fields)}", line=number, field=missing)
         for text, column in zip(fields, spec.columns):
             problem = _field_problem(text.strip(), column)
             if problem:
@@ -518,8 +519,8 @@ def _parse_or_explain(path: Path, block: _Block, spec: TableSpec, drop_partial_l
     table, error = _parse_checked(data, spec)
     if table is not None:
         return table
-    if not block.unterminated:
-        raise locate_error(path, block, spec, error)
+    if not block.unterminated or _last_line_complete(block, spec):
+        raise locate_error(path, block, spec, error)  # a whole row with a bad value is no cut-off download
     if drop_partial_last_line:
         return _DROPPED
     raise _partial_line_error(path, block, spec)
@@ -549,6 +550,12 @@ def _try_parse(data: bytes | memoryview, spec: TableSpec, **options: int) -> tup
         return _convert_dates(_parse_block(data, spec, **options), spec), None
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         return None, str(exc).splitlines()[0]
+
+
+def _last_line_complete(block: _Block, spec: TableSpec) -> bool:
+    """Whether the unterminated last line has every field (it may still hold a bad value)."""
+    text = bytes(block.data).rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace").strip()
+    return len(split_fields(text, spec.delimiter)) == len(spec.columns)
 
 
 def _partial_line_error(path: Path, block: _Block, spec: TableSpec) -> InputError:

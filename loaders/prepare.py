@@ -8,7 +8,6 @@ registered download URLs, used when no ``--raw`` is given.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import click
 
 from dgbench.errors import DgbenchError
+from dgbench.files import remove_stale, scratch_dir
 from dgbench.progress import is_quiet
 from dgbench.registry import register_preparer
 from loaders import amlsim, edgelists, jodie, tgl  # noqa: F401  (register the format families)
@@ -99,7 +99,8 @@ def build_smoothed(build: Callable[[Path], Path], out: Path, overwrite: bool, ed
     if out.exists() and not overwrite:
         raise DgbenchError(f"{out}: a store already exists (pass --overwrite to replace it)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.unsmoothed-", dir=out.parent))
+    remove_stale(out.parent, f".{out.name}.unsmoothed")
+    scratch = scratch_dir(out.parent, f".{out.name}.unsmoothed")
     try:
         plain = build(scratch / "plain.zarr")
         return smooth(plain, life=edge_life, window=m_product, out=out, overwrite=overwrite)

@@ -294,7 +294,8 @@ def test_amlsim_transaction_outside_accounts_is_an_error(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("text, line, field, problem", [
     (f"1 2 {T0}\n1 x {T0}\n", 2, "dst", "'x' is not an integer"),
-    (f"1 2 {T0}\n3 4 {T0}\n5 6\n7 8 {T0}\n", 3, None, "expected 3 fields"),
+    (f"1 2 {T0}\n3 4 {T0}\n5 6\n7 8 {T0}\n", 3, "t", "missing: expected 3 fields"),
+    (f"1 2 {T0}\n3 x {T0}", 2, "dst", "'x' is not an integer"),  # a whole last row without newline: not cut off
     (f"1 2 {T0}\n3 4 nan\n", 2, "t", "'nan' is not a finite time"),
     (f"1 2 {T0}\n# a comment\n-3 4 {T0}\n", 3, "src", "negative id -3"),
     (f"1 2 {T0}\n% 3 4\n", 2, "src", "'%' is not an integer"),

@@ -252,7 +252,7 @@ def test_sigkilled_writer_leaves_no_valid_store_and_rerun_cleans(tmp_path):
     with pytest.raises(StoreError):
         open_store(path)
     assert validate_store(path) != []
-    assert [p.name.split("-")[1] for p in tmp_path.glob(".big.zarr.tmp-*")] == [str(proc.pid)]
+    assert [p.name.split("-")[1] for p in tmp_path.glob(".big.zarr.tmp-*")] == [f"pid{proc.pid}"]
     write_stream(path, random_events(seed=0), block=1000)
     assert validate_store(path) == []
     assert list(tmp_path.glob(".big.zarr.tmp-*")) == []  # the dead writer's directory was cleaned
@@ -291,3 +291,34 @@ def test_one_snapshot_read_touches_only_its_chunks(tmp_path, small_chunks):
     with pytest.raises(StoreError, match="array '(src|dst|weight|time|label)' rows 0..2500 unreadable"):
         reopened.snapshot(0)
     assert first.num_edges == len(snaps[0]["src"])
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.parametrize("prefix", [".e.zarr.tmp", ".e.zarr.old", ".e.zarr.unsmoothed", ".dgbench-unpack"])
+def test_scratch_left_by_a_killed_run_is_removed_by_the_next(tmp_path, prefix):
+    from dgbench.files import remove_stale, scratch_dir
+    from loaders.smoothing import smooth  # noqa: F401  (the prepare path that uses .unsmoothed)
+    dead = tmp_path / f"{prefix}-pid{_dead_pid()}-0123abcd"
+    (dead / "content").mkdir(parents=True)
+    alive = scratch_dir(tmp_path, prefix)  # this process: still running, so kept
+    remove_stale(tmp_path, prefix)
+    assert not dead.exists() and alive.exists()
+
+
+def test_prepare_with_smoothing_cleans_a_killed_run_s_scratch(tmp_path):
+    from click.testing import CliRunner
+    from dgbench.cli import cli
+    dead = tmp_path / f".e.zarr.unsmoothed-pid{_dead_pid()}-0123abcd"
+    (dead / "plain.zarr").mkdir(parents=True)
+    raw = tmp_path / "raw" / "msgs.txt"
+    raw.parent.mkdir()
+    raw.write_text("".join(f"{u} {u + 1} {1_600_000_000 + 86_400 * day}\n" for day in range(4) for u in range(5)))
+    result = CliRunner().invoke(cli, ["--quiet", "prepare", "file", "--format", "snap", "--raw", str(raw),
+                                      "--to", "snapshots", "--m-product", "2", "--out", str(tmp_path / "e.zarr")])
+    assert result.exit_code == 0, result.output
+    assert not dead.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["e.zarr", "raw"]
