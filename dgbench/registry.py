@@ -78,7 +78,8 @@ def lookup(table: dict[str, Entry], name: str, family: str) -> Entry:
     entry = table.get(f"{family}:{name}")
     if entry is None:
         known = sorted(e.name for k, e in table.items() if k.startswith(f"{family}:"))
-        raise KeyError(f"unknown {family} '{name}' (known: {', '.join(known) or 'none'})")
+        what = "scheme" if table is SCHEMES else "model" if table is MODELS else "entry"
+        raise KeyError(f"unknown {family}-time {what} '{name}' (known: {', '.join(known) or 'none'})")
     return entry
 
 

@@ -35,7 +35,7 @@ def test_sven_run_writes_a_record(tmp_path: Path):
 def test_bad_model_is_one_clear_error(stream_store: Path):
     result = CliRunner().invoke(cli, ["run", "--scheme", "sven", "--model", "gcn", "--dataset", str(stream_store)])
     assert result.exit_code == 1
-    assert "unknown continuous 'gcn'" in result.output
+    assert "unknown continuous-time model 'gcn'" in result.output
 
 
 def test_list_shows_the_continuous_schemes_and_models():

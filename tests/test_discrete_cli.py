@@ -38,7 +38,7 @@ def test_snapshot_run_at_two_ranks_writes_a_record(tmp_path: Path):
 def test_unknown_scheme_is_one_clear_error(esdg_store: Path):
     result = CliRunner().invoke(cli, ["run", "--scheme", "pipeline", "--model", "tmgcn", "--dataset", str(esdg_store)])
     assert result.exit_code == 1
-    assert "unknown discrete 'pipeline'" in result.output
+    assert "unknown discrete-time scheme 'pipeline'" in result.output
 
 
 def test_single_refuses_several_ranks(esdg_store: Path, tmp_path: Path):

@@ -187,3 +187,23 @@ def test_an_overflowing_number_is_refused_and_the_board_still_renders(board, tmp
     assert "not a finite double" in reasons(caught)[0]
     submit(write(make_record(), tmp_path / "good.json"), board)
     assert "| esdg-random" in render(board, "md")
+
+
+def test_a_failure_while_filing_leaves_no_track_half_filed(board, tmp_path, monkeypatch):
+    import dgbench.leaderboard.board as board_module
+    from dgbench.leaderboard.schema import Problem
+    real, calls = board_module._file_new, []
+
+    def second_track_races(path, record, source):
+        calls.append(path)
+        if len(calls) == 2:  # another submission filed the same record under this track meanwhile
+            raise Rejected(source, [Problem("(record)", f"duplicate: {path.name} appeared while submitting")])
+        return real(path, record, source)
+
+    monkeypatch.setattr(board_module, "_file_new", second_track_races)
+    path = write(make_record(), tmp_path / "r.json")
+    with pytest.raises(Rejected):
+        submit(path, board)
+    assert list((board / "tracks").rglob("*.json")) == []
+    monkeypatch.undo()
+    assert len(submit(path, board).paths) == 3  # nothing left over blocks the resubmission

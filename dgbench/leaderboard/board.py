@@ -142,7 +142,14 @@ def submit(source: str | Path, board: str | Path | None = None, *, tracks: list[
     if problems:
         raise Rejected(source, problems)
     digest = content_hash(record)
-    paths = [_file_new(track_dir(board, name) / f"{digest}.json", record, source) for name in chosen]
+    paths: list[Path] = []
+    try:
+        for name in chosen:
+            paths.append(_file_new(track_dir(board, name) / f"{digest}.json", record, source))
+    except BaseException:
+        for path in paths:  # all tracks or none: a half-filed record would block its own resubmission
+            path.unlink(missing_ok=True)
+        raise
     return Submission(digest, paths, load_official_stores(board).get(record["dataset"]["fingerprint"]))
 
 
