@@ -178,6 +178,14 @@ def transform_command(store: Path, life: int | None, window: int | None, out: Pa
     if (life is None) == (window is None):
         raise click.UsageError("give exactly one of --edge-life L or --m-product W")
     path = smooth(store, life=life, window=window, out=out, overwrite=overwrite)
-    before, after = open_store(store).num_edges, open_store(path).num_edges
-    growth = after / before if before else float("nan")
-    click.echo(f"wrote {path}  ({before:,} -> {after:,} edges, x{growth:.1f})")
+    rows, after = open_store(store).num_edges, open_store(path).num_edges
+    # growth against the input's distinct (snapshot, u, v) entries: smoothing merges repeated rows
+    distinct = distinct_entries(store)
+    growth = after / distinct if distinct else float("nan")
+    click.echo(f"wrote {path}  ({rows:,} input rows, {distinct:,} distinct per snapshot -> {after:,} entries, "
+               f"x{growth:.1f})")
+
+
+def distinct_entries(store_path: str | Path) -> int:
+    """Non-zeros of the adjacency tensor: each snapshot's (u, v) pairs counted once."""
+    return sum(len(adjacency.keys) for adjacency in _snapshot_adjacencies(open_store(store_path, kind=SNAPSHOTS)))

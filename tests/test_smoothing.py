@@ -11,7 +11,7 @@ from dgbench.cli import cli
 from dgbench.errors import DgbenchError, StoreError
 from dgbench.store import SnapshotStoreWriter, open_store
 from dgbench.validate import validate_store
-from loaders.smoothing import default_output_path, edge_life, m_product
+from loaders.smoothing import default_output_path, distinct_entries, edge_life, m_product
 
 NODES, SNAPSHOTS, FEATURES = 7, 6, 3
 EMPTY_SNAPSHOT = 2
@@ -131,6 +131,12 @@ def test_refuses_bad_windows_stream_stores_and_overwriting(random_store: Path, s
     assert edge_life(random_store, tmp_path / "e.zarr", 3, overwrite=True) == tmp_path / "e.zarr"
 
 
+def test_growth_is_measured_against_distinct_entries(random_store: Path):
+    dense = dense_adjacency(random_store)
+    assert distinct_entries(random_store) == np.count_nonzero(dense)
+    assert open_store(random_store).num_edges > np.count_nonzero(dense)  # the store holds repeated rows
+
+
 def test_cli_writes_default_name_and_rejects_ambiguous_requests(random_store: Path):
     runner = CliRunner()
     result = runner.invoke(cli, ["--quiet", "transform", str(random_store), "--edge-life", "3"])
@@ -138,6 +144,7 @@ def test_cli_writes_default_name_and_rejects_ambiguous_requests(random_store: Pa
     expected = random_store.with_name("random.edgelife3.zarr")
     assert expected == default_output_path(random_store, "edge-life", 3)
     assert f"wrote {expected}" in result.output and validate_store(expected) == []
+    assert f"{distinct_entries(random_store):,} distinct per snapshot" in result.output
     again = runner.invoke(cli, ["transform", str(random_store), "--edge-life", "3"])
     assert again.exit_code == 1 and "already exists" in again.output
     both = runner.invoke(cli, ["transform", str(random_store), "--edge-life", "3", "--m-product", "2"])
