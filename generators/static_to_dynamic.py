@@ -1,7 +1,9 @@
 """`static-to-dynamic`: BLAD's construction of snapshots from one static graph.
 
-A static power-law graph (Chung-Lu) is drawn once; snapshot t keeps a random subset of its edges
-whose size follows the edge-count trend (random edge deletion), e.g. growing, shrinking or periodic.
+The static graph is either drawn once (a Chung-Lu power-law graph) or taken from a prepared store
+(``--static STORE``: every distinct (u, v) of a real graph, e.g. one `dgbench prepare file` wrote);
+snapshot t keeps a random subset of its edges whose size follows the edge-count trend (random edge
+deletion), e.g. growing, shrinking or periodic.
 """
 from __future__ import annotations
 
@@ -13,22 +15,27 @@ import numpy as np
 from dgbench.errors import DgbenchError
 from dgbench.progress import progress
 from dgbench.registry import register_preparer
-from dgbench.store import SnapshotStoreWriter, id_dtype
+from dgbench.store import SnapshotStoreWriter, id_dtype, open_store
 from generators.common import generator_provenance, snapshot_rngs
 
 TRENDS = ("increasing", "decreasing", "periodic", "constant")
 
+DEFAULT_NODES, DEFAULT_STATIC_EDGES, DEFAULT_POWER_LAW = 2048, 16384, 2.5
+
 OPTIONS = [
-    click.Option(["--nodes", "-n"], type=click.IntRange(2), default=2048, show_default=True),
-    click.Option(["--static-edges"], type=click.IntRange(1), default=16384, show_default=True,
-                 help="Edges of the static graph."),
+    click.Option(["--static", "static_store"], type=click.Path(path_type=Path), default=None,
+                 help="A prepared store whose distinct edges are the static graph (instead of a generated one)."),
+    click.Option(["--nodes", "-n"], type=click.IntRange(2), default=None,
+                 help=f"Vertices of the generated static graph [default: {DEFAULT_NODES}]."),
+    click.Option(["--static-edges"], type=click.IntRange(1), default=None,
+                 help=f"Edges of the generated static graph [default: {DEFAULT_STATIC_EDGES}]."),
     click.Option(["--snapshots", "-T"], type=click.IntRange(1), default=32, show_default=True),
     click.Option(["--trend"], default="increasing", show_default=True,
                  help=f"Edge-count trend: one of {', '.join(TRENDS)}, or comma-separated keep fractions (one per snapshot)."),
     click.Option(["--min-keep"], type=click.FloatRange(0, 1), default=0.3, show_default=True,
                  help="Smallest fraction of static edges a snapshot keeps."),
-    click.Option(["--power-law"], type=click.FloatRange(min=1, min_open=True), default=2.5, show_default=True,
-                 help="Degree exponent of the static graph."),
+    click.Option(["--power-law"], type=click.FloatRange(min=1, min_open=True), default=None,
+                 help=f"Degree exponent of the generated static graph [default: {DEFAULT_POWER_LAW}]."),
     click.Option(["--seed"], type=int, default=0, show_default=True),
 ]
 
@@ -57,16 +64,41 @@ def chung_lu_edges(nodes: int, edges: int, exponent: float, rng: np.random.Gener
     return rng.choice(nodes, size=(2, edges), p=weights)
 
 
+def static_from_store(path: Path) -> tuple[np.ndarray, int, dict]:
+    """Every distinct (u, v) of a store (snapshot or stream), its vertex count and its identity."""
+    store = open_store(path)
+    n = store.num_nodes
+    keys = np.unique(store.read("src").astype(np.int64) * n + store.read("dst"))
+    if len(keys) == 0:
+        raise DgbenchError(f"--static {path}: the store has no edges")
+    src, dst = np.divmod(keys, n)
+    return np.stack([src, dst]), n, {"path": str(path), "fingerprint": store.fingerprint,
+                                                    "name": store.provenance.get("raw_file") or store.kind}
+
+
 @register_preparer("static-to-dynamic", kind="generator", produces="snapshots", options=OPTIONS,
                    summary="BLAD snapshots by random edge deletion from a static graph")
-def build(out: Path, overwrite: bool = False, nodes: int = 2048, static_edges: int = 16384, snapshots: int = 32,
-          trend: str = "increasing", min_keep: float = 0.3, power_law: float = 2.5, seed: int = 0) -> Path:
+def build(out: Path, overwrite: bool = False, nodes: int | None = None, static_edges: int | None = None,
+          snapshots: int = 32, trend: str = "increasing", min_keep: float = 0.3, power_law: float | None = None,
+          seed: int = 0, static_store: Path | None = None) -> Path:
     fractions = keep_fractions(trend, snapshots, min_keep)
     rngs = snapshot_rngs(seed, snapshots + 1)
-    static = chung_lu_edges(nodes, static_edges, power_law, rngs[-1]).astype(id_dtype(nodes))
+    if static_store is not None:
+        given = [name for name, value in (("--nodes", nodes), ("--static-edges", static_edges),
+                                          ("--power-law", power_law)) if value is not None]
+        if given:
+            raise DgbenchError(f"{', '.join(given)}: the static graph comes from --static {static_store}")
+        static, nodes, source = static_from_store(Path(static_store))
+        static_edges = static.shape[1]
+        params = {"static_store": source}
+    else:
+        nodes, static_edges = nodes or DEFAULT_NODES, static_edges or DEFAULT_STATIC_EDGES
+        power_law = power_law or DEFAULT_POWER_LAW
+        static = chung_lu_edges(nodes, static_edges, power_law, rngs[-1])
+        params = {"power_law": power_law}
+    static = static.astype(id_dtype(nodes))
     provenance = generator_provenance("static-to-dynamic", nodes=nodes, static_edges=static_edges,
-                                      snapshots=snapshots, trend=trend, min_keep=min_keep,
-                                      power_law=power_law, seed=seed)
+                                      snapshots=snapshots, trend=trend, min_keep=min_keep, seed=seed, **params)
     cut = {"method": "generated", "unit": "snapshot"}
     with SnapshotStoreWriter(out, num_nodes=nodes, directed=True, cut=cut, provenance=provenance,
                              overwrite=overwrite) as writer:

@@ -167,3 +167,15 @@ def test_stream_zipf_skews_activity(tmp_path):
     uniform = top_decile_share(stream_store(tmp_path, "uniform", zipf=0.0))
     skewed = top_decile_share(stream_store(tmp_path, "skewed", zipf=1.5))
     assert uniform < 0.15 and skewed > 0.6
+
+
+def test_static_to_dynamic_from_a_prepared_store(tmp_path):
+    real = build(esdg_random, tmp_path, nodes=50, snapshots=3, edge_factor=2.0, seed=4)
+    pairs = {tuple(p) for t in range(3) for p in snapshot_pairs(real, t).tolist()}
+    blad = static_to_dynamic.build(out=tmp_path / "blad.zarr", static_store=real.path, snapshots=5, trend="increasing")
+    opened = open_store(blad)
+    assert opened.num_nodes == 50 and opened.provenance["params"]["static_edges"] == len(pairs)
+    assert opened.provenance["params"]["static_store"]["fingerprint"] == real.fingerprint
+    assert {tuple(p) for p in snapshot_pairs(opened, 4).tolist()} == pairs  # the last snapshot keeps them all
+    with pytest.raises(DgbenchError, match="--nodes: the static graph comes from --static"):
+        static_to_dynamic.build(out=tmp_path / "x.zarr", static_store=real.path, nodes=10)
