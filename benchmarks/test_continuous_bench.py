@@ -22,18 +22,22 @@ SCHEMES_AT = {1: ("single",), 2: ("depcache", "depcomm", "sven"), 4: ("depcache"
 SMALL = dict(epochs=1, batch_size=300, memory_dim=32, neighbors=10, lr=0.001, seed=0)
 
 
-def schemes_on_ranks(ctx: DistContext, dataset: Path, model: str, schemes: tuple[str, ...]) -> dict:
-    """Train ``model`` once per scheme on this rank; per scheme: seconds/iteration split and bytes."""
-    stream = EventStream.from_store(open_store(dataset))
+def schemes_on_ranks(ctx: DistContext, dataset: Path, model: str, schemes: tuple[str, ...],
+                     options: dict | None = None, max_events: int | None = None) -> dict:
+    """Train ``model`` once per scheme on this rank; per scheme: seconds/iteration split and bytes.
+    A scheme "sven@range" is sven with that vertex partition (its default is Re-FlexBiCut)."""
+    stream = EventStream.from_store(open_store(dataset), max_events)
     out = {}
-    for scheme in schemes:
-        config = RunConfig(scheme=scheme, model=model, dataset=dataset, nproc=ctx.world_size, **SMALL)
+    for spec in schemes:
+        scheme, _, partition = spec.partition("@")
+        config = RunConfig(scheme=scheme, model=model, dataset=dataset, nproc=ctx.world_size,
+                           **{**SMALL, **(options or {}), **({"partition": partition} if partition else {})})
         method = config.partition if scheme == "sven" else "range"
         owner = vertex_partition(stream, method, ctx.world_size, config.batch_size)
-        result = train_on_rank(ctx, config, owner, None)
+        result = train_on_rank(ctx, config, owner, max_events)
         f = result["figures"][-1]
         iterations = max(f["iterations"], 1)
-        out[scheme] = {"iteration_s": f["time_s"] / iterations,
+        out[spec] = {"iteration_s": f["time_s"] / iterations, "partition": method,
                        "nm_communication_s": (f.get("nm_dispatch_s", 0) + f.get("nm_aggregate_s", 0)) / iterations,
                        "grad_allreduce_s": f.get("grad_allreduce_s", 0) / iterations,
                        "nm_bytes": f.get("nm_dispatch_bytes", 0) + f.get("nm_aggregate_bytes", 0),
@@ -51,13 +55,17 @@ def bench_stream(tmp_path_factory) -> Path:
 
 
 def _merge(per_rank: list[dict]) -> dict:
-    """Slowest rank's time per scheme, bytes summed over ranks."""
+    """Slowest rank's time per scheme, bytes summed over ranks, eta the mean over ranks that fetched
+    remote rows (a rank that owns no event's source has eta 0 by definition, not by deduplication)."""
     merged = {}
     for scheme in per_rank[0]:
         rows = [r[scheme] for r in per_rank]
         slowest = max(rows, key=lambda r: r["iteration_s"])
         merged[scheme] = {**slowest, "nm_bytes": sum(r["nm_bytes"] for r in rows),
                           "nm_row_bytes": sum(r["nm_row_bytes"] for r in rows)}
+        for eta in ("eta1", "eta2"):
+            active = [r[eta] for r in rows if r[eta] > 0]
+            merged[scheme][eta] = sum(active) / len(active) if active else 0.0
     return merged
 
 
@@ -116,3 +124,26 @@ def test_real_stream_ap(benchmark, shared_data, tmp_path_factory, name, model):
     benchmark.extra_info.update(result)
     # 20k events, 1 epoch: 0.59-0.90; a trained time encoding left LastFM at 0.52-0.54 (chance 0.5)
     assert 0.56 < result["test_ap"] <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_real_stream_bytes_per_scheme(benchmark, shared_data, tmp_path_factory, nproc):
+    """N&M bytes of every distributed scheme on the first DGBENCH_BENCH_EVENTS Wikipedia events (TGN,
+    TGL batch 600, memory 100); sven twice, so deduplication (sven@range vs depcomm, same owners) and
+    partitioning (sven vs sven@range) show separately."""
+    store = real_store(shared_data, "wikipedia", tmp_path_factory.getbasetemp())
+    events = int(os.environ.get("DGBENCH_BENCH_EVENTS", "20000"))
+    schemes = ("depcache", "depcomm", "sven@range", "sven")
+    options = {"batch_size": 600, "memory_dim": 100}
+    per_rank = benchmark.pedantic(launch, args=(schemes_on_ranks, nproc, (store, "tgn", schemes, options, events)),
+                                  kwargs={"timeout_s": 1800}, rounds=1, iterations=1)
+    merged = _merge(per_rank)
+    benchmark.extra_info.update({f"{scheme}.{k}": v for scheme, row in merged.items() for k, v in row.items()})
+    for scheme in ("depcache", "depcomm", "sven@range"):
+        benchmark.extra_info[f"{scheme}_over_sven_bytes"] = merged[scheme]["nm_bytes"] / merged["sven"]["nm_bytes"]
+    print(f"\nwikipedia {events} events, P={nproc}: " + ", ".join(
+        f"{scheme} {row['nm_bytes'] / 1e6:.1f} MB {row['iteration_s'] * 1e3:.1f} ms/it eta1 {row['eta1']:.3f}"
+        for scheme, row in merged.items()))
+    assert merged["sven@range"]["nm_bytes"] < merged["depcomm"]["nm_bytes"]  # dedup alone, same owners
