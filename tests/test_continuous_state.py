@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from dgbench.dist import Comm, DistContext
+from dgbench.store import open_store
 from dgbench.models.temporal import BatchInputs, build_temporal_model
 from trainers.continuous.data import BatchPlanner, EventStream, Prefetcher
 from trainers.continuous.loop import event_assignment
@@ -105,3 +106,26 @@ def test_plans_do_not_depend_on_the_rank_count(stream_store):
             rows = np.concatenate([where, full.size + where, 2 * full.size + where])
             np.testing.assert_array_equal(part.neighbors.nodes, full.neighbors.nodes[rows])
         assert len(halves[0][i].positions) + len(halves[1][i].positions) == full.size
+
+
+def test_memory_is_carried_from_training_through_validation_into_test(stream_store):
+    """TGL's protocol: no reset between splits, so validation sees trained memory and test sees the
+    memory validation events wrote; evaluating a split from any other state scores differently."""
+    from trainers.config import RunConfig
+    from trainers.continuous.experiment import build_trainer
+    from dgbench.dist import PhaseTimer
+    config = RunConfig(scheme="single", model="tgn", dataset=stream_store, memory_dim=16, batch_size=200,
+                       neighbors=5)
+    trainer = build_trainer(_ctx(), config, np.zeros(EventStream.from_store(open_store(stream_store)).num_nodes,
+                                                      dtype=np.int64))
+    trainer.train_epoch(0, PhaseTimer(torch.device("cpu")))
+    trained = trainer.state.table.clone()
+    carried = trainer.evaluate()
+    trainer.state.table = trained.clone()
+    assert trainer._evaluate_split("test") != carried["test"]  # validation's writes reached test
+    trainer.state.table = trained.clone()
+    assert trainer._evaluate_split("val") == carried["val"]  # evaluation itself is deterministic
+    trainer.state.reset()
+    assert trainer._evaluate_split("val") != carried["val"]  # training's memory reached validation
+    trainer.state.reset()
+    assert trainer._evaluate_split("test") != carried["test"]  # and no reset came between val and test

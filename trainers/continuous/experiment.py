@@ -43,7 +43,9 @@ def partition_for(config: RunConfig, stream: EventStream, parts: int) -> tuple[s
     return method, vertex_partition(stream, method, parts, config.batch_size)
 
 
-def _train_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_events: int | None) -> dict[str, Any]:
+def build_trainer(ctx: DistContext, config: RunConfig, owner: np.ndarray,
+                  max_events: int | None = None) -> ContinuousTrainer:
+    """Stream, identically seeded model and the trainer of one rank."""
     torch.manual_seed(config.seed)  # identical initial weights on every rank
     stream = EventStream.from_store(open_store(config.dataset, STREAM), max_events)
     gap_mean, gap_std = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes).gap_statistics()
@@ -54,7 +56,12 @@ def _train_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_even
                           microbatches=config.microbatches if config.scheme == "sven" else 1,
                           async_allreduce=config.async_allreduce and config.scheme == "sven",
                           prefetch=int(config.extra.get("prefetch", 2)))
-    trainer = ContinuousTrainer(ctx, stream, model, owner, options)
+    return ContinuousTrainer(ctx, stream, model, owner, options)
+
+
+def _train_rank(ctx: DistContext, config: RunConfig, owner: np.ndarray, max_events: int | None) -> dict[str, Any]:
+    trainer = build_trainer(ctx, config, owner, max_events)
+    model = trainer.model
     figures = run_epochs(ctx, epochs=config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate)
     train_batches = len(trainer.planner.batch_bounds("train", config.batch_size))
     for f in figures:
