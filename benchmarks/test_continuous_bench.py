@@ -134,7 +134,8 @@ def test_real_stream_bytes_per_scheme(benchmark, shared_data, tmp_path_factory, 
     TGL batch 600, memory 100); sven twice, so deduplication (sven@range vs depcomm, same owners) and
     partitioning (sven vs sven@range) show separately."""
     store = real_store(shared_data, "wikipedia", tmp_path_factory.getbasetemp())
-    events = int(os.environ.get("DGBENCH_BENCH_EVENTS", "20000"))
+    quick_default = "5000" if os.environ.get("DGBENCH_BENCH_QUICK") else "20000"  # CI's pass: once, small
+    events = int(os.environ.get("DGBENCH_BENCH_EVENTS", quick_default))
     schemes = ("depcache", "depcomm", "sven@range", "sven")
     options = {"batch_size": 600, "memory_dim": 100}
     per_rank = benchmark.pedantic(launch, args=(schemes_on_ranks, nproc, (store, "tgn", schemes, options, events)),
