@@ -49,7 +49,7 @@ def git_state(repo: Path = REPO_ROOT) -> dict[str, Any]:
         except (OSError, subprocess.SubprocessError):
             return None
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = git("status", "--porcelain")  # untracked files count: an uncommitted module may have run
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 

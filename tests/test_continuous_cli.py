@@ -58,4 +58,8 @@ def test_a_record_states_the_partition_that_ran(tmp_path: Path, stream_store: Pa
     assert result.exit_code == 0, result.output
     record = json.loads(next((tmp_path / "runs").glob("*.json")).read_text())
     assert record["hyperparameters"]["partition"] == record["extra"]["partition"] == "range"
+    sent = record["extra"]["balance"]["measured_nm_sent_bytes_per_rank"]
+    assert len(sent) == 2 and record["extra"]["balance"]["measured_max_nm_sent_bytes"] == max(sent) > 0
+    last = record["epochs"][-1]
+    assert sum(sent) == last["nm_dispatch_bytes"] + last["nm_aggregate_bytes"]
     assert record["hyperparameters"]["microbatches"] == 1

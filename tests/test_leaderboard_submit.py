@@ -207,3 +207,20 @@ def test_a_failure_while_filing_leaves_no_track_half_filed(board, tmp_path, monk
     assert list((board / "tracks").rglob("*.json")) == []
     monkeypatch.undo()
     assert len(submit(path, board).paths) == 3  # nothing left over blocks the resubmission
+
+
+def test_code_state_counts_untracked_files_but_not_ignored_ones(tmp_path):
+    from dgbench.records import git_state
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (("init", "-q"), ("config", "user.email", "t@t"), ("config", "user.name", "t")):
+        git(repo, *args)
+    (repo / ".gitignore").write_text("runs/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "init")
+    assert git_state(repo)["dirty"] is False
+    (repo / "runs").mkdir()
+    (repo / "runs" / "r.json").write_text("{}")
+    assert git_state(repo)["dirty"] is False  # ignored output does not make the code dirty
+    (repo / "scheme.py").write_text("# a module the run may have imported\n")
+    assert git_state(repo)["dirty"] is True

@@ -140,6 +140,8 @@ def _record(config: RunConfig, store, stream: EventStream, method: str, owner: n
     balance = sven_core.communication_matrix(stream.src[a:b], stream.dst[a:b], owner, world, config.batch_size)
     counters = [r["counters"] for r in per_rank]
     last = epochs[-1]
+    sent = [r["figures"][-1].get("nm_dispatch_bytes", 0.0) + r["figures"][-1].get("nm_aggregate_bytes", 0.0)
+            for r in per_rank]
     extra = {"eta1": float(np.mean([c["eta1"] for c in counters])),
              "eta2": float(np.mean([c["eta2"] for c in counters])),
              "per_rank_counters": counters,
@@ -148,6 +150,9 @@ def _record(config: RunConfig, store, stream: EventStream, method: str, owner: n
              "measured_row_bytes": {"dispatch": last["nm_dispatch_row_bytes"],
                                     "aggregation": last["nm_aggregate_row_bytes"]},
              "partition": method, "balance": {**balance.summary(), "per_rank": balance.per_rank.tolist(),
+                                              # next to the Eq. 5 model: what each rank sent in the last epoch
+                                              "measured_nm_sent_bytes_per_rank": sent,
+                                              "measured_max_nm_sent_bytes": max(sent),
                                               "residual": balance.residual.tolist()},
              "microbatches": per_rank[0]["microbatches"], "state_row_width": per_rank[0]["state_row_width"],
              "parameters": per_rank[0]["parameters"], "events_used": len(stream.src),
