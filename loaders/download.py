@@ -3,7 +3,8 @@
 A download goes to ``NAME.part`` beside its target; an interrupted one resumes with an HTTP
 Range request (a server that ignores Range restarts it cleanly), is retried a few times, and is
 renamed into place only after its sha256 matches the registered one (when one is registered).
-Without network the error says in one line where to get the file and how to pass it (--raw).
+Where none is published, the first download's sha256 is pinned in ``NAME.sha256`` and a cached file
+is checked against it before every reuse, so a damaged or swapped cache is caught. Without network the error says in one line where to get the file and how to pass it (--raw).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dgbench.errors import DgbenchError
+from dgbench.files import write_atomic
 from dgbench.progress import progress
 
 READ_BLOCK = 1 << 20
@@ -52,8 +54,18 @@ def fetch(remote: RemoteFile, folder: Path, *, attempts: int = ATTEMPTS, retry_w
     """Return ``folder/remote.filename``, downloading (or resuming) it first when needed."""
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / remote.filename
-    if target.is_file() and (remote.sha256 is None or file_sha256(target) == remote.sha256):
-        return target
+    pin = target.with_name(target.name + ".sha256")
+    if target.is_file():
+        expected = remote.sha256 or (pin.read_text().strip() if pin.is_file() else None)
+        digest = file_sha256(target)
+        if expected is None:
+            write_atomic(pin, digest + "\n")
+            return target
+        if digest == expected:
+            return target
+        if remote.sha256 is None:  # pinned by our own first download: the cache changed since
+            raise DgbenchError(f"{target}: sha256 {digest} differs from {expected}, pinned when it was "
+                               f"downloaded; delete it (and {pin.name}) to download it afresh")
     part = target.with_name(target.name + ".part")
     last_error: Exception | None = None
     for attempt in range(attempts):
@@ -73,6 +85,8 @@ def fetch(remote: RemoteFile, folder: Path, *, attempts: int = ATTEMPTS, retry_w
         raise DgbenchError(f"{remote.url}: downloaded file has sha256 {digest}, expected {remote.sha256}; "
                            f"it was deleted - run the command again to download it afresh")
     os.replace(part, target)
+    if remote.sha256 is None:
+        write_atomic(pin, digest + "\n")
     return target
 
 

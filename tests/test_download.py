@@ -108,6 +108,18 @@ def test_checksum_mismatch_deletes_the_download(server: Server, tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_unpublished_checksum_is_pinned_by_the_first_download(server: Server, tmp_path: Path) -> None:
+    target = fetch(RemoteFile(url(server), "data.bin"), tmp_path)  # no sha256 published for it
+    assert (tmp_path / "data.bin.sha256").read_text().strip() == SHA
+    assert fetch(RemoteFile(url(server), "data.bin"), tmp_path) == target and len(server.requests) == 1
+    target.write_bytes(PAYLOAD[:-1] + b"!")  # the cache is damaged or swapped later
+    with pytest.raises(DgbenchError, match="pinned when it was downloaded; delete it"):
+        fetch(RemoteFile(url(server), "data.bin"), tmp_path)
+    target.unlink()
+    (tmp_path / "data.bin.sha256").unlink()
+    assert fetch(RemoteFile(url(server), "data.bin"), tmp_path).read_bytes() == PAYLOAD
+
+
 def test_file_url_works(tmp_path: Path) -> None:
     source = tmp_path / "src.bin"
     source.write_bytes(PAYLOAD)
