@@ -17,6 +17,7 @@ import mmap
 import re
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -51,6 +52,12 @@ class Column:
     finite: bool = False  # times: NaN/inf is malformed
     numpy_dtype: str | None = None  # the values as this numpy dtype (e.g. float32 weights), cast while copied
     whole_numbers: bool = False  # float times: int64 when all are whole and below 2**53 (events.normalise_time)
+    label: str | None = None  # the file's own header name, for messages (None: headerless, use ``name``)
+
+    @property
+    def shown(self) -> str:
+        """How an error names this field: as the file's header does, else by our name."""
+        return self.label or self.name
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,7 @@ def columns_by_role(path: Path, header: list[str], roles: dict[str, tuple[tuple[
             columns.append(Column(f"_unused{position}"))
         else:
             found.add(role)
-            columns.append(roles[role][1])
+            columns.append(dataclasses.replace(roles[role][1], label=name.strip()))
     missing = [r for r in required if r not in found]
     if missing:
         wanted = "; ".join(f"{r}: one of {', '.join(roles[r][0])}" for r in missing)
@@ -354,13 +361,14 @@ def locate_error(path: Path, block: _Block, spec: TableSpec, detail: str) -> Inp
         fields = split_fields(line, spec.delimiter)
         number = first_line + index
         if len(fields) != len(spec.columns):
-            missing = spec.names[len(fields)] if len(fields) < len(spec.columns) else None
+            missing = spec.columns[len(fields)].shown if len(fields) < len(spec.columns) else None
             return InputError(path, f"{'missing: ' if missing else ''}expected {len(spec.columns)} fields "
-                                    f"({', '.join(spec.names)}), found {len(fields)}", line=number, field=missing)
+                                    f"({', '.join(c.shown for c in spec.columns)}), found {len(fields)}",
+                              line=number, field=missing)
         for text, column in zip(fields, spec.columns):
             problem = _field_problem(text.strip(), column)
             if problem:
-                return InputError(path, problem, line=number, field=column.name)
+                return InputError(path, problem, line=number, field=column.shown)
     last = first_line + len(lines) - 1
     return InputError(path, f"malformed rows between lines {first_line} and {last} ({detail})")
 
@@ -386,6 +394,7 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
             bar.update(len(block.data))
             if spec.header and header is None:
                 header, block = _take_header(block, spec)
+                spec = _labelled(spec, header)
             table = _parse_or_explain(path, block, spec, drop_partial_last_line)
             if table is _DROPPED:
                 dropped += 1
@@ -400,6 +409,16 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
         if column.whole_numbers:
             columns[column.name] = normalise_time(columns[column.name])
     return Table(path, columns, rows, dropped, header, hasher.hexdigest(), size)
+
+
+def _labelled(spec: TableSpec, header: str | None) -> TableSpec:
+    """The spec with each column's header name as its label (positional; role-matched columns keep theirs)."""
+    if header is None:
+        return spec
+    names = split_fields(header, spec.delimiter)
+    return dataclasses.replace(spec, columns=tuple(
+        c if c.label is not None or i >= len(names) else dataclasses.replace(c, label=names[i].strip())
+        for i, c in enumerate(spec.columns)))
 
 
 def _numpy_columns(parts: dict[str, list[pa.Array]], spec: TableSpec) -> dict[str, np.ndarray]:

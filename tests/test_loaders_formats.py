@@ -314,8 +314,15 @@ def test_malformed_rows_name_file_line_field(tmp_path: Path, text: str, line: in
 
 def test_missing_value_in_csv_format(tmp_path: Path) -> None:
     raw = write(tmp_path / "j.csv", JODIE_HEADER + "0,0,1.0,0\n1,,2.0,0\n")
-    with pytest.raises(InputError, match=r"j\.csv:3: field 'item': missing value"):
+    with pytest.raises(InputError, match=r"j\.csv:3: field 'item_id': missing value"):  # the file's own name
         build_file(out=tmp_path / "x.zarr", fmt="jodie", raw=raw)
+
+
+def test_errors_name_fields_as_the_header_does(tmp_path: Path) -> None:
+    raw = write(tmp_path / "tx.csv", "TX_ID,SENDER_ACCOUNT_ID,RECEIVER_ACCOUNT_ID,TX_TYPE,TX_AMOUNT,TIMESTAMP,"
+                                     "IS_FRAUD,ALERT_ID\n1,0,1,T,5.0,1,False,-1\n2,0,1,T,5.0,2,maybe,-1\n")
+    with pytest.raises(InputError, match=r"tx\.csv:3: field 'IS_FRAUD': 'maybe' is not a true/false flag"):
+        build_file(out=tmp_path / "x.zarr", fmt="amlsim", raw=raw)
 
 
 def test_error_lines_are_exact_across_blocks(tmp_path: Path) -> None:
