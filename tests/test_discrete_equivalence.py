@@ -13,12 +13,12 @@ import torch
 
 from dgbench.dist import Comm, DistContext
 from dgbench.models.discrete import cdgcn, evolvegcn_o, tmgcn
-from dgbench.partition import available_methods
+from dgbench.partition import available_methods, partition_vertices
 from generators.esdg_random import build
 from trainers.config import RunConfig
-from trainers.discrete.data import DiscreteData
+from trainers.discrete.data import TRAIN, DiscreteData
 from trainers.discrete.experiment import run_experiments
-from trainers.discrete.placement import VertexPlacement
+from trainers.discrete.placement import VertexPlacement, input_edges
 
 MODELS = {"tmgcn": tmgcn, "evolvegcn-o": evolvegcn_o, "cdgcn": cdgcn}
 NODES, SNAPSHOTS, HIDDEN, EPOCHS = 64, 9, 6, 3
@@ -99,9 +99,12 @@ def check_distributed(store: Path, reference: dict[str, list[float]], nproc: int
     configs += [config(store, "snapshot", m, nproc, blocks=4) for m in ("cdgcn", "evolvegcn-o")]
     configs += [config(store, "vertex", "tmgcn", nproc, blocks=2)]
     configs += [config(store, "snapshot", "tmgcn", nproc, blocks=2)]  # streamed: every rank moves its steps
+    configs += [config(store, "vertex", "cdgcn", nproc, partitioner="range")]  # known owners: the scores volume
     records = run_experiments(configs)
+    streamed, range_owned = records[-2], records[-1]
+    check_score_volume(store, range_owned, nproc)
     one_rank = run_experiments([config(store, "checkpoint", "tmgcn", blocks=2)])[0]
-    assert (records[-1]["extra"]["transfer_bytes_per_epoch"]["base"]
+    assert (streamed["extra"]["transfer_bytes_per_epoch"]["base"]
             == one_rank["extra"]["transfer_bytes_per_epoch"]["base"]), "the job's bytes are every rank's"
     for c, record in zip(configs, records):
         np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5,
@@ -123,6 +126,21 @@ def check_distributed(store: Path, reference: dict[str, list[float]], nproc: int
         assert halo > 0
         assert tag_elements(record, "halo:forward") == halo == tag_elements(record, "halo:backward")
         assert tag_elements(record, "to_") == 0
+
+
+def check_score_volume(store: Path, record: dict, nproc: int) -> None:
+    """Vertex scoring moves one float per distinct (step, destination) a rank's pairs need from
+    another rank: pairs live with their source's owner (computed here from the pairs themselves)."""
+    data = DiscreteData(store, seed=7)
+    owner = partition_vertices(input_edges(data), nproc, method="range")
+    needed = 0
+    for pairs in data.split_pairs(TRAIN, 0):
+        for rank in range(nproc):
+            mine = owner[pairs.src] == rank
+            needed += len(np.unique(pairs.dst[mine & (owner[pairs.dst] != rank)]))
+    assert needed > 0
+    assert tag_elements(record, "scores:forward") == needed == tag_elements(record, "scores:backward")
+    assert tag_elements(record, "scores:ids") == needed  # the ids asked for, one each
 
 
 def test_snapshot_and_vertex_match_single_on_two_ranks(store, reference):

@@ -172,11 +172,12 @@ class DiscreteTrainer:
         for b, block in enumerate(self.placement.blocks):
             view = self.placement.view(b, timer)
             halves, state = self.model.forward_block(view, state)
-            table, first = self.placement.score_table(view, halves)  # once: it may be a collective
-            for split, batches in splits.items():
-                inside = [batch for batch in batches if batch.step in block]
-                logits = pair_logits(table, first, inside, self.model.scorer.bias)
-                labels = torch.from_numpy(np.concatenate([x.label for x in inside]) if inside
+            inside = {split: [batch for batch in batches if batch.step in block] for split, batches in splits.items()}
+            # once for both splits: it may be a collective
+            table, first = self.placement.score_table(view, halves, [p for pairs in inside.values() for p in pairs])
+            for split in splits:
+                logits = pair_logits(table, first, inside[split], self.model.scorer.bias)
+                labels = torch.from_numpy(np.concatenate([x.label for x in inside[split]]) if inside[split]
                                           else np.zeros(0, np.float32)).to(logits.device)
                 scored[split].append(torch.stack([logits.double(), labels.double()], dim=1))
         return {split: link_prediction_metrics(*self._gather(torch.cat(rows)).t()) for split, rows in scored.items()}
