@@ -13,6 +13,7 @@ from dgbench.store import SNAPSHOTS, open_store
 from trainers.config import RunConfig
 from trainers.discrete.data import DiscreteData
 from trainers.discrete.loop import DiscreteTrainer
+from trainers.discrete.placement import streams_snapshots
 from trainers.epochs import merge_rank_epochs, run_epochs
 
 FAMILY = "discrete"
@@ -82,8 +83,7 @@ def _inapplicable_option(config: RunConfig) -> str | None:
     if config.scheme == "single" and config.blocks != 1:
         return (f"--blocks {config.blocks}: 'single' keeps every snapshot resident in one block; "
                 f"gradient checkpointing is the 'checkpoint' scheme")
-    streamed = config.scheme == "checkpoint" or (config.scheme == "snapshot" and config.blocks > 1)
-    if config.transfer != "base" and not streamed:
+    if config.transfer != "base" and not streams_snapshots(config):
         return (f"--transfer {config.transfer}: scheme '{config.scheme}' with --blocks {config.blocks} keeps its "
                 f"snapshots resident, so nothing is transferred; use 'checkpoint', or 'snapshot' with --blocks > 1")
     return None

@@ -353,6 +353,11 @@ class VertexPlacement(Placement):
 
 # --------------------------------------------------------------------------- registered schemes
 
+def streams_snapshots(config: RunConfig) -> bool:
+    """Whether the scheme moves snapshots to the compute device block by block (so --transfer applies)."""
+    return config.scheme == "checkpoint" or (config.scheme == "snapshot" and config.blocks > 1)
+
+
 def _require_one_rank(ctx: DistContext, scheme: str) -> None:
     if ctx.world_size != 1:
         raise DgbenchError(f"scheme '{scheme}' runs on one process (got {ctx.world_size}); "
@@ -369,13 +374,13 @@ def single(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement
                  summary="gradient checkpointing over nb blocks, snapshots moved per block (base or gd)")
 def checkpoint(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
     _require_one_rank(ctx, "checkpoint")
-    return TimePlacement(ctx, data, blocks=config.blocks, streamed=True, transfer=config.transfer)
+    return TimePlacement(ctx, data, blocks=config.blocks, streamed=streams_snapshots(config), transfer=config.transfer)
 
 
 @register_scheme("snapshot", family="discrete",
                  summary="snapshot partitioning with re-distribution to vertices for the temporal module")
 def snapshot(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
-    return TimePlacement(ctx, data, blocks=config.blocks, streamed=config.blocks > 1, transfer=config.transfer)
+    return TimePlacement(ctx, data, blocks=config.blocks, streamed=streams_snapshots(config), transfer=config.transfer)
 
 
 @register_scheme("vertex", family="discrete", summary="vertex partitioning by a hypergraph partitioner, halo exchange")
