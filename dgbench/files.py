@@ -33,8 +33,10 @@ def write_atomic(path: str | Path, content: str) -> Path:
 
 
 def scratch_dir(parent: str | Path, prefix: str, create: bool = True) -> Path:
-    """A new hidden folder ``parent/<prefix>-pid<pid>-<random>``; :func:`remove_stale` deletes it once
-    this process is gone. With ``create=False`` only the name is chosen (for an atomic rename)."""
+    """A new hidden folder ``parent/<prefix>-pid<pid>-<random>``, after removing the ones of that prefix
+    that killed runs left (:func:`remove_stale`). With ``create=False`` only the name is chosen (for an
+    atomic rename)."""
+    remove_stale(parent, prefix)
     path = Path(parent) / f"{prefix}{STAMP}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     if create:
         path.mkdir(parents=True)

@@ -170,9 +170,9 @@ def _chunk_encoder(dtype: np.dtype) -> Blosc | None:
 
 
 def _remove_stale_temporaries(final: Path) -> None:
-    """Delete what a killed writer left beside ``final``: its temporary store, or a replaced old one."""
-    for kind in ("tmp", "old"):
-        remove_stale(final.parent, f".{final.name}.{kind}")
+    """Delete a replaced old store a killed writer left beside ``final`` (its temporary store goes when
+    the next writer picks its own scratch name)."""
+    remove_stale(final.parent, f".{final.name}.old")
 
 
 class _StoreWriter:

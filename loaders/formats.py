@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dgbench.errors import DgbenchError
-from dgbench.files import remove_stale, scratch_dir
+from dgbench.files import scratch_dir
 from loaders.archives import is_archive, unpack
 from loaders.download import file_sha256
 from loaders.events import Events, RawFile
@@ -68,7 +68,6 @@ def open_raw(raw: Path, fmt: Format, scratch: Path) -> Iterator[tuple[Path, RawF
         raise DgbenchError(f"--raw {raw}: no such file or folder")
     if raw.is_file() and is_archive(raw):
         scratch.mkdir(parents=True, exist_ok=True)
-        remove_stale(scratch, ".dgbench-unpack")
         folder = scratch_dir(scratch, ".dgbench-unpack")
         try:
             unpacked = unpack(raw, folder / "content")

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from dgbench.errors import DgbenchError
-from dgbench.files import remove_stale, scratch_dir
+from dgbench.files import scratch_dir
 from dgbench.progress import is_quiet
 from dgbench.registry import register_preparer
 from loaders import amlsim, edgelists, jodie, tgl  # noqa: F401  (register the format families)
@@ -99,7 +99,6 @@ def build_smoothed(build: Callable[[Path], Path], out: Path, overwrite: bool, ed
     if out.exists() and not overwrite:
         raise DgbenchError(f"{out}: a store already exists (pass --overwrite to replace it)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out.parent, f".{out.name}.unsmoothed")
     scratch = scratch_dir(out.parent, f".{out.name}.unsmoothed")
     try:
         plain = build(scratch / "plain.zarr")
