@@ -72,8 +72,9 @@ def static_from_store(path: Path) -> tuple[np.ndarray, int, dict]:
     if len(keys) == 0:
         raise DgbenchError(f"--static {path}: the store has no edges")
     src, dst = np.divmod(keys, n)
-    return np.stack([src, dst]), n, {"path": str(path), "fingerprint": store.fingerprint,
-                                                    "name": store.provenance.get("raw_file") or store.kind}
+    identity = {"path": str(path), "fingerprint": store.fingerprint,
+                "name": store.provenance.get("raw_file") or store.kind}
+    return np.stack([src, dst]), n, identity
 
 
 @register_preparer("static-to-dynamic", kind="generator", produces="snapshots", options=OPTIONS,

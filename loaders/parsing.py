@@ -11,13 +11,13 @@ relative to the block and blind to skipped lines), and a one-line :class:`InputE
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import math
 import mmap
 import re
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
