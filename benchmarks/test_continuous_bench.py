@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dgbench.dist import DistContext, launch
+from dgbench.dist import DistContext
+from dgbench.launch import launch
 from dgbench.store import open_store
 from trainers.config import RunConfig
 from trainers.continuous.data import EventStream

@@ -39,7 +39,7 @@ def throughput(record: dict) -> float:
 @pytest.fixture(scope="module", autouse=True)
 def one_thread_per_rank():
     """In-process (P = 1) runs use one intra-op thread, like each spawned rank on a 2-core machine
-    (dgbench.dist.launch gives a rank cores / P), so P counts cores; two threads on a shared
+    (dgbench.launch.launch gives a rank cores / P), so P counts cores; two threads on a shared
     2-core machine measured 3-10x slower on these small graphs (spin-waiting, not compute)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from dgbench.dist import DistContext, from_main, launch
+from dgbench.dist import DistContext, from_main
+from dgbench.launch import launch
 from dgbench.errors import DgbenchError
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from dgbench.dist import launch
+from dgbench.launch import launch
 from dgbench.models import temporal
 from dgbench.models.temporal import MODEL_CLASSES, BatchInputs, build_temporal_model
 from dgbench.store import EdgeStreamStoreWriter, open_store

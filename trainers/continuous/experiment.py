@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from dgbench.dist import DistContext, default_backend, launch
+from dgbench.dist import DistContext, default_backend
+from dgbench.launch import launch
 from dgbench.errors import DgbenchError
 from dgbench.models.temporal import build_temporal_model
 from dgbench.records import build_record, dataset_entry, utc_now

@@ -5,7 +5,8 @@ from typing import Any
 
 import torch
 
-from dgbench.dist import DistContext, launch
+from dgbench.dist import DistContext
+from dgbench.launch import launch
 from dgbench.errors import DgbenchError
 from dgbench.records import build_record, dataset_entry, utc_now
 from dgbench.registry import MODELS, SCHEMES, lookup
