@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from dgbench.models.discrete import DynamicGNN, cdgcn, evolvegcn_o, m_transform, tmgcn
+from dgbench.models.contract import LayoutSequence
+from dgbench.models.discrete import DynamicGNN, cdgcn, evolvegcn_o, tmgcn
+from dgbench.models.sequence import m_transform
 from dgbench.models.sparse import SparseOperator, block_diagonal, csr_from_coo, spmm
 from dgbench.registry import MODELS, load_plugins
 
@@ -15,7 +17,7 @@ N, T, WIDTH = 12, 7, 2
 
 
 @dataclass
-class LocalView:
+class LocalView(LayoutSequence):
     """A single-process block view over dense-ish random snapshots (the model's whole contract)."""
 
     first: torch.Tensor

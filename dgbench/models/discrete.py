@@ -10,33 +10,15 @@ between blocks (π_b of ESDG §3.1) is what :meth:`DynamicGNN.forward_block` tak
 """
 from __future__ import annotations
 
-from typing import Protocol
-
 import torch
 from torch import nn
 
+from dgbench.models.contract import BlockView, State
+from dgbench.models.sequence import LSTMSequence, MTransform
 from dgbench.registry import register_model
 
-State = tuple[torch.Tensor, ...]
 _TANH_BACKWARD = torch.ops.aten.tanh_backward.default  # the derivative kernels autograd itself calls
 _SIGMOID_BACKWARD = torch.ops.aten.sigmoid_backward.default
-
-
-class BlockView(Protocol):
-    """What a scheme lends a layer for one block of timesteps."""
-
-    num_steps: int  # timesteps in the block
-    local_steps: slice  # the block's timesteps whose snapshot (GCN) part runs on this rank
-    vertex_rows: int  # vertices this rank holds in the vertex-partitioned layout
-
-    def aggregate(self, x: torch.Tensor | None) -> torch.Tensor:
-        """Ã_t x_t for the local steps, [local steps, rows, F]; ``None`` = the precomputed Ã X⁰."""
-
-    def to_vertex(self, y: torch.Tensor) -> torch.Tensor:
-        """[local steps, rows, F] -> [num_steps, vertex_rows, F]."""
-
-    def to_time(self, z: torch.Tensor) -> torch.Tensor:
-        """[num_steps, vertex_rows, F] -> [local steps, rows, F]."""
 
 
 def _glorot(rows: int, cols: int) -> nn.Parameter:
@@ -45,44 +27,20 @@ def _glorot(rows: int, cols: int) -> nn.Parameter:
     return nn.Parameter(weight)
 
 
-def m_transform(y: torch.Tensor, history: torch.Tensor, window: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """TM-GCN's M-product along time: each step becomes the mean of the last ``window`` steps
-    (fewer at the start), M_tk = 1/min(w, t+1) (Malik et al., TM-GCN; ESDG §5.1).
-
-    ``history`` holds the up to w-1 steps before the block; the sum runs over the same elements in
-    the same order however the timesteps are blocked, so results are bit-identical across blocks.
-    """
-    sequence = torch.cat([history, y], dim=0)
-    known, steps = history.shape[0], y.shape[0]
-    total = torch.zeros_like(y)
-    for shift in range(window):
-        first = known - shift
-        if first + steps <= 0:
-            break
-        lo = max(0, first)
-        total[lo - first:] = total[lo - first:] + sequence[lo:first + steps]
-    available = torch.arange(known, known + steps, device=y.device) + 1  # positions 1.. in the sequence
-    counts = torch.clamp(available, max=window).to(y.dtype)
-    return total / counts.view(-1, *([1] * (y.dim() - 1))), sequence[-(window - 1):] if window > 1 \
-        else sequence[:0]
-
-
 class TMGCNLayer(nn.Module):
     """GCN on each snapshot, then the parameter-less M-transform over the last w steps (ESDG §5.1)."""
 
     def __init__(self, in_features: int, out_features: int, window: int):
         super().__init__()
         self.weight = _glorot(in_features, out_features)
-        self.window = window
+        self.temporal = MTransform(out_features, window)
         self.temporal_widths = (out_features, out_features)  # (to_vertex, to_time) feature widths
 
     def initial_state(self, vertex_rows: int) -> State:
-        return (self.weight.new_zeros((0, vertex_rows, self.weight.shape[1])),)
+        return tuple(t.to(self.weight) for t in self.temporal.initial_carry(vertex_rows))
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
-        y = view.to_vertex(view.aggregate(x) @ self.weight)
-        z, history = m_transform(y, state[0], self.window)
-        return view.to_time(z), (history,)
+        return view.sequence(self.temporal, view.aggregate(x) @ self.weight, state)
 
 
 class _WeightEvolution(torch.autograd.Function):
@@ -180,21 +138,15 @@ class CDGCNLayer(nn.Module):
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
         self.weight = _glorot(in_features, out_features)
-        self.lstm = nn.LSTM(in_features + out_features, out_features)
+        self.temporal = LSTMSequence(in_features + out_features, out_features)
         self.temporal_widths = (in_features + out_features, out_features)
 
     def initial_state(self, vertex_rows: int) -> State:
-        zeros = self.weight.new_zeros((1, vertex_rows, self.weight.shape[1]))
-        return (zeros, zeros.clone())
+        return self.temporal.initial_carry(vertex_rows)
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
         ax = view.aggregate(x)
-        y = view.to_vertex(torch.cat([ax, ax @ self.weight], dim=-1))
-        if y.shape[0] == 0 or y.shape[1] == 0:
-            z = y.new_zeros((*y.shape[:2], self.weight.shape[1])) + 0 * y.sum()
-            return view.to_time(z), state
-        z, (h, c) = self.lstm(y, state)
-        return view.to_time(z), (h, c)
+        return view.sequence(self.temporal, torch.cat([ax, ax @ self.weight], dim=-1), state)
 
 
 class DynamicGNN(nn.Module):

@@ -23,6 +23,7 @@ import torch
 
 from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd, from_main
 from dgbench.errors import DgbenchError
+from dgbench.models.contract import LayoutSequence
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, spmm
 from dgbench.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
                                partition_vertices_detailed)
@@ -90,7 +91,7 @@ def pair_logits(table: torch.Tensor, first: int, batches: list[PairBatch], bias:
 # --------------------------------------------------------------------------- time partitioning
 
 @dataclass
-class TimeView:
+class TimeView(LayoutSequence):
     """A block seen by a time-partitioned rank: its local steps of the block, all N vertices."""
 
     placement: "TimePlacement"
@@ -217,7 +218,7 @@ class HaloBlock:
 
 
 @dataclass
-class VertexView:
+class VertexView(LayoutSequence):
     placement: "VertexPlacement"
     block: range
     halo: HaloBlock
