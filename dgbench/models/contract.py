@@ -97,6 +97,18 @@ class BlockView(Protocol):
         """Ã_t x_t for the local steps, [local steps, rows, F]; ``None`` = the precomputed Ã X⁰."""
         ...
 
+    def input_features(self) -> torch.Tensor:
+        """The raw input features X⁰ of the local steps, [local steps, rows, in] (for layers, such as
+        graph attention, that cannot start from the precomputed Ã X⁰)."""
+        ...
+
+    def attend(self, dst_score: torch.Tensor, src_score: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """Graph attention over each local snapshot's in-neighbours and self (GAT): per row i,
+        ``Σ_j softmax_j LeakyReLU(dst_score_i + src_score_j) · values_j``. Shapes [local steps, rows, H]
+        for the scores and [local steps, rows, H, F] for the values; the view brings the neighbours'
+        ``src_score`` and ``values`` (a halo exchange where they live elsewhere)."""
+        ...
+
     def to_vertex(self, y: torch.Tensor) -> torch.Tensor:
         """[local steps, rows, F] -> [num_steps, vertex_rows, F]."""
         ...

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-
+from torch.nn import functional as F
 
 
 @dataclass
@@ -122,6 +122,7 @@ class SparseOperator:
     csr: CsrArrays
     _forward: torch.Tensor | None = field(default=None, repr=False)
     _backward: torch.Tensor | None = field(default=None, repr=False)
+    _rows: torch.Tensor | None = field(default=None, repr=False)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -131,6 +132,13 @@ class SparseOperator:
         if self._forward is None:
             self._forward = csr_tensor(self.csr)
         return self._forward
+
+    def row_index(self) -> torch.Tensor:
+        """The row of every stored entry (CSR order), built once."""
+        if self._rows is None:
+            self._rows = torch.repeat_interleave(torch.arange(self.shape[0], device=self.csr.col.device),
+                                                 self.csr.rowptr.diff())
+        return self._rows
 
     def transposed(self) -> torch.Tensor:
         """Aᵀ as CSR, built on first use and cached for every later backward pass."""
@@ -166,3 +174,29 @@ def spmm(op: SparseOperator, x: torch.Tensor) -> torch.Tensor:
     if op.csr.nnz == 0 or x.shape[0] == 0:
         return x.new_zeros((op.shape[0], *x.shape[1:])) + 0 * x.sum()
     return _CachedTransposeSpMM.apply(x.contiguous(), op)
+
+
+def graph_attention(op: SparseOperator, dst_score: torch.Tensor, src_score: torch.Tensor, values: torch.Tensor,
+                    negative_slope: float = 0.2) -> torch.Tensor:
+    """GAT aggregation over the sparsity pattern of ``op`` (Veličković et al. ICLR'18, Eq. 1-4).
+
+    Row i attends over the columns j stored in row i (its in-neighbours and itself, Ã's pattern):
+    ``α_ij = softmax_j LeakyReLU(dst_score[i] + src_score[j])`` per head, where GAT's
+    ``aᵀ[W h_i ‖ W h_j]`` is split into the two per-vertex scores, and ``out_i = Σ_j α_ij values[j]``.
+    Shapes: ``dst_score`` [rows, H], ``src_score`` [cols, H], ``values`` [cols, H, F] -> [rows, H, F].
+    Ã's values are not used: only which entries exist.
+    """
+    if op.shape[1] != src_score.shape[0] or op.shape[0] != dst_score.shape[0]:
+        raise ValueError(f"graph_attention: operator is {op.shape}, scores have {dst_score.shape[0]} rows "
+                         f"and {src_score.shape[0]} columns")
+    rows, cols = op.row_index(), op.csr.col
+    heads = dst_score.shape[1]
+    logits = F.leaky_relu(dst_score[rows] + src_score[cols], negative_slope)  # [nnz, H]
+    # softmax per row, shifted by the row maximum (a constant per row: it cancels in the ratio)
+    peak = torch.full((op.shape[0], heads), float("-inf"), dtype=logits.dtype, device=logits.device)
+    peak = peak.scatter_reduce(0, rows[:, None].expand(-1, heads), logits.detach(), "amax", include_self=True)
+    weights = torch.exp(logits - peak[rows])
+    total = weights.new_zeros((op.shape[0], heads)).index_add(0, rows, weights)
+    alpha = weights / total[rows]
+    out = values.new_zeros((op.shape[0], *values.shape[1:]))
+    return out.index_add(0, rows, alpha[..., None] * values[cols])

@@ -24,7 +24,7 @@ import torch
 from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd, from_main
 from dgbench.errors import DgbenchError
 from dgbench.models.contract import LayoutSequence
-from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, spmm
+from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, graph_attention, spmm
 from dgbench.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
                                partition_vertices_detailed)
 from dgbench.registry import register_scheme
@@ -120,6 +120,17 @@ class TimeView(LayoutSequence):
         steps, rows, width = x.shape
         return spmm(self.operator, x.reshape(steps * rows, width)).view(steps, rows, width)
 
+    def input_features(self) -> torch.Tensor:
+        return self.placement.input_features(*self.local)
+
+    def attend(self, dst_score: torch.Tensor, src_score: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        steps, rows, heads, width = values.shape
+        if self.operator is None:
+            return values.new_zeros(values.shape) + 0 * (values.sum() + dst_score.sum() + src_score.sum())
+        out = graph_attention(self.operator, dst_score.reshape(-1, heads), src_score.reshape(-1, heads),
+                              values.reshape(-1, heads, width))
+        return out.view(steps, rows, heads, width)
+
     def _local_counts(self) -> list[int]:
         return [b - a for a, b in self.placement.local_ranges(self.block)]
 
@@ -160,6 +171,7 @@ class TimePlacement(Placement):
         self.streamed = streamed
         self.mover = SnapshotMover(data.adjacency, ctx.device, transfer)
         self.first_input_bytes = 0
+        self._features: dict[tuple[int, int], torch.Tensor] = {}
         self.resident: dict[int, TimeView] = {}
         if not streamed:
             timer = PhaseTimer(ctx.device)
@@ -181,6 +193,15 @@ class TimePlacement(Placement):
 
     def view(self, block: int, timer: PhaseTimer) -> TimeView:
         return self.resident[block] if not self.streamed else self._load(block, timer)
+
+    def input_features(self, a: int, b: int) -> torch.Tensor:
+        """X⁰ of steps [a, b) on the device (moved on first use; counted with the Ã X⁰ frames)."""
+        if (a, b) not in self._features:
+            frames = np.stack(self.data.degree_features[a:b]) if b > a else \
+                np.zeros((0, self.data.num_nodes, self.data.in_features), np.float32)
+            self.first_input_bytes += frames.nbytes
+            self._features[(a, b)] = torch.from_numpy(frames).to(self.ctx.device)
+        return self._features[(a, b)]
 
     def owned(self, batch: PairBatch) -> PairBatch:
         for block in self.blocks:
@@ -215,6 +236,7 @@ class HaloBlock:
     send_splits: list[int]
     recv_splits: list[int]
     first_input: torch.Tensor  # [steps, own, 2]
+    features: torch.Tensor  # X⁰ of own rows, [steps, own, 2]
 
 
 @dataclass
@@ -241,9 +263,24 @@ class VertexView(LayoutSequence):
             return self.halo.first_input
         steps, rows, width = x.shape
         flat = x.reshape(steps * rows, width)
-        halo = all_to_all_autograd(flat[self.halo.send_index], self.placement.ctx.comm, self.halo.send_splits,
+        return spmm(self.halo.operator, torch.cat([flat, self._halo(flat)])).view(steps, rows, width)
+
+    def _halo(self, flat: torch.Tensor) -> torch.Tensor:
+        """The halo rows of ``flat`` [steps * own, W] from their owners, in arrival order."""
+        return all_to_all_autograd(flat[self.halo.send_index], self.placement.ctx.comm, self.halo.send_splits,
                                    self.halo.recv_splits, tag="halo")
-        return spmm(self.halo.operator, torch.cat([flat, halo])).view(steps, rows, width)
+
+    def input_features(self) -> torch.Tensor:
+        return self.halo.features
+
+    def attend(self, dst_score: torch.Tensor, src_score: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """GAT over own rows: the neighbours' [src_score | values] rows travel as one halo exchange."""
+        steps, rows, heads, width = values.shape
+        flat = torch.cat([src_score.reshape(steps * rows, heads), values.reshape(steps * rows, heads * width)], 1)
+        columns = torch.cat([flat, self._halo(flat)])
+        out = graph_attention(self.halo.operator, dst_score.reshape(-1, heads), columns[:, :heads],
+                              columns[:, heads:].view(-1, heads, width))
+        return out.view(steps, rows, heads, width)
 
     def to_vertex(self, y: torch.Tensor) -> torch.Tensor:
         return y
@@ -278,9 +315,10 @@ class VertexPlacement(Placement):
         recv_splits = [sum(len(v) for v in per_step) for per_step in incoming]
         device = self.ctx.device
         first = np.ascontiguousarray(self.data.first_layer_input[block.start:block.stop][:, own])
+        features = np.stack([self.data.degree_features[t][own] for t in block])
         return HaloBlock(SparseOperator(self._local_operator(block, incoming).to_torch(device)),
                          torch.from_numpy(send_index.astype(np.int64)).to(device), send_splits, recv_splits,
-                         torch.from_numpy(first).to(device))
+                         torch.from_numpy(first).to(device), torch.from_numpy(features).to(device))
 
     def _local_operator(self, block: range, incoming: list[list[np.ndarray]]) -> CsrArrays:
         """Block-diagonal Ã over the block's steps: rows = own vertices per step, columns = the
