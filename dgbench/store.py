@@ -614,6 +614,10 @@ def read_attrs(path: str | Path) -> dict[str, Any]:
     """The root attributes of a store, or a StoreError saying why it is not one."""
     path = Path(path)
     meta = path / "zarr.json"
+    if not path.exists():
+        raise StoreError(f"{path}: no such store (the path does not exist)")
+    if not path.is_dir():
+        raise StoreError(f"{path}: not a dgbench store (a file; a store is a folder)")
     if not meta.is_file():
         raise StoreError(f"{path}: not a dgbench store (no zarr.json)")
     try:
