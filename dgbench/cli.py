@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -28,8 +29,23 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+GLOBAL_FLAGS = ("--quiet", "--debug")
+
+
+def hoist_global_flags(args: list[str]) -> list[str]:
+    """``--quiet``/``--debug`` moved to the front, so they work after the subcommand too
+    (``dgbench prepare stream ... --quiet``); anything after a literal ``--`` is left alone."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if a in GLOBAL_FLAGS]
+    rest = [a for a in args[:end] if a not in GLOBAL_FLAGS]
+    return flags + rest + args[end:]
+
+
 class DgbenchGroup(click.Group):
-    """Root group: lazy sub-commands and one-line errors."""
+    """Root group: lazy sub-commands, one-line errors, global flags accepted in either place."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_flags(list(args)))
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         lazy = [name for name, (module, _) in LAZY_COMMANDS.items() if _module_exists(module)]
@@ -79,6 +95,8 @@ def cli(ctx: click.Context, quiet: bool, debug: bool) -> None:
     """dgbench: one harness for distributed dynamic-GNN training schemes."""
     ctx.obj = {"debug": debug}
     progress.set_quiet(quiet)
+    if quiet:  # ranks started by `run` read it (dgbench.progress)
+        os.environ["DGBENCH_QUIET"] = "1"
 
 
 class PrepareGroup(click.Group):

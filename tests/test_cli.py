@@ -74,7 +74,7 @@ def test_existing_store_needs_overwrite(runner, tmp_path):
 
 def test_not_a_store(runner, tmp_path):
     assert_one_line_error(runner.invoke(cli, ["info", str(tmp_path)]), str(tmp_path), "not a dgbench store")
-    assert_one_line_error(runner.invoke(cli, ["info", str(tmp_path / "absent.zarr")]), "not a dgbench store")
+    assert_one_line_error(runner.invoke(cli, ["info", str(tmp_path / "absent.zarr")]), "does not exist")
 
 
 def test_bad_option_is_a_usage_error(runner, tmp_path):

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from dgbench import progress
 from dgbench.cli import cli
 
-TINY_STREAM = ["prepare", "stream", "--events", "200", "--nodes", "20", "--edge-dim", "2"]
+TINY_STREAM = ["prepare", "stream", "--events", "200", "--users", "20", "--items", "0", "--edge-dim", "2"]
 
 
 @pytest.fixture
@@ -38,3 +38,25 @@ def test_a_file_is_not_a_store(runner: CliRunner, tmp_path: Path) -> None:
     file.write_text("x")
     result = runner.invoke(cli, ["info", str(file)])
     assert result.exit_code == 1 and "a file; a store is a folder" in result.stderr
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_quiet_and_debug_work_before_and_after_the_subcommand(runner: CliRunner, tmp_path: Path,
+                                                               monkeypatch, where: str) -> None:
+    monkeypatch.delenv("DGBENCH_QUIET", raising=False)
+    progress.set_quiet(False)
+    args = [*TINY_STREAM, "-o", str(tmp_path / "s.zarr")]
+    result = runner.invoke(cli, ["--quiet", *args] if where == "before" else [*args, "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert progress.is_quiet()
+
+    missing = str(tmp_path / "nowhere.zarr")
+    debug = runner.invoke(cli, ["--debug", "info", missing] if where == "before" else ["info", missing, "--debug"])
+    assert debug.exit_code == 1
+    assert debug.exception is not None and "does not exist" in str(debug.exception)  # raised, not one line
+
+
+def test_flags_after_a_double_dash_are_left_to_the_command() -> None:
+    from dgbench.cli import hoist_global_flags
+    assert hoist_global_flags(["run", "--x", "1", "--quiet", "--", "--debug"]) == \
+        ["--quiet", "run", "--x", "1", "--", "--debug"]
