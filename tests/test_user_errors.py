@@ -60,3 +60,22 @@ def test_flags_after_a_double_dash_are_left_to_the_command() -> None:
     from dgbench.cli import hoist_global_flags
     assert hoist_global_flags(["run", "--x", "1", "--quiet", "--", "--debug"]) == \
         ["--quiet", "run", "--x", "1", "--", "--debug"]
+
+
+def test_submit_says_per_track_why_a_record_was_not_entered(tmp_path: Path) -> None:
+    import shutil
+
+    from dgbench.records import REPO_ROOT
+    from leaderboard_records import make_record, write
+    board = tmp_path / "board"
+    board.mkdir()
+    shutil.copy(REPO_ROOT / "leaderboards" / "official_stores.json", board)
+    short = write(make_record(epochs=3), tmp_path / "short.json")  # 3 epochs: below 1 warm-up + 3 timed
+    result = CliRunner().invoke(cli, ["submit", str(short), "--board", str(board)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith(f"accepted {short} -> ") for line in lines) == 1  # accuracy only
+    skipped = sorted(line for line in lines if line.startswith("not entered on "))
+    needs = "epochs: has 3 epochs; the {} track needs at least 4 (1 warm-up + 3 timed)"
+    assert skipped == [f"not entered on scaling: {short}: {needs.format('scaling')}",
+                       f"not entered on throughput: {short}: {needs.format('throughput')}"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ class Submission:
     digest: str
     paths: list[Path]
     official: dict[str, Any] | None
+    skipped: dict[str, list[Problem]] = field(default_factory=dict)  # track -> why the record is not on it
 
 
 # --------------------------------------------------------------------------- official stores
@@ -150,7 +151,16 @@ def submit(source: str | Path, board: str | Path | None = None, *, tracks: list[
         for path in paths:  # all tracks or none: a half-filed record would block its own resubmission
             path.unlink(missing_ok=True)
         raise
-    return Submission(digest, paths, load_official_stores(board).get(record["dataset"]["fingerprint"]))
+    return Submission(digest, paths, load_official_stores(board).get(record["dataset"]["fingerprint"]),
+                      skipped_tracks(record, chosen, tracks))
+
+
+def skipped_tracks(record: dict[str, Any], chosen: list[str], tracks: list[str] | None) -> dict[str, list[Problem]]:
+    """Each track the record was not filed on, with the rule it misses (tracks the user did not name are
+    not listed: leaving them out was the user's choice)."""
+    considered = tracks or list(TRACKS)
+    return {name: problems for name, problems in qualifying_tracks(record).items()
+            if name in considered and name not in chosen and problems}
 
 
 def track_dir(board: Path, track: str) -> Path:

@@ -34,6 +34,8 @@ def submit_command(results: tuple[Path, ...], board: Path | None, tracks: tuple[
                   if submission.official else "unofficial: store fingerprint not in the registry")
         for path in submission.paths:
             click.echo(f"accepted {result} -> {path}  ({status})")
+        for track, problems in submission.skipped.items():
+            click.echo(f"not entered on {track}: {result}: {'; '.join(str(p) for p in problems)}")
     if refused:
         sys.exit(1)
 
