@@ -1,13 +1,30 @@
 """Per-vertex temporal modules (:class:`~dgbench.models.contract.SequenceModule`) shared by the zoo.
 
 Each runs a block of every vertex's sequence and returns the carry the next block needs, so a scheme
-may cut sequences anywhere (checkpoint blocks, ranks) and get the same outputs.
+may cut sequences anywhere (checkpoint blocks, ranks) and get the same outputs:
+
+* :class:`MTransform`: TM-GCN's window mean (carry: the last w-1 inputs);
+* :class:`GRUSequence`, :class:`LSTMSequence` (one or more layers), :class:`GateWiseGRUSequence`
+  (PyTorch Geometric Temporal's T-GCN cell): recurrent, carry = the state after the last step;
+* :class:`CausalSelfAttention`: DySAT's temporal self-attention over every earlier step (carry = all
+  earlier inputs).
+
+The recurrent modules take a :class:`~dgbench.models.contract.SequenceMask` (DGC §5.1.2 temporal
+fusion, Eq. 4-5): without one they run the whole block in one fused ``nn.GRU``/``nn.LSTM`` call;
+with one, step by step through the same parameters (``torch.gru_cell``/``torch.lstm_cell``), where
+a reset replaces the carry by the initial carry and an absent instance leaves it unchanged. Two
+sequences concatenated with a reset between them give, bit for bit, what each gives alone.
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import torch
 from torch import nn
+from torch.nn import functional as F
 
+from dgbench.errors import DgbenchError
 from dgbench.models.contract import Dependency, SequenceMask, State
 
 
@@ -33,9 +50,27 @@ def m_transform(y: torch.Tensor, history: torch.Tensor, window: int) -> tuple[to
         else sequence[:0]
 
 
+def _masks(mask: SequenceMask | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(present, reset) as bool tensors, or None where not given."""
+    if mask is None:
+        return None, None
+    present = None if mask.present is None else mask.present.to(torch.bool)
+    reset = None if mask.reset is None else mask.reset.to(torch.bool)
+    return present, reset
+
+
 def _unmasked(module: object, mask: SequenceMask | None) -> None:
     if mask is not None and (mask.present is not None or mask.reset is not None):
         raise NotImplementedError(f"{type(module).__name__} does not take presence or reset masks")
+
+
+def _nothing_to_run(y: torch.Tensor) -> bool:
+    return y.shape[0] == 0 or y.shape[1] == 0
+
+
+def _empty_output(y: torch.Tensor, width: int) -> torch.Tensor:
+    """No step or no row here: zeros, still connected to ``y`` so collectives' backward passes line up."""
+    return y.new_zeros((*y.shape[:2], width)) + 0 * y.sum()
 
 
 class MTransform(nn.Module):
@@ -57,23 +92,234 @@ class MTransform(nn.Module):
         return z, (history,)
 
 
-class LSTMSequence(nn.Module):
-    """A one-layer LSTM over each vertex's sequence; the carry is (h, c), [1, rows, width] each."""
+def masked_recurrence(step: Callable[[torch.Tensor, State], State], y: torch.Tensor, carry: State, initial: State,
+                      present: torch.Tensor | None, reset: torch.Tensor | None) -> tuple[torch.Tensor, State]:
+    """Run ``step(x_t, carry) -> carry`` over the steps of ``y`` [steps, rows, F] under presence and
+    reset masks [steps, rows] (DGC §5.1.2, Eq. 4-5). Every carry tensor is [layers, rows, width];
+    the output of a step is the top layer's ``h`` (``carry[0][-1]``) after it.
+
+    Before step t, rows with ``reset[t]`` take the initial carry (M = 0 in Eq. 4: no state crosses a
+    sequence boundary, for every gate and the LSTM cell). Rows absent at t keep their carry, so their
+    output repeats the latest present output (the initial ``h``, zeros, before the first). Rows are
+    selected with ``torch.where``, so a row's values are exactly those of running its sequence alone.
+    """
+    outputs = []
+    for t in range(y.shape[0]):
+        if reset is not None:
+            restart = reset[t].view(1, -1, 1)
+            carry = tuple(torch.where(restart, first, now) for first, now in zip(initial, carry))
+        stepped = step(y[t], carry)
+        if present is not None:
+            here = present[t].view(1, -1, 1)
+            stepped = tuple(torch.where(here, new, old) for new, old in zip(stepped, carry))
+        carry = stepped
+        outputs.append(carry[0][-1])
+    return torch.stack(outputs), carry
+
+
+class GRUSequence(nn.Module):
+    """A one-layer GRU over each vertex's sequence (T-GCN's temporal encoder, DGC §4.1/§6); the carry
+    is h, [1, rows, width]."""
 
     dependency = Dependency.RECURRENT
 
     def __init__(self, in_width: int, out_width: int):
         super().__init__()
         self.in_width, self.out_width = in_width, out_width
-        self.lstm = nn.LSTM(in_width, out_width)
+        self.gru = nn.GRU(in_width, out_width)
 
     def initial_carry(self, rows: int) -> State:
-        zeros = self.lstm.weight_hh_l0.new_zeros((1, rows, self.out_width))
-        return (zeros, zeros.clone())
+        return (self.gru.weight_hh_l0.new_zeros((1, rows, self.out_width)),)
+
+    def _step(self, x: torch.Tensor, carry: State) -> State:
+        g = self.gru
+        return (torch.gru_cell(x, carry[0][0], g.weight_ih_l0, g.weight_hh_l0, g.bias_ih_l0, g.bias_hh_l0)[None],)
 
     def forward(self, y: torch.Tensor, carry: State, mask: SequenceMask | None = None) -> tuple[torch.Tensor, State]:
-        _unmasked(self, mask)
-        if y.shape[0] == 0 or y.shape[1] == 0:  # nothing to run here; keep the graph connected for collectives
-            return y.new_zeros((*y.shape[:2], self.out_width)) + 0 * y.sum(), carry
-        z, (h, c) = self.lstm(y, carry)
-        return z, (h, c)
+        if _nothing_to_run(y):
+            return _empty_output(y, self.out_width), carry
+        present, reset = _masks(mask)
+        if present is None and reset is None:
+            z, h = self.gru(y, carry[0])
+            return z, (h,)
+        return masked_recurrence(self._step, y, carry, self.initial_carry(y.shape[1]), present, reset)
+
+
+_LSTM_PARAMETERS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
+class LSTMSequence(nn.Module):
+    """An LSTM of ``layers`` layers over each vertex's sequence (CD-GCN and WD-GCN: one layer;
+    MPNN-LSTM: two); the carry is (h, c), [layers, rows, width] each."""
+
+    dependency = Dependency.RECURRENT
+
+    def __init__(self, in_width: int, out_width: int, layers: int = 1):
+        super().__init__()
+        self.in_width, self.out_width, self.layers = in_width, out_width, layers
+        self.lstm = nn.LSTM(in_width, out_width, num_layers=layers)
+
+    def initial_carry(self, rows: int) -> State:
+        zeros = self.lstm.weight_hh_l0.new_zeros((self.layers, rows, self.out_width))
+        return (zeros, zeros.clone())
+
+    def _step(self, x: torch.Tensor, carry: State) -> State:
+        hs, cs = [], []
+        for layer in range(self.layers):
+            weights = [getattr(self.lstm, f"{name}_l{layer}") for name in _LSTM_PARAMETERS]
+            x, c = torch.lstm_cell(x, (carry[0][layer], carry[1][layer]), *weights)
+            hs.append(x)
+            cs.append(c)
+        return torch.stack(hs), torch.stack(cs)
+
+    def forward(self, y: torch.Tensor, carry: State, mask: SequenceMask | None = None) -> tuple[torch.Tensor, State]:
+        if _nothing_to_run(y):  # nothing to run here; keep the graph connected for collectives
+            return _empty_output(y, self.out_width), carry
+        present, reset = _masks(mask)
+        if present is None and reset is None:
+            z, (h, c) = self.lstm(y, carry)
+            return z, (h, c)
+        return masked_recurrence(self._step, y, carry, self.initial_carry(y.shape[1]), present, reset)
+
+
+class GateWiseGRUSequence(nn.Module):
+    """The recurrence of PyTorch Geometric Temporal's ``TGCN`` cell (Zhao et al., T-GCN Eq. 3-6, in
+    PGT's form), for inputs whose graph convolutions are already done:
+
+    ``Z = σ(U_z + H L_zᵀ)``, ``R = σ(U_r + H L_rᵀ)``, ``H̃ = tanh(U_h + (H ⊙ R) L_hᵀ)``,
+    ``H ← Z ⊙ H + (1 - Z) ⊙ H̃``, where ``U_g = conv_g(X) K_gᵀ + b_g`` is the input half of PGT's
+    ``Linear(cat[conv_g(X), H])`` (so ``[K_g | L_g]`` is that linear's weight). The input is
+    ``[U_z | U_r | U_h]`` (width 3·width), computed per snapshot before the layout change; the carry
+    is H, [1, rows, width]. Unlike ``nn.GRU``, the reset gate multiplies H before its product (PGT).
+    """
+
+    dependency = Dependency.RECURRENT
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.in_width, self.out_width = 3 * width, width
+        bound = 1.0 / math.sqrt(2 * width)  # nn.Linear(2·width, width)'s default init, as in PGT
+        self.hidden_weight = nn.Parameter(torch.empty(3, width, width).uniform_(-bound, bound))
+
+    def initial_carry(self, rows: int) -> State:
+        return (self.hidden_weight.new_zeros((1, rows, self.out_width)),)
+
+    def _step(self, x: torch.Tensor, carry: State) -> State:
+        h = carry[0][0]
+        u_z, u_r, u_h = x.chunk(3, dim=-1)
+        l_z, l_r, l_h = self.hidden_weight.unbind(0)
+        update = torch.sigmoid(torch.addmm(u_z, h, l_z.t()))
+        reset = torch.sigmoid(torch.addmm(u_r, h, l_r.t()))
+        candidate = torch.tanh(torch.addmm(u_h, h * reset, l_h.t()))
+        return ((update * h + (1 - update) * candidate)[None],)
+
+    def forward(self, y: torch.Tensor, carry: State, mask: SequenceMask | None = None) -> tuple[torch.Tensor, State]:
+        if _nothing_to_run(y):
+            return _empty_output(y, self.out_width), carry
+        present, reset = _masks(mask)
+        return masked_recurrence(self._step, y, carry, self.initial_carry(y.shape[1]), present, reset)
+
+
+class CausalSelfAttention(nn.Module):
+    """DySAT's temporal self-attention layer (Sankar et al., WSDM'20, §4.3; DGC §6: one layer of
+    scaled dot-product attention [Vaswani et al.]) over every earlier step of each vertex.
+
+    Per vertex, with learned position embeddings p_t added to the inputs (DySAT), e_t = y_t + p_t:
+    ``a_t = softmax_{j ≤ t}(q_t · k_j / √d) v_j`` with ``q = e W_q``, ``k = e W_k``, ``v = e W_v``
+    (no bias; heads split the width, concatenated), then DySAT's feed-forward with its skip,
+    ``f = ReLU(a W_f + b_f) + a``, and its residual, ``out = f + e``. Choices: the scale is √d of a
+    head (Vaswani; DySAT's code divides by √T); no dropout (deterministic, so every scheme follows
+    ``single``); positions are the step's index in its sequence (time, not a count of present
+    instances), from a table of ``max_steps`` rows initialised with xavier's bound of a [F, F]
+    matrix (DySAT: xavier over [T, F]), so the cap does not change the scale.
+
+    The carry is every earlier step: (inputs [k, rows, F], present [k, rows], the index where each
+    row's sequence started [rows], the latest present output [rows, F]). Masks: a key is seen only
+    if present and in the query's sequence (a reset starts a new one, positions from 0); an absent
+    step's output repeats the latest present output (zeros before the first).
+    """
+
+    dependency = Dependency.CAUSAL
+
+    def __init__(self, width: int, heads: int = 1, max_steps: int = 1024):
+        super().__init__()
+        if width % heads:
+            raise DgbenchError(f"temporal attention: width {width} is not a multiple of --heads {heads}")
+        self.in_width = self.out_width = width
+        self.heads, self.max_steps = heads, max_steps
+        bound = math.sqrt(6.0 / (2 * width))
+        self.positions = nn.Parameter(torch.empty(max_steps, width).uniform_(-bound, bound))
+        self.query, self.key, self.value = (nn.Parameter(nn.init.xavier_uniform_(torch.empty(width, width)))
+                                            for _ in range(3))
+        self.feedforward = nn.Linear(width, width)
+
+    def initial_carry(self, rows: int) -> State:
+        like = self.positions
+        return (like.new_zeros((0, rows, self.in_width)), torch.zeros((0, rows), dtype=torch.bool, device=like.device),
+                torch.zeros(rows, dtype=torch.int64, device=like.device), like.new_zeros((rows, self.out_width)))
+
+    def forward(self, y: torch.Tensor, carry: State, mask: SequenceMask | None = None) -> tuple[torch.Tensor, State]:
+        if _nothing_to_run(y):
+            return _empty_output(y, self.out_width), carry
+        history, seen, start, last = carry
+        known, steps, rows = history.shape[0], y.shape[0], y.shape[1]
+        if known + steps > self.max_steps:
+            raise DgbenchError(f"DySAT's temporal attention has {self.max_steps} position embeddings "
+                               f"(--max-steps); the sequence has {known + steps} steps")
+        present, reset = _masks(mask)
+        if present is None:
+            present = torch.ones((steps, rows), dtype=torch.bool, device=y.device)
+        full = torch.cat([history, y])
+        visible = torch.cat([seen, present])  # [L, rows]
+        at = torch.arange(known, known + steps, device=y.device)
+        if reset is None:
+            begins = start.expand(steps, rows)
+        else:  # each query's sequence begins at its latest reset (or where the carry's began)
+            marks = torch.where(reset, at[:, None], torch.full_like(reset, -1, dtype=torch.int64))
+            begins = torch.maximum(start[None], torch.cummax(marks, dim=0).values)
+        inputs = full + self._embeddings(known + steps, begins, start, at, plain=reset is None)
+        queries, keys = inputs[known:], torch.arange(known + steps, device=y.device)
+        allowed = keys[None, :] <= at[:, None]  # [steps, L]: causal
+        if mask is not None:  # per row: present keys of the query's own sequence, and always itself
+            allowed = (allowed[:, :, None] & visible[None] & (keys[None, :, None] >= begins[:, None, :])) \
+                | (keys[None, :, None] == at[:, None, None])
+            allowed = allowed.permute(2, 0, 1)[:, None]  # [rows, 1, steps, L]
+        attended = self._attend(queries, inputs, allowed)
+        out = torch.relu(self.feedforward(attended)) + attended + queries
+        if mask is not None:
+            out, last = _repeat_latest(out, present, reset, last)
+        else:
+            last = out[-1]
+        return out, (full, visible, begins[-1].clone(), last)
+
+    def _embeddings(self, length: int, begins: torch.Tensor, start: torch.Tensor, at: torch.Tensor,
+                    plain: bool) -> torch.Tensor:
+        """Position embeddings of the history and the block's steps, [L, 1 or rows, F]."""
+        if plain and not bool(start.any()):
+            return self.positions[:length, None]
+        history = torch.arange(length - at.shape[0], device=at.device)[:, None] - start[None]
+        index = torch.cat([history, at[:, None] - begins]).clamp(min=0)  # before a row's start: never seen
+        return self.positions[index]
+
+    def _attend(self, queries: torch.Tensor, inputs: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """Scaled dot-product attention, heads split along the width: [steps, rows, F]."""
+        steps, rows, width = queries.shape
+        length, heads = inputs.shape[0], self.heads
+
+        def split(x: torch.Tensor, weight: torch.Tensor, count: int) -> torch.Tensor:
+            return (x @ weight).view(count, rows, heads, width // heads).permute(1, 2, 0, 3)
+        q, k, v = split(queries, self.query, steps), split(inputs, self.key, length), split(inputs, self.value, length)
+        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # [rows, heads, steps, d]
+        return attended.permute(2, 0, 1, 3).reshape(steps, rows, width)
+
+
+def _repeat_latest(out: torch.Tensor, present: torch.Tensor, reset: torch.Tensor | None,
+                   last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Absent steps take the latest present output of their sequence (zeros after a reset until one)."""
+    rows = []
+    for t in range(out.shape[0]):
+        if reset is not None:
+            last = torch.where(reset[t][:, None], torch.zeros_like(last), last)
+        last = torch.where(present[t][:, None], out[t], last)
+        rows.append(last)
+    return torch.stack(rows), last

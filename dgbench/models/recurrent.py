@@ -1,0 +1,150 @@
+"""GCN-then-RNN models of the DGC and BLAD papers: T-GCN, WD-GCN and MPNN-LSTM.
+
+Each is a structure encoder (GCN layers on every snapshot, Ã = D^-1/2 (A+I) D^-1/2, the first
+layer's Ã X⁰ precomputed, ESDG §5.5) followed by a per-vertex recurrent time encoder run through
+:meth:`~dgbench.models.contract.BlockView.sequence`, and the link scorer of
+:class:`~dgbench.models.discrete.DynamicGNN` (ReLU between its layers). The GCN layers are PyG's
+``GCNConv`` (glorot weight, zero-initialised bias), as DGC §6 implements them.
+
+* ``tgcn`` (DGC §4.1: "two GCN layers and one GRU layer for each DGNN block"): GCN → ReLU → GCN →
+  ReLU → GRU. ``variant="pygt"``: PyTorch Geometric Temporal's ``TGCN`` cell (one GCN per GRU gate,
+  Zhao et al.'s T-GCN in PGT's form) on top of the first GCN layer, so each gate reads a two-layer
+  GCN whose first layer is shared — our reading of DGC §6's "three 2-layer GCN" and a 1-layer GRU.
+* ``wdgcn`` (BLAD §7.1; Manessi et al., Pattern Recognition 2020, "waterfall" dynamic GCN): the
+  same GCN on every snapshot (shared weights), then one LSTM per vertex. BLAD: "each GCN model has
+  two layers", so ``gcn_layers=2`` (default) stacks two; ``gcn_layers=1`` is Manessi's single
+  wd-GC layer.
+* ``mpnn-lstm`` (DGC §6): two GCN layers; the time encoder's input is the concatenation of both
+  layers' outputs (after their ReLU); a two-layer LSTM. Panagopoulos et al.'s batch norm and
+  dropout are left out: deterministic layers keep every scheme on ``single``'s trajectory.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from dgbench.errors import DgbenchError
+from dgbench.models.contract import BlockView, SequenceModule, State
+from dgbench.models.discrete import DynamicGNN
+from dgbench.models.sequence import GateWiseGRUSequence, GRUSequence, LSTMSequence
+from dgbench.registry import register_model
+
+TGCN_VARIANTS = ("dgc", "pygt")
+
+
+def _glorot(rows: int, cols: int) -> nn.Parameter:
+    return nn.Parameter(nn.init.xavier_uniform_(torch.empty(rows, cols)))
+
+
+class GraphConvolution(nn.Module):
+    """``Ã X W + b`` on every local snapshot (PyG ``GCNConv``); no temporal module, no state."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.weight = _glorot(in_features, out_features)
+        self.bias = nn.Parameter(torch.zeros(out_features))
+        self.temporal_widths = (0, 0)
+
+    def convolve(self, x: torch.Tensor | None, view: BlockView) -> torch.Tensor:
+        """[local steps, rows, out]; ``x`` None = the precomputed Ã X⁰."""
+        ax = view.aggregate(x)
+        return torch.addmm(self.bias, ax.reshape(-1, ax.shape[-1]), self.weight).view(*ax.shape[:-1], -1)
+
+    def initial_state(self, vertex_rows: int) -> State:
+        return ()
+
+    def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
+        return self.convolve(x, view), state
+
+
+class ConvolvedSequence(nn.Module):
+    """A GCN layer, ReLU, then a per-vertex recurrent module over its output (``concatenate``: over
+    ``[x, ReLU(Ã x W + b)]``, MPNN-LSTM's concatenation of every GCN layer's output)."""
+
+    def __init__(self, in_features: int, out_features: int, temporal: SequenceModule, concatenate: bool = False):
+        super().__init__()
+        self.convolution = GraphConvolution(in_features, out_features)
+        self.temporal = temporal
+        self.concatenate = concatenate
+        self.temporal_widths = (temporal.in_width, temporal.out_width)
+
+    def initial_state(self, vertex_rows: int) -> State:
+        return self.temporal.initial_carry(vertex_rows)
+
+    def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
+        h = torch.relu(self.convolution.convolve(x, view))
+        if self.concatenate:
+            h = torch.cat([view.aggregate(None) if x is None else x, h], dim=-1)
+        return view.sequence(self.temporal, h, state)
+
+
+class GateWiseTGCNLayer(nn.Module):
+    """PyTorch Geometric Temporal's ``TGCN`` cell as a dynamic layer: per gate g ∈ {z, r, h} a
+    ``GCNConv`` C_g = Ã X W_g + b_g and a ``Linear(cat[C_g, H])`` with weight [K_g | L_g] and bias
+    c_g. Ã X is computed once for the three gates (Ã X W_g = (Ã X) W_g), and the input halves
+    U_g = C_g K_gᵀ + c_g per snapshot, before the layout change; the recurrence (L_g) runs in
+    :class:`~dgbench.models.sequence.GateWiseGRUSequence`. Parameters are initialised as PGT's
+    (glorot W_g, zero b_g, ``nn.Linear``'s uniform ±1/√(2F) for K, L and c)."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.gate_weight = nn.Parameter(torch.cat([nn.init.xavier_uniform_(torch.empty(in_features, out_features))
+                                                   for _ in range(3)], dim=1))
+        self.gate_bias = nn.Parameter(torch.zeros(3 * out_features))
+        bound = 1.0 / math.sqrt(2 * out_features)
+        self.input_weight = nn.Parameter(torch.empty(3, out_features, out_features).uniform_(-bound, bound))
+        self.input_bias = nn.Parameter(torch.empty(3 * out_features).uniform_(-bound, bound))
+        self.temporal = GateWiseGRUSequence(out_features)
+        self.temporal_widths = (3 * out_features, out_features)
+
+    def initial_state(self, vertex_rows: int) -> State:
+        return self.temporal.initial_carry(vertex_rows)
+
+    def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
+        ax = view.aggregate(x)
+        steps, rows, width = ax.shape
+        width_out = self.temporal.out_width
+        gates = torch.addmm(self.gate_bias, ax.reshape(-1, width), self.gate_weight).view(-1, 3, width_out)
+        inputs = torch.baddbmm(self.input_bias.view(3, 1, -1), gates.transpose(0, 1), self.input_weight.transpose(1, 2))
+        return view.sequence(self.temporal, inputs.transpose(0, 1).reshape(steps, rows, -1), state)
+
+
+def _check_hidden(hidden: int) -> None:
+    if hidden < 1:
+        raise DgbenchError(f"--hidden {hidden}: must be >= 1")
+
+
+@register_model("tgcn", family="discrete",
+                summary="T-GCN: two GCN layers then a per-vertex GRU (DGC §4.1; variant pygt: a GCN per gate)")
+def tgcn(in_features: int = 2, hidden: int = 6, window: int = 3, variant: str = "dgc") -> DynamicGNN:
+    """``variant``: "dgc" (GCN, GCN, GRU; DGC §4.1) or "pygt" (GCN, then PGT's TGCN cell)."""
+    _check_hidden(hidden)
+    if variant not in TGCN_VARIANTS:
+        raise DgbenchError(f"T-GCN variant '{variant}': choose one of {', '.join(TGCN_VARIANTS)}")
+    second = ConvolvedSequence(hidden, hidden, GRUSequence(hidden, hidden)) if variant == "dgc" \
+        else GateWiseTGCNLayer(hidden, hidden)
+    return DynamicGNN([GraphConvolution(in_features, hidden), second], hidden)
+
+
+@register_model("wdgcn", family="discrete",
+                summary="WD-GCN: shared-weight GCN on every snapshot, then a per-vertex LSTM (Manessi; BLAD)")
+def wdgcn(in_features: int = 2, hidden: int = 6, window: int = 3, gcn_layers: int = 2) -> DynamicGNN:
+    """``gcn_layers``: GCN layers before the LSTM (2: BLAD §7.1's backbone; 1: Manessi's WD-GCN)."""
+    _check_hidden(hidden)
+    if gcn_layers < 1:
+        raise DgbenchError(f"WD-GCN gcn_layers {gcn_layers}: must be >= 1")
+    widths = [in_features] + [hidden] * gcn_layers
+    layers: list[nn.Module] = [GraphConvolution(a, b) for a, b in zip(widths[:-2], widths[1:-1])]
+    layers.append(ConvolvedSequence(widths[-2], hidden, LSTMSequence(hidden, hidden)))
+    return DynamicGNN(layers, hidden)
+
+
+@register_model("mpnn-lstm", family="discrete",
+                summary="MPNN-LSTM: two GCN layers, their outputs concatenated into a two-layer LSTM (DGC §6)")
+def mpnn_lstm(in_features: int = 2, hidden: int = 6, window: int = 3) -> DynamicGNN:
+    _check_hidden(hidden)
+    temporal = LSTMSequence(2 * hidden, hidden, layers=2)
+    return DynamicGNN([GraphConvolution(in_features, hidden),
+                       ConvolvedSequence(hidden, hidden, temporal, concatenate=True)], hidden)
