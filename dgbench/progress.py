@@ -21,7 +21,8 @@ def is_quiet() -> bool:
 
 
 def progress(iterable: Iterable[T] | None = None, *, total: int | None = None, desc: str = "",
-             unit: str = "it") -> Iterator[T] | tqdm:
-    """A tqdm bar on stderr, disabled when quiet; use as an iterable wrapper or a manual bar."""
+             unit: str = "it", scale: bool = True) -> Iterator[T] | tqdm:
+    """A tqdm bar on stderr, disabled when quiet; use as an iterable wrapper or a manual bar.
+    ``scale``: show counts as 1.2k/3.4M (off for small counts such as epochs)."""
     return tqdm(iterable, total=total, desc=desc, unit=unit, disable=_quiet, leave=False,
-                dynamic_ncols=True, unit_scale=True)
+                dynamic_ncols=True, unit_scale=scale)
