@@ -45,13 +45,28 @@ def scratch_dir(parent: str | Path, prefix: str, create: bool = True) -> Path:
 
 def remove_stale(parent: str | Path, prefix: str) -> None:
     """Delete the scratch folders ``prefix`` names in ``parent`` whose process no longer runs."""
+    for path in stale_scratch(parent, prefix):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def stale_scratch(parent: str | Path, prefix: str) -> list[Path]:
+    """The scratch folders ``prefix`` names in ``parent`` whose process no longer runs, oldest first."""
+    stale = []
     for path in Path(parent).glob(f"{prefix}{STAMP}*"):
         try:
             pid = int(path.name[len(prefix) + len(STAMP):].split("-")[0])
         except ValueError:
             continue
         if not _pid_alive(pid):
-            shutil.rmtree(path, ignore_errors=True)
+            stale.append(path)
+    return sorted(stale, key=_modified)
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _pid_alive(pid: int) -> bool:

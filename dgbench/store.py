@@ -12,13 +12,25 @@ Format: docs/store-format.md (schema version SCHEMA_VERSION). In short:
 
 Writers stream: columns are appended in blocks and flushed whole chunks at a time, content hashes
 are computed while writing, and the store is built in a hidden temporary directory that is renamed
-into place only once complete, so a crash never leaves a store that looks valid.
+into place only once complete, so a crash never leaves a store that looks valid. The last step is one
+atomic rename that never replaces (a second writer to the same path fails) or, with ``overwrite``, an
+atomic exchange with the previous store (``renameat2``), which must itself be a dgbench store: nothing
+else is ever replaced, and no moment exists where the path holds no store.
+
+Readers verify what they read: every file's digest is recorded when the store is written
+(``file_digests``), and an opened store checks each file it reads against it, so a flipped byte, a
+missing chunk or a store replaced while it is being read fails with one line instead of mixing data.
+Opening also checks the attributes code uses (types, sizes, names) and recomputes the fingerprint
+from them, and checks the offsets / split (docs/store-format.md, "Integrity").
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -34,7 +46,7 @@ from zarr.codecs import BloscCodec, BloscShuffle
 from zarr.storage import LocalStore
 
 from dgbench.errors import StoreError
-from dgbench.files import remove_stale, scratch_dir
+from dgbench.files import scratch_dir, stale_scratch
 
 SCHEMA_VERSION = 1
 SNAPSHOTS, STREAM = "snapshots", "stream"
@@ -169,10 +181,133 @@ def _chunk_encoder(dtype: np.dtype) -> Blosc | None:
                               "typesize": dtype.itemsize})
 
 
-def _remove_stale_temporaries(final: Path) -> None:
-    """Delete a replaced old store a killed writer left beside ``final`` (its temporary store goes when
-    the next writer picks its own scratch name)."""
-    remove_stale(final.parent, f".{final.name}.old")
+# --------------------------------------------------------------------------- replacing safely
+
+FILE_DIGEST_CHARS = 32  # 128 bits of sha256 per file: enough to tell two versions of a chunk apart
+_AT_FDCWD, _RENAME_NOREPLACE, _RENAME_EXCHANGE = -100, 1, 2
+
+
+def file_digest(data: Any) -> str:
+    """The digest recorded for one store file (sha256 of its bytes, first FILE_DIGEST_CHARS hex digits)."""
+    return hashlib.sha256(data).hexdigest()[:FILE_DIGEST_CHARS]
+
+
+def store_files(root: Path) -> dict[str, Path]:
+    """Every file of a store directory but its root ``zarr.json``, by key (path relative to the root)."""
+    return {f.relative_to(root).as_posix(): f for f in sorted(root.rglob("*")) if f.is_file()
+            and f.relative_to(root).as_posix() != "zarr.json"}
+
+
+def not_a_store(path: Path) -> str | None:
+    """Why ``path`` may not be replaced by a store (None when it is a dgbench store and nothing else).
+
+    Only a dgbench store is ever replaced: anything else at the path (a file, a link, a folder without
+    a dgbench zarr.json, or a store folder holding other files) stays, and the writer refuses."""
+    if path.is_symlink():
+        return "a symbolic link (replace only real store folders)"
+    if not path.is_dir():
+        return "a file, not a store folder"
+    try:
+        attrs = json.loads((path / "zarr.json").read_text()).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return "a folder that is not a dgbench store (no readable zarr.json)"
+    if not isinstance(attrs, dict) or attrs.get("schema") not in SCHEMA_NAMES.values():
+        return "a folder that is not a dgbench store (its zarr.json has no dgbench schema)"
+    declared = attrs.get("arrays") if isinstance(attrs.get("arrays"), dict) else {}
+    foreign = sorted(entry.name for entry in path.iterdir() if entry.name != "zarr.json" and entry.name not in declared)
+    if foreign:
+        return f"a store folder that also holds {len(foreign)} other entries ({', '.join(foreign[:3])})"
+    return None
+
+
+def _renameat2(source: Path, target: Path, flags: int) -> bool:
+    """Linux renameat2; False where the C library or the file system does not offer it."""
+    function = getattr(_LIBC, "renameat2", None) if _LIBC is not None else None
+    if function is None:
+        return False
+    if function(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(source), None, str(target))
+
+
+def _load_libc() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc()
+
+
+def rename_no_replace(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target`` in one step that fails (FileExistsError) when ``target`` exists.
+
+    Without renameat2, a plain rename still fails on an existing non-empty folder (every store is one),
+    and the existence check only narrows the window for anything else."""
+    if _renameat2(source, target, _RENAME_NOREPLACE):
+        return
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, "exists", str(target))
+    try:
+        os.rename(source, target)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            raise FileExistsError(errno.EEXIST, "exists", str(target)) from exc
+        raise
+
+
+def _exchange(source: Path, target: Path) -> bool:
+    """Swap two paths atomically (False where unsupported): the target never stops holding a store."""
+    return _renameat2(source, target, _RENAME_EXCHANGE)
+
+
+def _replace_in_two_renames(new: Path, final: Path) -> None:
+    """The fallback without renameat2: move the old store aside, then the new one in. A writer killed
+    between the two leaves the old store as .<name>.old-pid<pid>-*; the next writer puts it back."""
+    old = scratch_dir(final.parent, f".{final.name}.old", create=False)
+    os.rename(final, old)
+    os.rename(new, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_interrupted_replacement(final: Path) -> Path | None:
+    """Put back the previous store a writer killed mid-replacement left aside, when nothing is at the
+    path; delete left-aside copies when the path holds a store (the kill came after the new store went
+    in). Returns the copy put back, if any."""
+    leftovers = stale_scratch(final.parent, f".{final.name}.old")
+    restored = None
+    if leftovers and not os.path.lexists(final):
+        candidates = [p for p in leftovers if not_a_store(p) is None]
+        if candidates:
+            try:
+                rename_no_replace(candidates[-1], final)  # the newest: the store the path held last
+                restored = candidates[-1]
+                sys.stderr.write(f"note: {final}: put back the previous store that an interrupted replacement "
+                                 f"had moved to {restored.name}\n")
+            except FileExistsError:
+                pass  # another writer put it back first
+    if os.path.lexists(final):
+        for leftover in leftovers:
+            if leftover != restored:
+                shutil.rmtree(leftover, ignore_errors=True)
+    return restored
+
+
+def check_replaceable(path: Path, overwrite: bool) -> None:
+    """Refuse to write where something exists, unless ``overwrite`` and it is a dgbench store."""
+    if not os.path.lexists(path):
+        return
+    reason = not_a_store(path)
+    if not overwrite:
+        if reason is None:
+            raise StoreError(f"{path}: a store already exists (pass --overwrite to replace it)")
+        raise StoreError(f"{path}: already exists and is {reason}; choose another --out")
+    if reason is not None:
+        raise StoreError(f"{path}: is {reason}; --overwrite replaces only a dgbench store")
 
 
 class _StoreWriter:
@@ -183,12 +318,11 @@ class _StoreWriter:
     def __init__(self, path: str | Path, *, num_nodes: int, directed: bool, provenance: dict[str, Any],
                  overwrite: bool = False, bipartite: dict[str, int] | None = None):
         self.path = Path(path)
-        if self.path.exists() and not overwrite:
-            raise StoreError(f"{self.path}: a store already exists (pass --overwrite to replace it)")
         if num_nodes <= 0:
             raise StoreError(f"{self.path}: a store needs at least one vertex (num_nodes={num_nodes})")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temporaries(self.path)
+        recover_interrupted_replacement(self.path)
+        check_replaceable(self.path, overwrite)
         self.tmp = scratch_dir(self.path.parent, f".{self.path.name}.tmp", create=False)
         self.group = zarr.open_group(str(self.tmp), mode="w")
         self.overwrite = overwrite
@@ -228,17 +362,36 @@ class _StoreWriter:
         self.attrs["arrays"] = self.digests
         self.attrs["fingerprint"] = combine_fingerprint(self.kind, fingerprint_header(self.kind, self.attrs),
                                                         self.digests)
-        self.attrs["size_bytes"] = _disk_size(self.tmp)
+        files = store_files(self.tmp)
+        self.attrs["size_bytes"] = sum(f.stat().st_size for f in files.values())
+        self.attrs["file_digests"] = {key: file_digest(f.read_bytes()) for key, f in files.items()}
         self.group.attrs.update(self.attrs)  # written last: a store without it is never valid
-        if self.path.exists():
-            old = scratch_dir(self.path.parent, f".{self.path.name}.old", create=False)
-            os.rename(self.path, old)
-            os.rename(self.tmp, self.path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(self.tmp, self.path)
+        try:
+            self._install()
+        except BaseException:
+            self.abort()
+            raise
         self.closed = True
         return self.path
+
+    def _install(self) -> None:
+        """Move the finished store to its path in one atomic step (see the module docstring)."""
+        try:
+            rename_no_replace(self.tmp, self.path)
+            return
+        except FileExistsError:
+            if not self.overwrite:
+                raise StoreError(f"{self.path}: another writer created a store here while this one was writing; "
+                                 f"it is kept (pass --overwrite to replace it)") from None
+        check_replaceable(self.path, overwrite=True)
+        if not _exchange(self.tmp, self.path):
+            _replace_in_two_renames(self.tmp, self.path)
+            return
+        replaced = not_a_store(self.tmp)  # self.tmp now holds what was at the path
+        if replaced is not None:  # it changed since the check: put it back untouched
+            _exchange(self.tmp, self.path)
+            raise StoreError(f"{self.path}: became {replaced} while the store was written; it is kept")
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -474,10 +627,6 @@ class EdgeStreamStoreWriter(_StoreWriter):
         return self._finish()
 
 
-def _disk_size(path: Path) -> int:
-    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
-
-
 # --------------------------------------------------------------------------- reading
 
 @dataclass
@@ -496,12 +645,52 @@ class Snapshot:
         return len(self.src)
 
 
+class _VerifiedLocalStore(LocalStore):
+    """A read-only local store that checks every file it reads against ``file_digests``.
+
+    A chunk the digests do not list was never written (all fill values, zarr's write_empty_chunks=False)
+    and reads as such whatever the folder now holds; a listed file that is missing or whose bytes differ
+    (flipped, truncated, or from another version of a store replaced while it is read) is a StoreError.
+    Cost: one sha256 over the compressed bytes read (benchmarks/test_store_bench.py).
+    """
+
+    def __init__(self, root: Path | str, *, read_only: bool = True, digests: dict[str, str] | None = None):
+        super().__init__(root, read_only=True)
+        self.digests = digests or {}
+
+    def with_read_only(self, read_only: bool = False) -> "_VerifiedLocalStore":
+        return type(self)(self.root, digests=self.digests)
+
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+        if key == "zarr.json":  # the root: its attributes come from read_attrs, read once
+            return await super().get(key, prototype, byte_range)
+        expected = self.digests.get(key)
+        if expected is None:
+            return None
+        if byte_range is not None:
+            raise StoreError(f"{self.root}: '{key}': partial file reads cannot be verified")
+        buffer = await super().get(key, prototype)
+        where = f"{self.root}: array '{key.split('/')[0]}': file '{key}'"
+        if buffer is None:
+            raise StoreError(f"{where} is missing (deleted, or the store was replaced while it was read); "
+                             f"run `dgbench validate`")
+        if file_digest(buffer.as_numpy_array()) != expected:
+            raise StoreError(f"{where} differs from the one written (damaged, or the store was replaced while "
+                             f"it was read); run `dgbench validate`")
+        return buffer
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[Any]:
+        return [await self.get(key, prototype, byte_range) for key, byte_range in key_ranges]
+
+
 @dataclass
 class _OpenStore:
     path: Path
     group: zarr.Group
     attrs: dict[str, Any] = field(default_factory=dict)
+    verify: bool = True
     _arrays: dict[str, zarr.Array] = field(default_factory=dict, repr=False)
+    _whole_checked: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         """Subclasses load their small index arrays here."""
@@ -539,21 +728,60 @@ class _OpenStore:
             if not self.has(name):
                 raise StoreError(f"{self.path}: store has no array '{name}'")
             try:
-                self._arrays[name] = self.group[name]
+                array = self.group[name]
+            except StoreError:
+                raise
             except (KeyError, FileNotFoundError) as exc:
                 raise StoreError(f"{self.path}: array '{name}' is declared but missing from the store directory "
                                  f"(run `dgbench validate`)") from exc
+            declared = self.attrs["arrays"][name]
+            if self.verify and (list(array.shape) != list(declared["shape"])
+                                or array.dtype.str.replace(">", "<") != declared["dtype"]):
+                raise StoreError(f"{self.path}: array '{name}' is {array.dtype.str} {list(array.shape)} but the store "
+                                 f"declares {declared['dtype']} {declared['shape']} (run `dgbench validate`)")
+            self._arrays[name] = array
         return self._arrays[name]
 
     def read(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
-        """Read rows [start, stop) of one array (only the chunks that hold them)."""
+        """Read rows [start, stop) of one array (only the chunks that hold them), verified (see the module)."""
         array = self.array(name)
+        if self.verify and "file_digests" not in self.attrs:
+            self._check_whole_array(name, array)
         try:
-            return array[start:stop]
+            values = array[start:stop]
+        except StoreError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a truncated/garbled chunk: say which array, not a codec trace
             rows = "all rows" if start is None and stop is None else f"rows {start}..{stop}"
             raise StoreError(f"{self.path}: array '{name}' {rows} unreadable "
                              f"({type(exc).__name__}: {exc}; run `dgbench validate`)") from exc
+        if self.verify and name in ("src", "dst") and len(values):
+            self._check_ids(name, values, start or 0)
+        return values
+
+    def _check_ids(self, name: str, ids: np.ndarray, first_row: int) -> None:
+        n = self.num_nodes
+        if ids.min() < 0 or ids.max() >= n:
+            row = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
+            raise StoreError(f"{self.path}: array '{name}': vertex id {int(ids[row])} at row {first_row + row} is "
+                             f"outside 0..{n - 1} (the store declares num_nodes={n}); run `dgbench validate`")
+
+    def _check_whole_array(self, name: str, array: zarr.Array) -> None:
+        """Stores written before file digests existed: hash the whole array once, on its first read."""
+        if name in self._whole_checked:
+            return
+        hasher = hashlib.sha256()
+        step = max(1, (1 << 22) // max(1, int(np.prod(array.shape[1:]))))
+        try:
+            for first in range(0, array.shape[0], step):
+                array_digest_update(hasher, array[first:first + step])
+        except Exception as exc:  # noqa: BLE001 - reported as unreadable, like read()
+            raise StoreError(f"{self.path}: array '{name}' unreadable ({type(exc).__name__}: {exc}; "
+                             f"run `dgbench validate`)") from exc
+        if hasher.hexdigest() != self.attrs["arrays"][name]["sha256"]:
+            raise StoreError(f"{self.path}: array '{name}': content differs from the hash recorded when it was "
+                             f"written; run `dgbench validate`")
+        self._whole_checked.add(name)
 
     def node_ids(self) -> np.ndarray | None:
         return self.read("node_ids") if self.has("node_ids") else None
@@ -564,6 +792,10 @@ class SnapshotStore(_OpenStore):
 
     def __post_init__(self) -> None:
         self.offsets = self.read("offsets")
+        if self.verify:
+            problem = offsets_problem(self.offsets, self.num_snapshots, self.num_edges)
+            if problem:
+                raise StoreError(f"{self.path}: {problem}; run `dgbench validate`")
 
     @property
     def num_snapshots(self) -> int:
@@ -585,7 +817,7 @@ class SnapshotStore(_OpenStore):
 
     def frame(self, t: int) -> np.ndarray | None:
         """Vertex features of snapshot t, shape (N, F), or None when the store has none."""
-        return self.array("node_features")[t] if self.has("node_features") else None
+        return self.read("node_features", t, t + 1)[0] if self.has("node_features") else None
 
 
 class EdgeStreamStore(_OpenStore):
@@ -622,24 +854,185 @@ def read_attrs(path: str | Path) -> dict[str, Any]:
         raise StoreError(f"{path}: not a dgbench store (no zarr.json)")
     try:
         attrs = json.loads(meta.read_text()).get("attributes", {})
-    except (OSError, json.JSONDecodeError) as exc:
-        raise StoreError(f"{meta}: unreadable store metadata ({exc})") from exc
+    except (OSError, ValueError, AttributeError) as exc:
+        raise StoreError(f"{meta}: unreadable store metadata ({_short(str(exc), 200)})") from exc
+    if not isinstance(attrs, dict):
+        raise StoreError(f"{path}: not a dgbench store (its attributes are not an object)")
     if attrs.get("schema") not in SCHEMA_NAMES.values():
-        raise StoreError(f"{path}: not a dgbench store (schema attribute {attrs.get('schema')!r})")
+        raise StoreError(f"{path}: not a dgbench store (schema attribute {_short(attrs.get('schema'))})")
     if attrs.get("schema_version") != SCHEMA_VERSION:
-        raise StoreError(f"{path}: store schema version {attrs.get('schema_version')!r} is not supported "
+        raise StoreError(f"{path}: store schema version {_short(attrs.get('schema_version'))} is not supported "
                          f"(this dgbench reads version {SCHEMA_VERSION})")
     if "fingerprint" not in attrs:
         raise StoreError(f"{path}: incomplete store (no fingerprint: the writer did not finish)")
+    if SCHEMA_NAMES.get(attrs.get("kind")) != attrs["schema"]:
+        raise StoreError(f"{path}: attribute 'kind' is {_short(attrs.get('kind'))}, which does not match the "
+                         f"schema {attrs['schema']!r}")
     return attrs
 
 
-def open_store(path: str | Path, kind: str | None = None) -> SnapshotStore | EdgeStreamStore:
-    """Open a store read-only; ``kind`` ("snapshots" or "stream") checks it is the expected one."""
+# --------------------------------------------------------------------------- checking what code uses
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+ARRAY_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a plain folder name: no path can be built from it
+FILE_KEY = re.compile(r"[a-z][a-z0-9_]{0,63}(/[A-Za-z0-9_.]{1,64}){1,8}")
+NAME_ATTRIBUTES = ("dataset", "generator")  # provenance names that become dataset names in records
+MAX_NAME_CHARS = 200
+MAX_INTEGER = 2**63 - 1
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A value for a one-line message: its repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def _integer(attrs: dict[str, Any], key: str, low: int, problems: list[str]) -> int | None:
+    value = attrs.get(key)
+    if type(value) is not int or not low <= value <= MAX_INTEGER:
+        problems.append(f"attribute '{key}' is {_short(value)}, expected an integer in {low}..2^63-1")
+        return None
+    return value
+
+
+def _name_problem(key: str, value: Any) -> str | None:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_NAME_CHARS or value in (".", "..") \
+            or any(c in value for c in "/\\") or not value.isprintable():
+        return (f"attribute 'provenance.{key}' is {_short(value)}, expected a printable name of at most "
+                f"{MAX_NAME_CHARS} characters without '/' or '\\'")
+    return None
+
+
+def attribute_problems(attrs: dict[str, Any]) -> list[str]:
+    """Problems with the root attributes code relies on (cheap: no array is read), e.g. a size that is
+    not a positive integer, an unsafe array or dataset name, or a fingerprint the attributes do not give."""
+    problems: list[str] = []
+    kind = attrs["kind"]
+    _integer(attrs, "num_nodes", 1, problems)
+    edges = _integer(attrs, "num_edges", 0, problems)
+    if type(attrs.get("directed")) is not bool:
+        problems.append(f"attribute 'directed' is {_short(attrs.get('directed'))}, expected true or false")
+    bipartite = attrs.get("bipartite")
+    if bipartite is not None and not (isinstance(bipartite, dict)
+                                      and all(type(v) is int and v >= 0 for v in bipartite.values())):
+        problems.append(f"attribute 'bipartite' is {_short(bipartite)}, expected null or counts of vertices")
+    problems += _provenance_problems(attrs.get("provenance", {}))
+    problems += _declared_array_problems(kind, attrs.get("arrays"), edges)
+    if kind == SNAPSHOTS:
+        snapshots = _integer(attrs, "num_snapshots", 1, problems)
+        offsets = (attrs.get("arrays") or {}).get("offsets")
+        if snapshots is not None and isinstance(offsets, dict) and offsets.get("shape") != [snapshots + 1]:
+            problems.append(f"array 'offsets': declared shape {_short(offsets.get('shape'))}, expected "
+                            f"[T+1] = [{snapshots + 1}]")
+    else:
+        events = _integer(attrs, "num_events", 0, problems)
+        if events is not None and edges is not None and events != edges:
+            problems.append(f"attribute 'num_events' is {events} but 'num_edges' is {edges}")
+        problems += _split_problems(attrs.get("split"), events)
+    problems += _file_digest_problems(attrs.get("file_digests"))
+    fingerprint = attrs.get("fingerprint")
+    if not isinstance(fingerprint, str) or not HEX64.fullmatch(fingerprint):
+        problems.append(f"attribute 'fingerprint' is {_short(fingerprint)}, expected 64 lowercase hex digits")
+    return problems
+
+
+def declared_fingerprint_problem(attrs: dict[str, Any]) -> str | None:
+    """The fingerprint recomputed from the attributes (the header and each array's recorded hash) must be
+    the stored one: an edited size or a fingerprint copied from another store fails here, unread."""
+    kind = attrs["kind"]
+    recomputed = combine_fingerprint(kind, fingerprint_header(kind, attrs), attrs["arrays"])
+    if recomputed != attrs["fingerprint"]:
+        return (f"fingerprint: stored {attrs['fingerprint'][:12]}… but the store's attributes give "
+                f"{recomputed[:12]}… (edited after it was written)")
+    return None
+
+
+def _provenance_problems(provenance: Any) -> list[str]:
+    if not isinstance(provenance, dict):
+        return [f"attribute 'provenance' is {_short(provenance)}, expected an object"]
+    problems = [p for key in NAME_ATTRIBUTES if key in provenance and (p := _name_problem(key, provenance[key]))]
+    transforms = provenance.get("transforms", [])
+    if not isinstance(transforms, list) or not all(isinstance(t, (str, dict)) for t in transforms):
+        problems.append(f"attribute 'provenance.transforms' is {_short(transforms)}, expected a list")
+    return problems
+
+
+def _declared_array_problems(kind: str, arrays: Any, edges: int | None) -> list[str]:
+    if not isinstance(arrays, dict):
+        return [f"attribute 'arrays' is {_short(arrays)}, expected an object"]
+    problems = [f"array '{name}': required but not declared" for name in REQUIRED_ARRAYS[kind] if name not in arrays]
+    for name, entry in arrays.items():
+        if not ARRAY_NAME.fullmatch(name):
+            problems.append(f"array name {_short(name)} is not a plain lowercase name")
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str) \
+                or not HEX64.fullmatch(entry["sha256"]) or not isinstance(entry.get("dtype"), str) \
+                or not isinstance(entry.get("shape"), list) or not entry["shape"] \
+                or not all(type(d) is int and 0 <= d <= MAX_INTEGER for d in entry["shape"]):
+            problems.append(f"array '{name}': declared as {_short(entry)}, expected dtype, shape and sha256")
+            continue
+        try:
+            np.dtype(entry["dtype"])
+        except TypeError:
+            problems.append(f"array '{name}': dtype {_short(entry['dtype'])} is not a numpy dtype")
+        if name in EDGE_COLUMNS[kind] and edges is not None and entry["shape"][0] != edges:
+            problems.append(f"array '{name}': declared with {entry['shape'][0]} rows, the store declares {edges} edges")
+    return problems
+
+
+def _split_problems(split: Any, events: int | None) -> list[str]:
+    if not isinstance(split, dict) or type(split.get("train_end")) is not int or type(split.get("val_end")) is not int:
+        return [f"attribute 'split' is {_short(split)}, expected train_end and val_end event indices"]
+    if events is not None and not 0 <= split["train_end"] <= split["val_end"] <= events:
+        return [f"attribute 'split': train_end {split['train_end']}, val_end {split['val_end']} do not fit "
+                f"{events} events"]
+    return []
+
+
+def _file_digest_problems(digests: Any) -> list[str]:
+    if digests is None:
+        return []  # written before file digests existed: each array is hashed whole on its first read
+    if not isinstance(digests, dict):
+        return [f"attribute 'file_digests' is {_short(digests)}, expected an object"]
+    for key, digest in digests.items():
+        if not FILE_KEY.fullmatch(key) or ".." in key or not isinstance(digest, str) \
+                or not re.fullmatch(f"[0-9a-f]{{{FILE_DIGEST_CHARS}}}", digest):
+            return [f"attribute 'file_digests': entry {_short(key)}: {_short(digest)} is not a file key and digest"]
+    return []
+
+
+def offsets_problem(offsets: np.ndarray, num_snapshots: int, num_edges: int) -> str | None:
+    """Why ``offsets`` cannot delimit ``num_snapshots`` snapshots of ``num_edges`` edges (None when it can)."""
+    if offsets.ndim != 1 or len(offsets) != num_snapshots + 1:
+        return f"array 'offsets': length {len(offsets)}, expected T+1 = {num_snapshots + 1}"
+    if offsets[0] != 0:
+        return f"array 'offsets': starts at {offsets[0]}, expected 0"
+    drops = np.flatnonzero(np.diff(offsets) < 0)
+    if len(drops):
+        i = int(drops[0])
+        return f"array 'offsets': decreasing at snapshot {i} ({offsets[i]} -> {offsets[i + 1]})"
+    if offsets[-1] != num_edges:
+        return f"array 'offsets': ends at {offsets[-1]}, the store declares {num_edges} edges"
+    return None
+
+
+def open_store(path: str | Path, kind: str | None = None, *,
+               verify: bool = True) -> SnapshotStore | EdgeStreamStore:
+    """Open a store read-only; ``kind`` ("snapshots" or "stream") checks it is the expected one.
+
+    The attributes are checked and every read verified (module docstring). ``verify=False`` opens
+    without any of that: for `dgbench validate`, which reports every problem itself, and for measuring
+    what verification costs."""
     path = Path(path)
     attrs = read_attrs(path)
     if kind is not None and attrs["kind"] != kind:
         raise StoreError(f"{path}: is a {attrs['kind']} store, a {kind} store is needed here")
-    group = zarr.open_group(str(path), mode="r")
+    if verify:
+        problems = attribute_problems(attrs) or [p for p in [declared_fingerprint_problem(attrs)] if p]
+        if problems:
+            raise StoreError(f"{path}: {problems[0]}; run `dgbench validate`")
+    verified = verify and "file_digests" in attrs
+    local = _VerifiedLocalStore(path, digests=attrs["file_digests"]) if verified else LocalStore(path, read_only=True)
+    group = zarr.open_group(store=local, mode="r", zarr_format=3)
     cls = SnapshotStore if attrs["kind"] == SNAPSHOTS else EdgeStreamStore
-    return cls(path=path, group=group, attrs=attrs)
+    return cls(path=path, group=group, attrs=attrs, verify=verify)

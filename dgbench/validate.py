@@ -15,8 +15,9 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from dgbench.errors import StoreError
-from dgbench.store import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, combine_fingerprint,
-                           fingerprint_header, open_store)
+from dgbench.store import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, attribute_problems,
+                           combine_fingerprint, file_digest, fingerprint_header, offsets_problem, open_store,
+                           store_files)
 
 BLOCK_ROWS = 1 << 22
 
@@ -118,13 +119,15 @@ def _unopenable(path: Path, exc: StoreError) -> list[str]:
 def validate_store(path: str | Path) -> list[str]:
     """All problems found in the store at ``path`` (empty when valid)."""
     try:
-        store = open_store(path)
+        store = open_store(path, verify=False)  # unverified: every problem is found and reported below
     except StoreError as exc:
         return _unopenable(Path(path), exc)
     attrs = store.attrs
     kind = store.kind
+    problems = attribute_problems(attrs)
+    if problems:  # the checks below read sizes and names from these attributes
+        return problems
     declared: dict[str, dict] = attrs.get("arrays", {})
-    problems: list[str] = []
     for name in REQUIRED_ARRAYS[kind]:
         if name not in declared:
             problems.append(f"array '{name}': required but not declared in the store attributes")
@@ -172,21 +175,28 @@ def validate_store(path: str | Path) -> list[str]:
         recomputed = combine_fingerprint(kind, fingerprint_header(kind, attrs), digests)
         if recomputed != store.fingerprint:
             problems.append(f"fingerprint: stored {store.fingerprint[:12]}… but the content gives {recomputed[:12]}…")
+    return problems + file_problems(Path(path), attrs)
+
+
+def file_problems(path: Path, attrs: dict[str, Any]) -> list[str]:
+    """Files that differ from, are missing from, or were added to the store as written (``file_digests``;
+    stores written before it existed have none to compare)."""
+    recorded: dict[str, str] | None = attrs.get("file_digests")
+    if recorded is None:
+        return []
+    present = store_files(path)
+    problems = [f"file '{key}': recorded when written but missing" for key in recorded if key not in present]
+    for key, file in present.items():
+        if key not in recorded:
+            problems.append(f"file '{key}': not part of the store as written")
+        elif file_digest(file.read_bytes()) != recorded[key]:
+            problems.append(f"file '{key}': differs from the digest recorded when written")
     return problems
 
 
 def _check_offsets(offsets: np.ndarray, num_snapshots: int, num_edges: int) -> list[str]:
-    if len(offsets) != num_snapshots + 1:
-        return [f"array 'offsets': length {len(offsets)}, expected T+1 = {num_snapshots + 1}"]
-    if offsets[0] != 0:
-        return [f"array 'offsets': starts at {offsets[0]}, expected 0"]
-    drops = np.flatnonzero(np.diff(offsets) < 0)
-    if len(drops):
-        i = int(drops[0])
-        return [f"array 'offsets': decreasing at snapshot {i} ({offsets[i]} -> {offsets[i + 1]})"]
-    if offsets[-1] != num_edges:
-        return [f"array 'offsets': ends at {offsets[-1]}, the store declares {num_edges} edges"]
-    return []
+    problem = offsets_problem(offsets, num_snapshots, num_edges)
+    return [problem] if problem else []
 
 
 def _check_sorted_times(problems: list[str]):

@@ -109,4 +109,4 @@ def test_unwritable_out_is_one_line_naming_the_path(runner, tmp_path):
 def test_info_on_a_damaged_stream_is_one_line_naming_the_array(runner, stream_store):
     chunk = stream_store / "t" / "c" / "0"
     chunk.write_bytes(chunk.read_bytes()[:40])
-    assert_one_line_error(runner.invoke(cli, ["info", str(stream_store)]), "array 't'", "unreadable")
+    assert_one_line_error(runner.invoke(cli, ["info", str(stream_store)]), "array 't'", "damaged")

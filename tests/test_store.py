@@ -288,7 +288,7 @@ def test_one_snapshot_read_touches_only_its_chunks(tmp_path, small_chunks):
     last = reopened.snapshot(len(snaps) - 1)
     np.testing.assert_array_equal(last.src, sorted_by_dst_src(snaps[-1])["src"])
     np.testing.assert_array_equal(last.weight, sorted_by_dst_src(snaps[-1])["weight"])
-    with pytest.raises(StoreError, match="array '(src|dst|weight|time|label)' rows 0..2500 unreadable"):
+    with pytest.raises(StoreError, match="array '(src|dst|weight|time|label)': file '[a-z]+/c/[012]' differs"):
         reopened.snapshot(0)
     assert first.num_edges == len(snaps[0]["src"])
 

@@ -41,7 +41,7 @@ def set_attrs(path: Path, **changes) -> None:
 
 
 def reseal(path: Path) -> None:
-    """Recompute the recorded digests and fingerprint, as a careless tool rewriting a store would."""
+    """Recompute every recorded digest (arrays, files) and the fingerprint, as a tool rewriting a store would."""
     attrs = store_module.read_attrs(path)
     group = zarr.open_group(str(path), mode="r")
     for name, digest in attrs["arrays"].items():
@@ -49,7 +49,8 @@ def reseal(path: Path) -> None:
         array_digest_update(hasher, group[name][:])
         digest["sha256"] = hasher.hexdigest()
     fingerprint = combine_fingerprint(attrs["kind"], fingerprint_header(attrs["kind"], attrs), attrs["arrays"])
-    set_attrs(path, arrays=attrs["arrays"], fingerprint=fingerprint)
+    files = {key: store_module.file_digest(f.read_bytes()) for key, f in store_module.store_files(path).items()}
+    set_attrs(path, arrays=attrs["arrays"], fingerprint=fingerprint, file_digests=files)
 
 
 def only_problem(path: Path) -> str:
