@@ -131,7 +131,8 @@ def test_gradients_match_finite_differences_in_float64(name):
     model = build(name, hidden=2, dtype=torch.float64)
     names = [f"model.{n}" for n, _ in model.named_parameters()]
     g = torch.Generator().manual_seed(2)  # random biases too: zero-initialised ones put ReLU on its kink
-    params = tuple((0.5 * torch.randn(p.shape, generator=g, dtype=p.dtype)).requires_grad_() for p in model.parameters())
+    params = tuple((0.5 * torch.randn(p.shape, generator=g, dtype=p.dtype)).requires_grad_()
+                   for p in model.parameters())
     weights = torch.randn(4, 5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     initial, forward_block = _Method(model, "initial_state"), _Method(model, "forward_block")
 

@@ -50,7 +50,7 @@ class DySATLayer(nn.Module):
         values = (x @ self.weight).view(steps, rows, self.heads, self.head_width)
         src_score = (values * self.attention_src).sum(-1)
         dst_score = (values * self.attention_dst).sum(-1)
-        return F.elu(view.attend(dst_score, src_score, values)).reshape(steps, rows, -1)
+        return F.elu(view.attend(dst_score, src_score, values)).reshape(steps, rows, self.heads * self.head_width)
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
         return view.sequence(self.temporal, self.structural(x, view), state)

@@ -50,7 +50,8 @@ class GraphConvolution(nn.Module):
     def convolve(self, x: torch.Tensor | None, view: BlockView) -> torch.Tensor:
         """[local steps, rows, out]; ``x`` None = the precomputed Ã X⁰."""
         ax = view.aggregate(x)
-        return torch.addmm(self.bias, ax.reshape(-1, ax.shape[-1]), self.weight).view(*ax.shape[:-1], -1)
+        out = torch.addmm(self.bias, ax.reshape(-1, ax.shape[-1]), self.weight)
+        return out.view(*ax.shape[:-1], self.weight.shape[1])
 
     def initial_state(self, vertex_rows: int) -> State:
         return ()
@@ -108,7 +109,7 @@ class GateWiseTGCNLayer(nn.Module):
         width_out = self.temporal.out_width
         gates = torch.addmm(self.gate_bias, ax.reshape(-1, width), self.gate_weight).view(-1, 3, width_out)
         inputs = torch.baddbmm(self.input_bias.view(3, 1, -1), gates.transpose(0, 1), self.input_weight.transpose(1, 2))
-        return view.sequence(self.temporal, inputs.transpose(0, 1).reshape(steps, rows, -1), state)
+        return view.sequence(self.temporal, inputs.transpose(0, 1).reshape(steps, rows, 3 * width_out), state)
 
 
 def _check_hidden(hidden: int) -> None:
