@@ -46,7 +46,7 @@ from zarr.codecs import BloscCodec, BloscShuffle
 from zarr.storage import LocalStore
 
 from dgbench.errors import StoreError
-from dgbench.files import scratch_dir, stale_scratch
+from dgbench.files import remove_stale, scratch_dir, stale_scratch
 
 SCHEMA_VERSION = 1
 SNAPSHOTS, STREAM = "snapshots", "stream"
@@ -294,6 +294,7 @@ def recover_interrupted_replacement(final: Path) -> Path | None:
         for leftover in leftovers:
             if leftover != restored:
                 shutil.rmtree(leftover, ignore_errors=True)
+    remove_stale(final.parent, f".{final.name}.tmp")  # a killed writer's unfinished store
     return restored
 
 
