@@ -1,7 +1,8 @@
 """Atomic file writes and crash-safe scratch folders.
 
 Content goes to a temporary file beside the target, then is renamed into place, so a reader never
-sees a half-written record, board page or registry. Scratch folders (temporary stores, unpacked
+sees a half-written record, board page or registry; :func:`create_new` never replaces an existing file
+(result records). Scratch folders (temporary stores, unpacked
 archives, a store being replaced) carry their process id, so a later run removes what a killed one
 left behind.
 """
@@ -30,6 +31,41 @@ def write_atomic(path: str | Path, content: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def create_new(path: str | Path, content: str, attempts: int = 1000) -> Path:
+    """Write ``content`` to a new file at ``path`` atomically, never replacing one: when the name is taken,
+    ``<stem>-2<suffix>``, ``<stem>-3<suffix>``... (the first free one, claimed by a hard link, which fails
+    when the name exists, so two writers never get the same name). Returns the path written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private
+        for number in range(1, attempts + 1):
+            target = path if number == 1 else path.with_name(f"{path.stem}-{number}{path.suffix}")
+            try:
+                _claim(tmp, target, content)
+                return target
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"{path}: {attempts} names taken")
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _claim(tmp: str, target: Path, content: str) -> None:
+    """Give ``tmp``'s content the name ``target`` unless it exists (FileExistsError)."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: exclusive create, then write
+        with open(target, "x", encoding="utf-8") as f:
+            f.write(content)
+        os.chmod(target, 0o644)
 
 
 def scratch_dir(parent: str | Path, prefix: str, create: bool = True) -> Path:

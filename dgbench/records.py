@@ -13,9 +13,11 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +27,8 @@ if TYPE_CHECKING:  # torch is imported only where a record is built: reading one
     import torch
 
 import dgbench
-from dgbench.files import write_atomic
+from dgbench.errors import DgbenchError
+from dgbench.files import create_new
 
 RECORD_SCHEMA = "dgbench.result"
 RECORD_SCHEMA_VERSION = 1
@@ -122,9 +125,18 @@ def content_hash(record: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def file_token(value: Any, limit: int = 64) -> str:
+    """``value`` as a safe piece of a file name: letters, digits and ``.+_`` only (others become ``_``),
+    no leading dot, at most ``limit`` characters. Store attributes and record fields never reach a path
+    any other way, so a name such as ``/../../x`` cannot place a file outside its folder."""
+    token = re.sub(r"[^A-Za-z0-9.+_]+", "_", str(value)).lstrip("._")[:limit]
+    return token or "_"
+
+
 def record_filename(record: dict[str, Any]) -> str:
     stamp = record["started_at"].replace(":", "").replace("-", "").split("+")[0]
-    return f"{record['scheme']}-{record['model']}-{record['dataset']['name']}-p{record['world_size']}-{stamp}.json"
+    parts = [record["scheme"], record["model"], record["dataset"]["name"], f"p{record['world_size']}", stamp]
+    return "-".join(file_token(part) for part in parts) + ".json"
 
 
 def record_seal(record: dict[str, Any]) -> str:
@@ -138,12 +150,43 @@ def seal_record(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "seal": record_seal(record)}
 
 
+def prepare_output(out: str | Path) -> Path:
+    """Check, before a run starts, that its record can be written to ``out`` (a .json path or a folder,
+    created here if missing): an existing .json file is refused (a result is never replaced) and so is
+    a folder this process cannot create files in. Returns ``out``."""
+    out = Path(out)
+    folder = out.parent if out.suffix == ".json" else out
+    if out.suffix == ".json" and os.path.lexists(out):
+        raise DgbenchError(f"{out}: already exists; a result file is never replaced (choose another --out, "
+                           f"or a folder to name the record in)")
+    if folder.exists() and not folder.is_dir():
+        raise DgbenchError(f"{folder}: is a file, not a folder for result records (--out)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".dgbench-write-check-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise DgbenchError(f"{folder}: cannot write the result record there ({exc.strerror or exc}); "
+                           f"checked before training (--out)") from exc
+    return out
+
+
 def write_record(record: dict[str, Any], out: str | Path) -> Path:
-    """Seal and write atomically to ``out`` (a .json path, or a directory to name the file in)."""
+    """Seal and write atomically to ``out`` (a .json path, or a directory to name the file in).
+
+    An existing file is never replaced: when the name is taken (another run finished first, or two runs
+    started in the same second), the record goes to ``NAME-2.json``, ``NAME-3.json``... and a note on
+    stderr says which; the returned path is where it is."""
     record = seal_record(record)
     out = Path(out)
     path = out if out.suffix == ".json" else out / record_filename(record)
-    return write_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    if path.parent.resolve() != (out.parent if out.suffix == ".json" else out).resolve():
+        raise DgbenchError(f"{path}: a record name may not leave its folder")  # file_token makes this unreachable
+    written = create_new(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    if written != path:
+        sys.stderr.write(f"note: {path} already exists (a result file is never replaced); wrote {written}\n")
+    return written
 
 
 def load_record(path: str | Path) -> dict[str, Any]:

@@ -26,7 +26,9 @@ def run(config: RunConfig) -> tuple[dict, Path | None]:
     Under an external torchrun every rank gets the complete record; only rank 0 writes it
     (path None elsewhere), so a multi-node job leaves one record, not one per rank.
     """
-    from dgbench.records import write_record
+    from dgbench.records import prepare_output, write_record
+    if int(os.environ.get("RANK", "0")) == 0:
+        prepare_output(config.out)  # an unwritable or taken --out fails now, not after training (issue 19)
     family = FAMILY_OF_KIND[read_attrs(config.dataset)["kind"]]
     try:
         experiment = importlib.import_module(EXPERIMENT_MODULE[family])
