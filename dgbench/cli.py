@@ -70,14 +70,23 @@ class DgbenchGroup(click.Group):
             sys.exit(1)
 
 
+MESSAGE_CHARS = 1000  # an error line longer than this is cut (a value echoed whole can be megabytes)
+
+
 def _one_line(exc: Exception) -> str:
-    """DgbenchError and OSError already say what and where; anything else is named as unexpected."""
+    """DgbenchError and OSError already say what and where; anything else is named as unexpected.
+    Always one line, cut to MESSAGE_CHARS characters."""
     if isinstance(exc, DgbenchError):
-        return str(exc)
-    if isinstance(exc, OSError):
+        message = str(exc)
+    elif isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
-        return f"{where}{exc.strerror or exc}"
-    return f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+        message = f"{where}{exc.strerror or exc}"
+    else:
+        message = f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+    message = " ".join(message.splitlines())
+    if len(message) > MESSAGE_CHARS:
+        message = f"{message[:MESSAGE_CHARS]}... (message cut: {len(message):,} characters)"
+    return message
 
 
 def _module_exists(module: str) -> bool:

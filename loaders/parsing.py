@@ -6,16 +6,26 @@ raw bytes as it reads them, normalises what pyarrow cannot parse itself (``%``/`
 lines, tabs and runs of spaces in whitespace-separated files), parses each block with
 ``pyarrow.csv.read_csv`` and explicit column types, and checks ids and times. When a block fails,
 its lines are re-scanned in Python to name the exact line and field (pyarrow's row numbers are
-relative to the block and blind to skipped lines), and a one-line :class:`InputError` is raised.
+relative to the block and blind to skipped lines), and a one-line :class:`InputError` is raised;
+values quoted in it are cut to :data:`SHOWN_CHARS` characters (a 200 MB field is not echoed).
+
+It also sniffs what a family leaves open: the text encoding (UTF-8/ASCII is read as it is; UTF-16
+and UTF-32, with or without a byte-order mark, are decoded into a temporary UTF-8 copy and named in
+the table; binary files are refused) and the field separator (comma, semicolon, tab or whitespace,
+:func:`sniff_separator`). The variants each family accepts are listed in docs/loader-formats.md.
 """
 from __future__ import annotations
 
+import codecs
+import contextlib
 import csv
 import dataclasses
 import hashlib
 import math
 import mmap
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,6 +50,16 @@ _TAB_TO_SPACE = bytes.maketrans(b"\t", b" ")
 _SPACE_RUNS = re.compile(rb" {2,}")
 _EDGE_SPACES = re.compile(rb"(?m)^ +| +(?=\r?$)")
 _BOM = b"\xef\xbb\xbf"
+SHOWN_CHARS = 120  # longest value quoted whole in an error message
+SEPARATOR_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", WHITESPACE: "whitespace"}
+_SNIFF_LINES = 64  # data lines looked at to choose a separator
+_SNIFF_LINE_CHARS = 1 << 20  # longer lines are sniffed from their first MiB
+_ENCODING_PROBE = 4096  # bytes looked at to tell UTF-8 from UTF-16/32
+# byte-order marks, longest first (UTF-32 LE starts with UTF-16 LE's mark)
+_UNICODE_BOMS = ((b"\xff\xfe\x00\x00", "utf-32", "UTF-32 LE with byte-order mark"),
+                 (b"\x00\x00\xfe\xff", "utf-32", "UTF-32 BE with byte-order mark"),
+                 (b"\xff\xfe", "utf-16", "UTF-16 LE with byte-order mark"),
+                 (b"\xfe\xff", "utf-16", "UTF-16 BE with byte-order mark"))
 
 
 @dataclass(frozen=True)
@@ -68,6 +88,7 @@ class TableSpec:
     delimiter: str = ","
     header: bool = False  # first non-comment line names the columns (any names: renamed headers are fine)
     comments: bytes = b""  # lines starting with one of these characters are skipped
+    strip_spaces: bool = False  # numeric files: spaces around a comma/semicolon/tab separator are dropped
 
     @property
     def names(self) -> list[str]:
@@ -89,6 +110,7 @@ class Table:
     header: str | None = None
     sha256: str = ""
     size_bytes: int = 0
+    encoding: str = "UTF-8"  # as read: UTF-16/32 files are decoded first (TextEncoding.label)
 
 
 @dataclass
@@ -100,21 +122,114 @@ class _Block:
 
 # --------------------------------------------------------------------------- sniffing
 
+def clip(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` as an error message quotes it: cut to ``limit`` characters, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
+@dataclass(frozen=True)
+class TextEncoding:
+    """How a file's bytes are decoded: ``codec`` for Python, ``label`` for people."""
+
+    codec: str
+    label: str
+
+    @property
+    def is_utf8(self) -> bool:
+        return self.codec == "utf-8"
+
+
+UTF8 = TextEncoding("utf-8", "UTF-8")
+
+
+def text_encoding(path: Path) -> TextEncoding:
+    """UTF-8 (ASCII, with or without BOM), or UTF-16/UTF-32 told by a byte-order mark or, without
+    one, by NUL bytes in every other position (ASCII digits and separators in UTF-16 LE/BE);
+    a file with other NUL bytes is not text and is refused."""
+    with open(path, "rb") as handle:
+        head = handle.read(_ENCODING_PROBE)
+    for bom, codec, label in _UNICODE_BOMS:
+        if head.startswith(bom):
+            return TextEncoding(codec, label)
+    if b"\0" not in head:
+        return UTF8
+    head = head[:len(head) - len(head) % 2]
+    even, odd = head[0::2], head[1::2]
+    share = {name: half.count(0) / max(1, len(half)) for name, half in (("even", even), ("odd", odd))}
+    if share["odd"] > 0.9 and share["even"] < 0.1:
+        return TextEncoding("utf-16-le", "UTF-16 LE without byte-order mark")
+    if share["even"] > 0.9 and share["odd"] < 0.1:
+        return TextEncoding("utf-16-be", "UTF-16 BE without byte-order mark")
+    offset = head.index(b"\0")
+    raise InputError(path, f"not a text file: NUL byte at offset {offset} (binary data, or an encoding "
+                           f"other than UTF-8/UTF-16/UTF-32)")
+
+
+def data_lines(path: Path, comments: bytes = b"", limit: int = _SNIFF_LINES) -> list[str]:
+    """The first ``limit`` non-blank, non-comment lines, decoded (BOM dropped, stripped), for sniffing.
+
+    A line longer than a MiB is sniffed from its first MiB, and sniffing stops there.
+    """
+    encoding = text_encoding(path)
+    codec = "utf-8-sig" if encoding.is_utf8 else encoding.codec
+    comment_chars = comments.decode()
+    lines: list[str] = []
+    with open(path, encoding=codec, errors="replace", newline="") as handle:
+        while len(lines) < limit:
+            raw = handle.readline(_SNIFF_LINE_CHARS)
+            if not raw:
+                break
+            line = raw.strip()
+            if line and line[0] not in comment_chars:
+                lines.append(line)
+            if not raw.endswith(("\n", "\r")) and len(raw) == _SNIFF_LINE_CHARS:
+                break  # a line longer than we sniff: what we have is enough
+    return lines
+
+
+def first_text_line(path: Path) -> str:
+    """The file's first line, decoded (KONECT's ``% sym|asym|bip`` header)."""
+    lines = data_lines(path, limit=1)
+    return lines[0] if lines else ""
+
+
 def sniff(path: Path, delimiter: str, comments: bytes = b"",
           header: bool = False) -> tuple[list[str] | None, list[str]]:
     """The header fields (when ``header``) and the fields of the first data row, for choosing a spec."""
-    head: list[str] | None = None
-    with open(path, "rb") as handle:
-        for raw in handle:
-            line = raw.removeprefix(_BOM).decode("utf-8", errors="replace").strip()
-            if not line or (comments and line[0].encode() in _split_chars(comments)):
-                continue
-            fields = split_fields(line, delimiter)
-            if header and head is None:
-                head = fields
-                continue
-            return head, fields
-    raise InputError(path, "no data rows (the file is empty or holds only comments/header)")
+    lines = data_lines(path, comments, limit=2 if header else 1)
+    if len(lines) < (2 if header else 1):
+        raise InputError(path, "no data rows (the file is empty or holds only comments/header)")
+    if header:
+        return split_fields(lines[0], delimiter), split_fields(lines[1], delimiter)
+    return None, split_fields(lines[0], delimiter)
+
+
+def sniff_separator(lines: list[str], candidates: tuple[str, ...] = (",", ";", "\t", WHITESPACE)) -> str:
+    """The separator that splits every sampled line into the same number (>= 2) of fields.
+
+    Tried in the order given (a comma before whitespace: "1, 2, 3" is comma-separated); a tab is
+    taken only when no line also separates with spaces (KONECT's "u v w<TAB>t" is whitespace). When
+    no candidate splits every line alike (a malformed row among the first), the first one that
+    splits the first line is used, and the parse names the bad line.
+    """
+    for separator in candidates:
+        if separator == "\t" and any(" " in line for line in lines):
+            continue
+        counts = {len(split_fields(line, separator)) for line in lines}
+        if len(counts) == 1 and counts.pop() >= 2:
+            return separator
+    first = lines[0] if lines else ""
+    return next((s for s in candidates if len(split_fields(first, s)) >= 2), candidates[-1])
+
+
+def is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _split_chars(chars: bytes) -> list[bytes]:
@@ -125,7 +240,12 @@ def split_fields(line: str, delimiter: str) -> list[str]:
     """Split one line the way pyarrow will after normalisation (used for sniffing and error lines)."""
     if delimiter == WHITESPACE:
         return line.split()
-    return next(csv.reader([line], delimiter=delimiter)) if line else []
+    if '"' not in line:  # what csv.reader would do, without its 128 KiB field limit
+        return line.split(delimiter) if line else []
+    try:
+        return next(csv.reader([line], delimiter=delimiter))
+    except csv.Error:  # a quoted field over the csv module's limit
+        return line.split(delimiter)
 
 
 def columns_by_role(path: Path, header: list[str], roles: dict[str, tuple[tuple[str, ...], Column]],
@@ -148,7 +268,7 @@ def columns_by_role(path: Path, header: list[str], roles: dict[str, tuple[tuple[
     missing = [r for r in required if r not in found]
     if missing:
         wanted = "; ".join(f"{r}: one of {', '.join(roles[r][0])}" for r in missing)
-        raise InputError(path, f"header {','.join(header)!r} lacks required columns ({wanted})", line=1)
+        raise InputError(path, f"header {clip(','.join(header))!r} lacks required columns ({wanted})", line=1)
     return tuple(columns)
 
 
@@ -226,6 +346,13 @@ def _strip_comments(data: bytearray, spec: TableSpec) -> bytearray | bytes:
     return data
 
 
+def _strip_separator_spaces(data: bytearray | bytes, delimiter: str) -> bytes:
+    """Spaces around each separator and at line ends dropped ("1, 2, 3" -> "1,2,3")."""
+    padding = rb" *" if delimiter == "\t" else rb"[ \t]*"
+    data = re.sub(padding + re.escape(delimiter.encode()) + padding, delimiter.encode(), bytes(data))
+    return _EDGE_SPACES.sub(b"", data)
+
+
 def _normalise_whitespace(data: bytearray | bytes) -> bytes:
     """One space between fields, none at line ends: what pyarrow's single-character delimiter needs."""
     data = bytes(data).translate(_TAB_TO_SPACE)
@@ -287,8 +414,10 @@ def _parse_checked(data: bytearray | bytes, spec: TableSpec) -> tuple[pa.Table |
     table, error = _try_parse(data, spec)
     if table is not None and _values_ok(table, spec):
         return table, None
-    if spec.delimiter == WHITESPACE:
-        table, error = _try_parse(_normalise_whitespace(data), spec)
+    if spec.delimiter == WHITESPACE or spec.strip_spaces:
+        normal = (_normalise_whitespace(data) if spec.delimiter == WHITESPACE
+                  else _strip_separator_spaces(data, spec.delimiter))
+        table, error = _try_parse(normal, spec)
         if table is not None and _values_ok(table, spec):
             return table, None
     return None, error or "invalid values"
@@ -323,15 +452,15 @@ def _field_problem(text: str, column: Column) -> str | None:
             _parse_timestamp(text)
             return None
         elif pa.types.is_boolean(column.type):
-            return None if text in FLAG_VALUES else f"'{text}' is not a true/false flag"
+            return None if text in FLAG_VALUES else f"'{clip(text)}' is not a true/false flag"
         else:
             return None
     except ValueError:
-        return f"'{text}' is not {_type_name(column.type)}"
+        return f"'{clip(text)}' is not {_type_name(column.type)}"
     if column.nonnegative and value < 0:
-        return f"negative id {text}"
+        return f"negative id {clip(text)}"
     if column.finite and not math.isfinite(value):
-        return f"'{text}' is not a finite time"
+        return f"'{clip(text)}' is not a finite time"
     return None
 
 
@@ -370,7 +499,7 @@ def locate_error(path: Path, block: _Block, spec: TableSpec, detail: str) -> Inp
             if problem:
                 return InputError(path, problem, line=number, field=column.shown)
     last = first_line + len(lines) - 1
-    return InputError(path, f"malformed rows between lines {first_line} and {last} ({detail})")
+    return InputError(path, f"malformed rows between lines {first_line} and {last} ({clip(detail, 2 * SHOWN_CHARS)})")
 
 
 def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: bool = False,
@@ -381,6 +510,10 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
     line, unless ``drop_partial_last_line`` (then it is dropped and counted in ``rows_dropped``).
     """
     path = Path(path)
+    encoding = text_encoding(path)
+    if not encoding.is_utf8:
+        return _read_decoded(path, spec, encoding, drop_partial_last_line=drop_partial_last_line,
+                             block_bytes=block_bytes)
     whole = _read_clean_file(path, spec)
     if whole is not None:
         return whole
@@ -409,6 +542,47 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
         if column.whole_numbers:
             columns[column.name] = normalise_time(columns[column.name])
     return Table(path, columns, rows, dropped, header, hasher.hexdigest(), size)
+
+
+def _read_decoded(path: Path, spec: TableSpec, encoding: TextEncoding, **options) -> Table:
+    """A UTF-16/32 file read through a temporary UTF-8 copy (lines are kept, so line numbers are too);
+    the table names the original file, its bytes' sha256 and size, and the encoding."""
+    with _utf8_copy(path, encoding) as copy:
+        try:
+            table = read_table(copy, spec, **options)
+        except InputError as exc:
+            raise InputError(path, f"{exc.problem} (decoded from {encoding.label})", exc.line, exc.field) from None
+    return dataclasses.replace(table, path=path, sha256=_file_sha256(path), size_bytes=path.stat().st_size,
+                               encoding=encoding.label)
+
+
+@contextlib.contextmanager
+def _utf8_copy(path: Path, encoding: TextEncoding) -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix=".dgbench-decode-"))
+    copy = folder / path.name
+    decoder = codecs.getincrementaldecoder(encoding.codec)(errors="strict")
+    done = 0
+    try:
+        with open(path, "rb") as source, open(copy, "wb") as target:
+            try:
+                while chunk := source.read(BLOCK_BYTES):
+                    target.write(decoder.decode(chunk).encode("utf-8"))
+                    done += len(chunk)
+                target.write(decoder.decode(b"", final=True).encode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise InputError(path, f"not valid {encoding.label}: undecodable bytes near offset "
+                                       f"{done + max(0, exc.start)}") from None
+        yield copy
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _file_sha256(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(BLOCK_BYTES):
+            hasher.update(chunk)
+    return hasher.hexdigest()
 
 
 def _labelled(spec: TableSpec, header: str | None) -> TableSpec:
@@ -485,8 +659,8 @@ def _parse_whole_numbers(data: memoryview, spec: TableSpec, first_line: str) -> 
     whole = [c.name for c, text in zip(spec.columns, fields)
              if c.whole_numbers and pa.types.is_floating(c.type) and text.lstrip("+-").isdigit()]
     if whole:
-        as_int = TableSpec(tuple(Column(c.name, INT, c.nonnegative, c.finite, c.numpy_dtype) if c.name in whole else c
-                                 for c in spec.columns), spec.delimiter, spec.header, spec.comments)
+        as_int = dataclasses.replace(spec, columns=tuple(
+            dataclasses.replace(c, type=INT) if c.name in whole else c for c in spec.columns))
         table, _ = _try_parse(data, as_int, block_size=1 << 20)
         if table is not None:
             for name in whole:
@@ -580,7 +754,7 @@ def _last_line_complete(block: _Block, spec: TableSpec) -> bool:
 def _partial_line_error(path: Path, block: _Block, spec: TableSpec) -> InputError:
     text = bytes(block.data).decode("utf-8", errors="replace").strip()
     fields = split_fields(text, spec.delimiter)
-    return InputError(path, f"the file ends mid-line ('{text[:60]}': {len(fields)} of {len(spec.columns)} fields, "
+    return InputError(path, f"the file ends mid-line ('{clip(text, 60)}': {len(fields)} of {len(spec.columns)} fields, "
                             f"no final newline) - a cut-off download? Download it again, or pass "
                             f"--drop-partial-last-line to drop that line", line=_line_number(path, block.offset))
 
