@@ -17,6 +17,21 @@ from loaders.prepare import build_file
 
 pytestmark = pytest.mark.realdata
 DAY = 86400
+# Store fingerprints of the real files as prepared on 87f9767 (before separator/encoding sniffing and
+# column-identified AMLSim files): loader changes must keep every real file's store the same.
+FINGERPRINTS = {
+    "fb-forum": "55e4db67c532cc3e022362b6d1db3dde6712ca8720521def0c3114165c27b081",
+    "ia-enron-employees": "4b751c4edcd6f69e87f748e27e2c8194d0f13eca7431f5b4a5fd80fb14354c35",
+    "CollegeMsg stream": "e5e47b75441ab737e3acc91655213ee0a83c0a75624d7bee3aacb8ec9cee9247",
+    "chess": "f70e354b15a085b8f70c6f2e3f794eeda22575a54cd00c261465ae8d37184289",
+    "lastfm dropped": "0206af5caafe8d943f468a2ac0628f9fce8a2018d82ec5bf6c40c34581d87fd4",
+    "lastfm sample": "a727fd7fcccd32495f209dd7942614cf030afb45e083a71ea4248a5fa77f3a4b",
+    "wikipedia": "43f8dc03e525b322db3fd9acef9c796315f5b23c2375554ae3a7bce866969867",
+    "20K_cycle200": "57747a89c44fbcaacb96f7d411bec26ce8d5b26d3a4254e8cb013165d6106905",
+    "20K_fanin200": "f37cc89f17d284d695e68cba7ad72f1b07654ea4520543be2602ff35f1a21767",
+    "20K_fanin200cycle200": "23008b6c594866d460070c310fe5e9f20b0d2072f910fa6303a2127ab6c0e21d",
+    "amlsim outputs": "d75630bf7d5165454807d6dfc4612a1b56a0961a39950246e281a3b389ac8884",
+}
 
 
 def prepare(tmp_path: Path, fmt: str, raw: Path, **options):
@@ -44,6 +59,7 @@ def test_network_repository_fb_forum(shared_data: Path, tmp_path: Path) -> None:
     assert store.num_snapshots == (1_098_798_101 - 1_084_585_996) // DAY + 1
     assert store.provenance["raw_sha256"] == "4aa6ba14f2440e582e1cec3357ef9a4ac8020fe72ec6b31a7ff746e291356088"
     assert store.provenance["rows_read"] == 33_720 and store.provenance["rows_out_of_order"] == 0
+    assert store.fingerprint == FINGERPRINTS["fb-forum"]
 
 
 def test_network_repository_enron_without_final_newline(shared_data: Path, tmp_path: Path) -> None:
@@ -54,6 +70,7 @@ def test_network_repository_enron_without_final_newline(shared_data: Path, tmp_p
     assert (edges["time"].min(), edges["time"].max()) == (926_389_620, 1_024_674_019)
     assert np.all(edges["weight"] == 1)
     assert store.provenance["raw_sha256"] == "550a509fdbbfa31dba52a7de85bc42ade8937bb1134c83bf5a3d8391061aeb34"
+    assert store.fingerprint == FINGERPRINTS["ia-enron-employees"]
 
 
 def test_snap_college_msg(shared_data: Path, tmp_path: Path) -> None:
@@ -64,6 +81,7 @@ def test_snap_college_msg(shared_data: Path, tmp_path: Path) -> None:
     assert (events["t"][0], events["t"][-1]) == (1_082_040_961, 1_098_777_142)
     assert np.array_equal(store.node_ids(), np.arange(1, 1_900))  # ids 1..1899 relabelled to 0..1898
     assert store.provenance["duplicates"] == 37  # rows minus distinct (src, dst, t) rows of the raw file
+    assert store.fingerprint == FINGERPRINTS["CollegeMsg stream"]
 
 
 def test_konect_chess_mixed_separators(shared_data: Path, tmp_path: Path) -> None:
@@ -75,6 +93,7 @@ def test_konect_chess_mixed_separators(shared_data: Path, tmp_path: Path) -> Non
     weights, counts = np.unique(edges["weight"], return_counts=True)
     assert dict(zip(weights.tolist(), counts.tolist())) == {-1.0: 15_224, 0.0: 28_666, 1.0: 21_163}
     assert store.directed  # "% asym"
+    assert store.fingerprint == FINGERPRINTS["chess"]
 
 
 def test_jodie_lastfm_truncated_fails_naming_the_line(shared_data: Path, tmp_path: Path) -> None:
@@ -96,6 +115,7 @@ def test_jodie_lastfm_truncated_with_drop(shared_data: Path, tmp_path: Path) -> 
     assert not events["label"].any()
     assert store.provenance["rows_dropped"] == 1 and store.provenance["rows_read"] == 108_502
     assert store.provenance["format_details"]["header"].startswith("source,destination,")  # renamed header
+    assert store.fingerprint == FINGERPRINTS["lastfm dropped"]
 
 
 def test_jodie_lastfm_original_header_sample(shared_data: Path, tmp_path: Path) -> None:
@@ -103,6 +123,7 @@ def test_jodie_lastfm_original_header_sample(shared_data: Path, tmp_path: Path) 
     events = store.events()
     assert store.attrs["bipartite"] == {"num_users": 11, "num_items": 34}
     assert store.num_events == 39 and (events["t"][0], events["t"][-1]) == (0, 41_282)
+    assert store.fingerprint == FINGERPRINTS["lastfm sample"]
 
 
 def test_jodie_wikipedia_tgn_reindexed(shared_data: Path, tmp_path: Path) -> None:
@@ -114,6 +135,7 @@ def test_jodie_wikipedia_tgn_reindexed(shared_data: Path, tmp_path: Path) -> Non
     assert (events["t"][0], events["t"][-1]) == (0, 2_678_373) and len(np.unique(events["t"])) == 152_757
     assert events["src"].max() < 8_227 <= events["dst"].min()  # items after users
     assert store.split["method"] == "quantile"
+    assert store.fingerprint == FINGERPRINTS["wikipedia"]
 
 
 @pytest.mark.parametrize("run, transactions, pairs, fraud", [
@@ -130,6 +152,7 @@ def test_amlsim_2019_sample_runs(shared_data: Path, tmp_path: Path, run: str, tr
     assert (edges["time"].min(), edges["time"].max(), store.num_snapshots) == (1, 149, 149)
     assert int(store.read("node_label").sum()) == fraud
     assert np.array_equal(store.node_ids(), np.arange(20_000))
+    assert store.fingerprint == FINGERPRINTS[run]
 
 
 def test_amlsim_2019_tiny_outputs(shared_data: Path, tmp_path: Path) -> None:
@@ -144,6 +167,9 @@ def test_amlsim_2019_tiny_outputs(shared_data: Path, tmp_path: Path) -> None:
     flagged |= {24, 25}  # the two accounts of alerts.csv
     assert set(store.node_ids()[store.read("node_label") == 1].tolist()) == flagged
     assert {f["name"] for f in store.provenance["raw"]} == {"tx.csv", "accounts.csv", "alerts.csv"}
+    assert store.fingerprint == FINGERPRINTS["amlsim outputs"]
+    assert store.provenance["format_details"]["files"] == {  # known by their columns; cash_tx is no edge list
+        "accounts.csv": "accounts", "alerts.csv": "alert_accounts", "cash_tx.csv": "other", "tx.csv": "transactions"}
 
 
 def test_named_amlsim_dataset_from_a_tgz_like_the_official_sample(shared_data: Path, tmp_path: Path) -> None:
