@@ -1,0 +1,105 @@
+"""BLAD's scheduling overhead per batch (§7.7: DP < 8 ms, reordering < 2.3 ms, prediction < 1 ms), and
+the load balance Eq. 2's split buys over an even split under the fitted cost model.
+
+Run: ``.venv/bin/python -m pytest benchmarks/test_blad_bench.py -s -p no:cacheprovider`` (timed with
+pytest-benchmark; add ``--benchmark-disable`` for one quick pass). A *batch* (§4 steps 2-4) is every
+snapshot group of the sequence: T snapshots, groups of ``GROUP`` = l + 1 snapshots, one group per
+target S ≥ l, the groups split over 2 devices (§5.1, balanced), and the numbers are for one device.
+Two sizes: T = 733 (AS-733's snapshot count) and T = 100. Per-snapshot loads follow a synthetic
+AS-733-like shape (growing edge count with day-to-day noise and a few near-empty days; not AS-733
+data, which is not available here) around a 3000-seed mini-batch (the artifact's "training set").
+The predictor is fitted here first (a small grid: its coefficients do not change the overhead).
+The machine is shared: times are noisy; the paper's were taken on a Xeon Gold 5120 beside 2080 Ti GPUs.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dgbench.schedule.blad_balance import assign_groups, balance_split, even_split
+from dgbench.schedule.pipeline import simulate_pipeline
+from dgbench.schedule.predictor import OPERATORS, fit_predictor, grid_loads, profile_operators
+from dgbench.schedule.reorder import manage_topology, model_topology, predicted_operators
+
+GROUP, HIDDEN, IN_FEATURES, SEEDS = 4, 6, 2, 3000
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    samples = profile_operators(grid_loads([1000, 4000, 12000], [2, 6]), [2, 6], HIDDEN, list(OPERATORS), repeats=5)
+    return fit_predictor(samples, HIDDEN)
+
+
+@pytest.fixture(scope="module")
+def predictor(fitted):
+    return fitted[0]
+
+
+def as733_like_loads(snapshots: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(V_t, E_t) of a sampled 3000-seed batch: edges grow ~2.6x with noise, 1% of days near empty."""
+    rng = np.random.default_rng(seed)
+    trend = np.linspace(0.38, 1.0, snapshots) * rng.uniform(0.9, 1.1, snapshots)
+    trend[rng.random(snapshots) < 0.01] *= 0.05
+    edges = np.maximum(1, (trend * 60000).astype(np.int64))
+    vertices = np.minimum(SEEDS + edges // 3, 40000)
+    return vertices, edges
+
+
+def device_groups(snapshots: int, predictor, model: str) -> tuple[np.ndarray, np.ndarray, list, list]:
+    """Forward/backward durations [groups on device 0, GROUP] and each group's snapshot ids."""
+    vertices, edges = as733_like_loads(snapshots)
+    ops = [(slot.role, slot.width) for slot in model_topology(model, IN_FEATURES, HIDDEN)]
+    forward, backward = predictor.snapshot_durations(ops, vertices, edges)
+    targets = np.arange(GROUP - 1, snapshots)
+    members = targets[:, None] - np.arange(GROUP - 1, -1, -1)[None, :]
+    costs = (forward[members] + backward[members]).sum(1)
+    mine = list(assign_groups(costs, 2, "balanced")[0])
+    return forward[members[mine]], backward[members[mine]], members[mine], (vertices, edges)
+
+
+@pytest.mark.parametrize("snapshots", [100, 733])
+def test_prediction_overhead_per_batch(benchmark, predictor, snapshots):
+    vertices, edges = as733_like_loads(snapshots)
+    ops = [(slot.role, slot.width) for slot in model_topology("wdgcn", IN_FEATURES, HIDDEN)]
+    forward, _ = benchmark(predictor.snapshot_durations, ops, vertices, edges)
+    assert forward.shape == (snapshots,)
+    benchmark.extra_info.update(snapshots=snapshots, paper_ms="< 1")
+
+
+@pytest.mark.parametrize("snapshots", [100, 733])
+def test_dp_overhead_per_batch(benchmark, fitted, predictor, snapshots):
+    forward, backward, _, _ = device_groups(snapshots, predictor, "wdgcn")
+    split = benchmark(balance_split, forward, backward)
+    even = even_split(len(forward), GROUP)
+    dp_trace, even_trace = (simulate_pipeline(forward, backward, first) for first in (split.first, even))
+    benchmark.extra_info.update(
+        groups_on_device=len(forward), group=GROUP, paper_ms="< 8",
+        simulated_makespan_dp_over_even=round(dp_trace.makespan / even_trace.makespan, 4),
+        busy_max_over_min_dp=round(dp_trace.busy_max_over_min, 4),
+        busy_max_over_min_even=round(even_trace.busy_max_over_min, 4),
+        p1_snapshots_histogram=np.bincount(split.first, minlength=GROUP).tolist(),
+        predictor_mape={op: round(q["forward"]["mape"], 3) for op, q in fitted[1]["per_design"]["products"].items()})
+    print(f"\nT={snapshots}: {len(forward)} groups/device; simulated makespan DP/even "
+          f"{dp_trace.makespan / even_trace.makespan:.3f}; busy max/min DP {dp_trace.busy_max_over_min:.3f} "
+          f"vs even {even_trace.busy_max_over_min:.3f} (async simulator, predicted durations)")
+
+
+@pytest.mark.parametrize("snapshots", [100, 733])
+def test_reordering_overhead_per_batch(benchmark, predictor, snapshots):
+    """Alg. 1 once per pipeline period: p1's forward of sg_i^a against p2's forward of sg_{i-1}^b."""
+    forward, backward, members, (vertices, edges) = device_groups(snapshots, predictor, "wdgcn")
+    split = balance_split(forward, backward)
+    topology = model_topology("wdgcn", IN_FEATURES, HIDDEN)
+    periods = []
+    for i in range(1, len(members)):
+        first_ids, second_ids = members[i][:split.first[i]], members[i - 1][split.first[i - 1]:]
+        periods.append((predicted_operators(topology, predictor, vertices[first_ids], edges[first_ids]),
+                        predicted_operators(topology, predictor, vertices[second_ids], edges[second_ids])))
+
+    def schedule_batch():
+        return [manage_topology(a, b) for a, b in periods]
+
+    schedules = benchmark(schedule_batch)
+    exchanged = sum(len(s.exchanged[0]) + len(s.exchanged[1]) for s in schedules)
+    benchmark.extra_info.update(periods=len(periods), operators=sum(len(a) + len(b) for a, b in periods),
+                                pairs_exchanged=exchanged, paper_ms="< 2.3")
