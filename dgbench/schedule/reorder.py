@@ -219,15 +219,14 @@ def manage_topology(first: list[Operator], second: list[Operator], literal: bool
         partner = pending[here][-1] if pending[here] else None
         if (op.commutative and not swapped and partner is not None and partner.commutative
                 and partner.key[0] == op.snapshot and partner.unit == op.unit):  # line 7: first op of a pair
-            alternative = _exchanged(partner)
             if literal:  # line 8-9 as printed: same interval, f' = 1 - f
                 score_alt = _xor_overlap(queues[other], ends[other], start, start + op.duration, not op.compute)
-            else:
-                score_alt = _xor_overlap(queues[other], ends[other], start, start + alternative.duration,
-                                         alternative.compute)
+            else:  # the exchanged first op (the partner, at its exchanged-order duration)
+                score_alt = _xor_overlap(queues[other], ends[other], start, start + partner.swapped_duration,
+                                         partner.compute)
             if score_alt > score:  # line 10-11: exchange the pair
                 pending[here][-1] = _exchanged(op)
-                op, swapped = alternative, True
+                op, swapped = _exchanged(partner), True
                 exchanged[here].add((op.snapshot, op.unit))
         queues[here].append(Placed(op, start, start + op.duration, swapped))  # line 12
         ends[here].append(start + op.duration)
