@@ -22,6 +22,12 @@ FAMILIES = {"discrete": "snapshots", "continuous": "stream"}  # family -> store 
 # Metrics bounded to [0, 1] wherever they appear (accuracy, AP, AUC and their usual companions).
 BOUNDED_METRICS = {"accuracy", "ap", "auc", "f1", "precision", "recall", "mrr", "balanced_accuracy"}
 RELATIVE_TOLERANCE = 1e-6
+MAX_SAFE_INTEGER = 2**53  # larger integers are not exact where JSON numbers are doubles
+# Physical bounds on what one rank can do, each about ten times today's fastest hardware, so only a
+# forged figure exceeds them: an edge is at least a 4-byte source and destination read once, and
+# 1e12 edges/s would read 8 TB/s (H200 memory: 4.8 TB/s); 1e13 B/s sent is over five times NVLink 5.
+MAX_EDGES_PER_S_PER_RANK = 1e12
+MAX_COMM_BYTES_PER_S_PER_RANK = 1e13
 HEX64 = re.compile(r"[0-9a-f]{64}")
 HEX40 = re.compile(r"[0-9a-f]{40}")
 
@@ -51,7 +57,8 @@ def parse_record(path: str | Path) -> dict[str, Any]:
     try:
         size = path.stat().st_size
         if size > MAX_RECORD_BYTES:
-            raise RecordParseError(Problem("(file)", f"{size} bytes is larger than the {MAX_RECORD_BYTES} a record may be"))
+            raise RecordParseError(Problem("(file)", f"{size} bytes is larger than the {MAX_RECORD_BYTES} "
+                                                     f"a record may be"))
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RecordParseError(Problem("(file)", f"cannot be read ({exc})")) from exc
@@ -141,6 +148,9 @@ class Checker:
         if value is None:
             return None
         field = _join(where, key)
+        if isinstance(value, int) and abs(value) > MAX_SAFE_INTEGER:
+            self.fail(field, f"is an integer of {value.bit_length()} bits, beyond 2^53 (not exact in JSON)")
+            return None
         if not math.isfinite(value):
             self.fail(field, f"is {value}, expected a finite number")
             return None
@@ -168,6 +178,8 @@ def _kind_name(kind: type) -> str:
 
 
 def _describe(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+        return f"an integer of {value.bit_length()} bits"
     return "null" if value is None else f"{json.dumps(value)[:40]} ({type(value).__name__})"
 
 
@@ -197,7 +209,7 @@ def validate_v1(record: dict[str, Any]) -> list[Problem]:
     _check_dataset(check, family)
     _check_environment(check)
     _check_code(check)
-    _check_epochs(check, world_size)
+    _check_epochs(check, world_size, _dataset_edges(check.record))
     _check_metrics_block(check, record, "final_metrics", "")
     _check_seal(check)
     return check.problems
@@ -276,7 +288,14 @@ EPOCH_SECONDS = ("transfer_s", "compute_s", "communication_s")
 RANK_COUNTS = ("comm_bytes", "comm_elements")
 
 
-def _check_epochs(check: Checker, world_size: int | None) -> None:
+def _dataset_edges(record: dict[str, Any]) -> int | None:
+    """The store's edge (event) count when the record states a valid one."""
+    dataset = record.get("dataset")
+    edges = dataset.get("num_edges") if isinstance(dataset, dict) else None
+    return edges if type(edges) is int and 0 < edges <= MAX_SAFE_INTEGER else None
+
+
+def _check_epochs(check: Checker, world_size: int | None, num_edges: int | None) -> None:
     epochs = check.get(check.record, "epochs", "", (list,))
     if epochs is None:
         return
@@ -291,24 +310,47 @@ def _check_epochs(check: Checker, world_size: int | None) -> None:
         if number is not None and number != index:
             check.fail(f"{where}.epoch", f"is {number}, expected {index} (epochs in order, none missing)")
         check.number(entry, "loss", where, nullable=True)
-        _check_epoch_figures(check, entry, where)
+        _check_epoch_figures(check, entry, where, world_size, num_edges)
         _check_metrics_block(check, entry, "metrics", where)
         _check_per_rank(check, entry, where, world_size)
 
 
-def _check_epoch_figures(check: Checker, entry: dict, where: str) -> None:
+def _check_epoch_figures(check: Checker, entry: dict, where: str, world_size: int | None,
+                         num_edges: int | None) -> None:
     time_s = check.number(entry, "time_s", where, low=0, low_open=True)
     for key in EPOCH_SECONDS:
         part = check.number(entry, key, where, low=0)
         if part is not None and time_s is not None and part > time_s and not _close(part, time_s):
             check.fail(f"{where}.{key}", f"{part} s is longer than the epoch's time_s {time_s} s")
-    for key in (*RANK_COUNTS, "peak_rss_bytes"):
-        check.number(entry, key, where, low=0, integer=True)
+    comm_bytes, comm_elements = (check.number(entry, key, where, low=0, integer=True) for key in RANK_COUNTS)
+    check.number(entry, "peak_rss_bytes", where, low=0, integer=True)
     check.number(entry, "cuda_max_allocated_bytes", where, low=0, integer=True, optional=True)
     work = check.number(entry, "work", where, low=0, integer=True)
     throughput = check.number(entry, "throughput", where, low=0)
     if None not in (work, throughput, time_s) and not _close(throughput, work / time_s):
         check.fail(f"{where}.throughput", f"is {throughput:.6g} but work / time_s = {work / time_s:.6g}")
+    _check_physical_bounds(check, where, world_size, num_edges, time_s, work, throughput, comm_bytes,
+                           comm_elements)
+
+
+def _check_physical_bounds(check: Checker, where: str, world_size: int | None, num_edges: int | None,
+                           time_s: float | None, work: int | None, throughput: float | None,
+                           comm_bytes: int | None, comm_elements: int | None) -> None:
+    """Figures a run cannot have produced: more work than the store holds, more edges per second or more
+    bytes sent per second than any hardware does (MAX_*_PER_RANK), more elements than bytes sent."""
+    if work is not None and num_edges is not None and work > num_edges:
+        check.fail(f"{where}.work", f"is {work} but the store has {num_edges} edges: an epoch processes each "
+                                    f"edge (event) at most once")
+    if throughput is not None and world_size is not None and throughput > world_size * MAX_EDGES_PER_S_PER_RANK:
+        check.fail(f"{where}.throughput", f"is {throughput:.6g} edges/s, above the physical bound of "
+                                          f"{MAX_EDGES_PER_S_PER_RANK:.0e} per rank x {world_size} ranks")
+    most_sent = None if None in (time_s, world_size) else world_size * MAX_COMM_BYTES_PER_S_PER_RANK * time_s
+    if comm_bytes is not None and most_sent is not None and comm_bytes > most_sent:
+        check.fail(f"{where}.comm_bytes", f"is {comm_bytes} bytes in {time_s} s, above the physical bound of "
+                                          f"{MAX_COMM_BYTES_PER_S_PER_RANK:.0e} B/s per rank x {world_size} ranks")
+    if None not in (comm_bytes, comm_elements) and comm_elements > comm_bytes:
+        check.fail(f"{where}.comm_elements", f"is {comm_elements}, more than the {comm_bytes} bytes sent "
+                                             f"(an element is at least one byte)")
 
 
 def _check_per_rank(check: Checker, entry: dict, where: str, world_size: int | None) -> None:
