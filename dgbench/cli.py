@@ -26,6 +26,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("dgbench.leaderboard.cli", "submit_command"),
     "leaderboard": ("dgbench.leaderboard.cli", "leaderboard_command"),
     "compare": ("dgbench.leaderboard.cli", "compare_command"),
+    "verify": ("dgbench.leaderboard.verify", "verify_command"),
     "costmodel": ("dgbench.costmodel_cli", "costmodel_command"),
 }
 
