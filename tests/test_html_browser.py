@@ -2,7 +2,9 @@
 
 Sorting is driven through the page's own click handler: ``index.html#sort=TABLE:COLUMN:DIR`` makes
 the page call ``th.click()`` on load (the same event a user's click fires), and the DOM Chromium
-dumps afterwards is checked for the row order. A screenshot is kept in artifacts/leaderboard.png.
+dumps afterwards is checked for the row order. Layout is measured by the page's script in the
+laid-out page (a 1,400 px window): no table or page scrolls sideways, and every drawn epoch-time bar
+is as long as the time written beside it. A screenshot is kept in artifacts/leaderboard.png.
 Skips (with the reason) when Chromium is absent outside CI; in CI (CI=true) its absence fails.
 """
 from __future__ import annotations
@@ -15,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from dgbench.leaderboard.board import default_board
 from dgbench.leaderboard.render import render
+from dgbench.leaderboard.tables import number
 from dgbench.records import REPO_ROOT
 from leaderboard_records import populate_board
 
@@ -46,6 +50,14 @@ def page(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def repo_page(tmp_path_factory) -> Path:
+    """The repository board's page: real records, with real setups and real epoch splits."""
+    path = tmp_path_factory.mktemp("repo-board") / "index.html"
+    path.write_text(render(default_board(), "html"))
+    return path
+
+
 def run_chromium(page: Path, *args: str, fragment: str = "") -> str:
     binary = chromium_binary()
     profile = page.parent / f"profile-{os.getpid()}-{len(args)}"
@@ -56,19 +68,30 @@ def run_chromium(page: Path, *args: str, fragment: str = "") -> str:
 
 
 class PageDom(HTMLParser):
-    """Body data attributes, and each table's state and cells (data-sort values) from a DOM dump."""
+    """Body data attributes, each table's state and cells (data-sort values), and the epoch-time bars
+    (each row's time, segment seconds and the text beside it) from a DOM dump."""
 
     def __init__(self, dom: str):
         super().__init__()
         self.body: dict[str, str] = {}
         self.tables: dict[str, dict] = {}
+        self.bars: list[dict] = []
         self._table: dict | None = None
+        self._in_time = False
         self.feed(dom)
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
         attrs = dict(attrs)
         if tag == "body":
             self.body = attrs
+        elif tag == "tr" and "data-time" in attrs:
+            self.bars.append({"time": float(attrs["data-time"]), "segments": [], "text": ""})
+        elif tag == "span" and "seg" in (attrs.get("class") or "").split():
+            self.bars[-1]["segments"].append(float(attrs["data-s"]))
+        elif tag == "td" and self.bars and attrs.get("class") == "num" and self._table is None:
+            self._in_time = True
+        elif tag == "table" and "bars" in (attrs.get("class") or "").split():
+            return
         elif tag == "table":
             self._table = self.tables.setdefault(attrs.get("id", ""), {"attrs": attrs, "rows": [], "headers": []})
         elif self._table is not None and tag == "th":
@@ -78,9 +101,15 @@ class PageDom(HTMLParser):
         elif self._table is not None and tag == "td":
             self._table["rows"][-1].append(attrs.get("data-sort"))
 
+    def handle_data(self, data: str) -> None:
+        if self._in_time:
+            self.bars[-1]["text"] += data
+
     def handle_endtag(self, tag: str) -> None:
         if tag == "table":
             self._table = None
+        elif tag == "td":
+            self._in_time = False
 
 
 def column(table: dict, index: int, numeric: bool) -> list:
@@ -95,7 +124,7 @@ def test_page_renders_and_sorts_in_chromium(page: Path):
 
     dom = PageDom(run_chromium(page, "--dump-dom", fragment="#sort=throughput-official:5:desc"))
     assert dom.body.get("data-ready") == "1", "the page's script did not run"
-    assert int(dom.body["data-images-total"]) == 3
+    assert int(dom.body["data-images-total"]) == 2
     assert dom.body["data-images-loaded"] == dom.body["data-images-total"], "an embedded plot did not decode"
     assert {"throughput-official", "throughput-unofficial", "scaling-official", "accuracy-official"} <= set(dom.tables)
     table = dom.tables["throughput-official"]
@@ -115,3 +144,22 @@ def test_screenshot_is_kept_as_an_artefact(page: Path):
     shot.unlink(missing_ok=True)
     run_chromium(page, f"--screenshot={shot}", "--window-size=1400,3200", fragment="#sort=throughput-official:5:desc")
     assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 50_000
+
+
+@pytest.mark.parametrize("board", ["generated", "repository"])
+def test_no_sideways_overflow_at_1400px_and_bars_add_up_to_epoch_time(page: Path, repo_page: Path, board: str):
+    """Issue 18: tables fit a 1,400 px window (Setup/Code/Record were behind a scrollbar), and each
+    stacked epoch-time bar is as long as the epoch time written beside it."""
+    target = page if board == "generated" else repo_page
+    dom = PageDom(run_chromium(target, "--dump-dom", "--window-size=1400,3000"))
+    assert dom.body.get("data-ready") == "1", "the page's script did not run"
+    assert dom.body["data-viewport-width"] == "1400"
+    overflowing = dom.body["data-overflowing-tables"]
+    assert overflowing == "", f"tables wider than the window: {overflowing}"
+    assert dom.body["data-page-overflow-px"] == "0"
+    assert int(dom.body["data-bars"]) == len(dom.bars) > 0
+    assert float(dom.body["data-bars-worst-px"]) <= 1.0, "a drawn bar differs from its epoch time by over a pixel"
+    for bar in dom.bars:
+        assert sum(bar["segments"]) == pytest.approx(bar["time"], rel=1e-9, abs=1e-12)
+        assert bar["text"] == f"{number(bar['time']).text} s"  # the time beside the bar, rounded as in the table
+        assert float(bar["text"][:-2].replace(",", "")) == pytest.approx(sum(bar["segments"]), rel=5e-3)

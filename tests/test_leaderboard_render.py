@@ -43,8 +43,22 @@ def test_run_figures_use_the_median_timed_epoch():
     timed = record["epochs"][1:]  # the warm-up epoch (1.5x slower here) is left out
     assert figures.timed_epochs == 4
     assert figures.throughput == pytest.approx(statistics.median(e["throughput"] for e in timed))
-    assert figures.time_s == pytest.approx(statistics.median(e["time_s"] for e in timed))
+    assert figures.time_s == statistics.median_low(e["time_s"] for e in timed)  # one epoch, not an average
     assert figures.time_s < record["epochs"][0]["time_s"]
+
+
+def test_epoch_time_and_its_split_come_from_one_epoch_so_they_add_up():
+    record = make_record(epochs=4)
+    splits = [(0.02, 0.015, 0.0), (0.0, 0.03, 0.0051), (0.03, 0.0, 0.0051)]  # times 0.035, 0.0351, 0.0351
+    for epoch, (transfer, compute, communication) in zip(record["epochs"][1:], splits):
+        epoch.update(transfer_s=transfer, compute_s=compute, communication_s=communication,
+                     time_s=transfer + compute + communication)
+    figures = run_figures(record)
+    phase_medians = sum(statistics.median(e[k] for e in record["epochs"][1:])
+                        for k in ("transfer_s", "compute_s", "communication_s"))
+    assert abs(phase_medians - figures.time_s) > 0.003  # phase-by-phase medians would not add up
+    assert sum(figures.breakdown.values()) == pytest.approx(figures.time_s)
+    assert figures.time_s == pytest.approx(0.0351) and figures.transfer_s == 0.0  # the earlier of the tied
 
 
 def test_official_and_unofficial_rows_never_mix(populated):
@@ -62,6 +76,7 @@ def test_official_and_unofficial_rows_never_mix(populated):
 def test_strong_and_weak_scaling_speedups(populated):
     board, _ = populated
     series = {(s["mode"], s["scheme"]): s for s in rendered_json(board)["scaling"] if s["official"]}
+    assert series[("strong", "snapshot")]["base"] == "P=1"
     strong = series[("strong", "snapshot")]["points"]
     assert [p["world_size"] for p in strong] == [1, 2, 4]
     # epoch time 2/p^0.8 with the work fixed: speedup p^0.8 (to the ranks' 1% skew)
@@ -88,6 +103,47 @@ def test_a_scaling_series_never_mixes_setups(tmp_path):
     assert [p["world_size"] for p in series[64]["points"]] == [1]
     setups = {row["Setup"] for row in table(rendered_json(board), "throughput-official")}
     assert len(setups) == 2 and all("hidden=" in s for s in setups)
+
+
+def scaling_board(tmp_path: Path, runs: list[dict]) -> dict:
+    board = tmp_path / "board"
+    board.mkdir()
+    shutil.copy(REPO_ROOT / "leaderboards" / "official_stores.json", board)
+    for index, record in enumerate(runs):
+        submit(write(record, tmp_path / f"{index}.json"), board)
+    return rendered_json(board)
+
+
+def test_a_scheme_without_a_p1_run_is_measured_against_the_single_scheme_at_p1(tmp_path):
+    """A P=2 run slower than single P=1 must not show speedup 1 / efficiency 1 (issue 18)."""
+    data = scaling_board(tmp_path, [make_record(scheme="single", world_size=1, epoch_seconds=1.0),
+                                    make_record(scheme="snapshot", world_size=2, epoch_seconds=1.25),
+                                    make_record(scheme="snapshot", world_size=4, epoch_seconds=0.5)])
+    snapshot = next(s for s in data["scaling"] if s["scheme"] == "snapshot")
+    assert snapshot["base"] == "single P=1" and snapshot["base_world"] == 1
+    at_two, at_four = snapshot["points"]
+    assert at_two["speedup"] == pytest.approx(0.8, rel=0.02) and at_two["efficiency"] == pytest.approx(0.4, rel=0.02)
+    assert at_four["speedup"] == pytest.approx(2.0, rel=0.02) and at_four["efficiency"] == pytest.approx(0.5, rel=0.02)
+    rows = [row for row in table(data, "scaling-official") if row["Scheme"] == "snapshot"]
+    assert {row["Base"] for row in rows} == {"single P=1"}
+
+
+def test_without_any_p1_run_the_base_is_named_as_the_smallest_world(tmp_path):
+    data = scaling_board(tmp_path, [make_record(scheme="snapshot", world_size=2, epoch_seconds=1.0),
+                                    make_record(scheme="snapshot", world_size=4, epoch_seconds=0.8),
+                                    make_record(scheme="single", world_size=1, epoch_seconds=1.0, hidden=64)])
+    snapshot = next(s for s in data["scaling"] if s["scheme"] == "snapshot")  # the single run has another setup
+    assert snapshot["base"] == "P=2 (no P=1 run)"
+    assert [p["efficiency"] for p in snapshot["points"]] == pytest.approx([1.0, 0.625], rel=0.02)
+
+
+def test_setup_column_shows_what_differs_and_the_note_the_rest(tmp_path):
+    data = scaling_board(tmp_path, [make_record(world_size=1), make_record(world_size=1, hidden=64, seed=1)])
+    rows = table(data, "throughput-official")
+    assert sorted(row["Setup"] for row in rows) == ["hidden=6", "hidden=64"]
+    note = next(t for t in data["tables"]["throughput"] if t["id"] == "throughput-official")
+    markdown = render(tmp_path / "board", "md")
+    assert "every row that has them also has window=3" in markdown and note["rows"]
 
 
 def test_bar_plots_label_every_run_and_split_the_families():
@@ -128,9 +184,10 @@ def test_html_is_self_contained_with_decodable_plots(populated):
     page = render(board, "html")
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "the page must not load anything remote"
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
-    assert len(images) == 3  # throughput bars, epoch breakdown, tmgcn scaling curves
+    assert len(images) == 2  # throughput bars, tmgcn scaling curves (the epoch breakdown is HTML)
+    assert page.count('<table class="bars"') == 1 and "`" not in page.split("<script>")[0]
     assert all(base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n") for data in images)
-    assert page.count('class="sortable"') == len(re.findall(r"<table ", page)) >= 5
+    assert page.count('class="sortable"') == len(re.findall(r"<table ", page)) - page.count('class="bars"') >= 5
     assert render(board, "html") == page  # same board, same bytes (no timestamps in PNGs)
 
 

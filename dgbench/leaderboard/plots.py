@@ -1,8 +1,9 @@
 """The board's plots as PNG bytes (matplotlib, Agg), for embedding in the self-contained HTML page.
 
 Scaling curves per model follow ESDG Fig. 5 (strong) and Fig. 7 (weak); the epoch-time breakdown
-stacks transfer / compute / communication like ESDG Fig. 4. PNGs carry no timestamp, so the same
-board renders to the same bytes.
+(ESDG Fig. 4) is drawn as HTML bars by dgbench.leaderboard.render. Axes carry their unit in the label
+(M edges/s, k events/s), never a "1e6" offset. PNGs carry no timestamp, so the same board renders
+to the same bytes.
 """
 from __future__ import annotations
 
@@ -20,8 +21,18 @@ from dgbench.leaderboard.figures import RunFigures  # noqa: E402
 from dgbench.leaderboard.tables import ScalingSeries, dataset_label  # noqa: E402
 from dgbench.leaderboard.tracks import run_setup  # noqa: E402
 
-PHASE_COLOURS = {"transfer": "#4e79a7", "compute": "#59a14f", "communication": "#e15759"}
 FAMILY_UNITS = {"discrete": "edges/s", "continuous": "events/s"}
+SCALES = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def unit_scale(largest: float) -> tuple[float, str]:
+    """Divisor and prefix that keep an axis' numbers short: (1e6, "M") from a million up, and so on."""
+    return next(((factor, prefix) for factor, prefix in SCALES if largest >= factor), (1.0, ""))
+
+
+def plain_axis(ax: plt.Axes, axis: str) -> None:
+    """Numbers as they are on ``axis``: no scientific notation, no offset printed in a corner."""
+    ax.ticklabel_format(axis=axis, style="plain", useOffset=False)
 
 
 def png(figure: plt.Figure) -> bytes:
@@ -96,16 +107,18 @@ def _world_axis(ax: plt.Axes, worlds: list[int]) -> None:
 
 def _speedup_axes(ax: plt.Axes, curves: list[ScalingSeries], title: str, empty: str) -> None:
     ax.set_title(title)
-    ax.set_ylabel("speedup (edges/s vs smallest world)")
+    ax.set_ylabel("speedup (edges/s vs the base: P=1 where run)")
     if not curves:
         ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes)
         return
     worlds = sorted({p.world_size for s in curves for p in s.points})
-    ax.plot(worlds, [w / worlds[0] for w in worlds], "k--", linewidth=1, label="ideal")
+    base = min(s.base_world for s in curves)
+    ax.plot(worlds, [w / base for w in worlds], "k--", linewidth=1, label="ideal")
     for s in curves:
         ax.plot([p.world_size for p in s.points], [p.speedup for p in s.points], "o-",
                 label=s.label + ("" if s.official else " (unofficial)"))
     _world_axis(ax, worlds)
+    plain_axis(ax, "y")
     ax.legend(fontsize=7)
 
 
@@ -117,25 +130,8 @@ def _comm_axes(ax: plt.Axes, curves: list[ScalingSeries], title: str) -> None:
     ax.set_title(title)
     ax.set_ylabel("MB per epoch (all ranks)")
     _world_axis(ax, worlds)
+    plain_axis(ax, "y")
     ax.legend(fontsize=7)
-
-
-def breakdown_plot(runs: list[tuple[Entry, RunFigures]]) -> bytes | None:
-    """Median epoch time split into transfer / compute / communication, one bar per run (ESDG Fig. 4)."""
-    if not runs:
-        return None
-    figure, panels = _bar_panels(runs, "Epoch-time breakdown (official throughput runs)")
-    for ax, family, members, labels in panels:
-        left = [0.0] * len(members)
-        for phase, colour in PHASE_COLOURS.items():
-            widths = [figures.breakdown[phase] for _, figures in members]
-            ax.barh(labels, widths, left=left, color=colour, label=phase)
-            left = [a + b for a, b in zip(left, widths)]
-        ax.invert_yaxis()
-        ax.tick_params(axis="y", labelsize=7)
-        ax.set_xlabel(f"median epoch time (s), {family} time")
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return png(figure)
 
 
 def throughput_plot(runs: list[tuple[Entry, RunFigures]]) -> bytes | None:
@@ -144,8 +140,10 @@ def throughput_plot(runs: list[tuple[Entry, RunFigures]]) -> bytes | None:
         return None
     figure, panels = _bar_panels(runs, "Throughput (official runs)")
     for ax, family, members, labels in panels:
-        ax.barh(labels, [figures.throughput for _, figures in members], color="#f28e2b")
+        factor, prefix = unit_scale(max(figures.throughput for _, figures in members))
+        ax.barh(labels, [figures.throughput / factor for _, figures in members], color="#f28e2b")
         ax.invert_yaxis()
         ax.tick_params(axis="y", labelsize=7)
-        ax.set_xlabel(f"{FAMILY_UNITS[family]} (median timed epoch), {family} time")
+        plain_axis(ax, "x")
+        ax.set_xlabel(f"{prefix} {FAMILY_UNITS[family]} (median timed epoch), {family} time".lstrip())
     return png(figure)

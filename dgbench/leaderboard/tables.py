@@ -54,6 +54,8 @@ class ScalingSeries:
     hardware: str
     setup: str  # run_setup as sorted JSON: a series never mixes runs of different setups
     points: list[ScalingPoint] = field(default_factory=list)
+    base: str = ""  # what speedups are measured against (Base column; see _base)
+    base_world: int = 1
 
     @property
     def label(self) -> str:
@@ -133,7 +135,7 @@ THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Edges/
 
 def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Table:
     """``runs`` sorted by _throughput_order; Rank counts within dataset x model x hardware x world size."""
-    rows = []
+    rows, setups = [], []
     ranks: dict[tuple, int] = defaultdict(int)
     for entry, figures in runs:
         record = entry.record
@@ -141,12 +143,15 @@ def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Tabl
         ranks[group] += 1
         rows.append([text(dataset_label(entry)), text(record["model"]), text(record["scheme"]),
                      text(record["hardware_class"]), number(record["world_size"]), number(figures.throughput),
-                     number(ranks[group]), number(figures.time_s), number(figures.transfer_s), number(figures.compute_s),
-                     number(figures.communication_s), number(figures.comm_bytes / MB),
+                     number(ranks[group]), number(figures.time_s), number(figures.transfer_s),
+                     number(figures.compute_s), number(figures.communication_s), number(figures.comm_bytes / MB),
                      number(figures.peak_memory_bytes / MB), number(figures.timed_epochs),
-                     text(setup_label(run_setup(record))), text(code_label(record)), text(entry.digest[:12])])
+                     SETUP_PENDING, text(code_label(record)), text(entry.digest[:12])])
+        setups.append(run_setup(record))
+    note = _fill_setups(rows, THROUGHPUT_COLUMNS.index("Setup"), setups)
     return Table(f"throughput-{section}", _title("throughput", section), THROUGHPUT_COLUMNS,
-                 [c not in (0, 1, 2, 3, 14, 15, 16) for c in range(len(THROUGHPUT_COLUMNS))], rows)
+                 [c not in (0, 1, 2, 3, 14, 15, 16) for c in range(len(THROUGHPUT_COLUMNS))], rows,
+                 note="Epoch s and its split (transfer + compute + comm) are the median timed epoch's. " + note)
 
 
 # --------------------------------------------------------------------------- scaling
@@ -169,11 +174,43 @@ def scaling_series(entries: list[Entry], official: bool) -> list[ScalingSeries]:
         for fingerprint, store_entries in by_store.items():
             strong = _by_world(store_entries)
             if len(strong) > 1 or fingerprint not in in_weak:  # a lone point already on a weak curve adds nothing
+                base = _base(strong, _single_p1(entries, store_entries[0], json.loads(setup)))
                 series.append(_series("strong", official, dataset_label(store_entries[0]), model, scheme,
-                                      hardware, setup, strong))
+                                      hardware, setup, strong, base))
         if weak:
-            series.append(_series("weak", official, name, model, scheme, hardware, setup, weak))
+            series.append(_series("weak", official, name, model, scheme, hardware, setup, weak, _base(weak, [])))
     return series
+
+
+def _single_p1(entries: list[Entry], like: Entry, setup: dict[str, Any]) -> list[Entry]:
+    """P = 1 runs of the `single` scheme on ``like``'s store, model and hardware whose setup agrees with
+    ``setup`` on every key both carry (options only one scheme has do not keep them apart)."""
+    record = like.record
+
+    def agrees(entry: Entry) -> bool:
+        other = run_setup(entry.record)
+        return all(other[key] == setup[key] for key in other.keys() & setup.keys())
+
+    return [e for e in entries if e.record["scheme"] == "single" and e.record["world_size"] == 1
+            and e.record["dataset"]["fingerprint"] == record["dataset"]["fingerprint"]
+            and e.record["model"] == record["model"] and e.record["hardware_class"] == record["hardware_class"]
+            and agrees(e)]
+
+
+def _base(by_world: dict[int, list[Entry]], single_p1: list[Entry]) -> tuple[str, int, float]:
+    """(label, world, edges/s) speedups are measured against: the series' own P = 1 point; else the
+    `single` scheme's P = 1 run of the same store, model, hardware and setup; else the smallest world
+    that ran, said so (its own speedup is then 1 by definition, not a claim that it scales)."""
+    if 1 in by_world:
+        return "P=1", 1, _median_throughput(by_world[1])
+    if single_p1:
+        return "single P=1", 1, _median_throughput(single_p1)
+    smallest = min(by_world)
+    return f"P={smallest} (no P=1 run)", smallest, _median_throughput(by_world[smallest])
+
+
+def _median_throughput(entries: list[Entry]) -> float:
+    return statistics.median(run_figures(e.record).throughput for e in entries)
 
 
 def _by_world(entries: list[Entry]) -> dict[int, list[Entry]]:
@@ -201,31 +238,33 @@ def _weak_points(entries: list[Entry]) -> dict[int, list[Entry]]:
 
 
 def _series(mode: str, official: bool, dataset: str, model: str, scheme: str, hardware: str, setup: str,
-            by_world: dict[int, list[Entry]]) -> ScalingSeries:
-    series = ScalingSeries(mode, official, dataset, model, scheme, hardware, setup)
-    base_world = min(by_world)
-    medians = {world: statistics.median(run_figures(e.record).throughput for e in members)
-               for world, members in by_world.items()}
+            by_world: dict[int, list[Entry]], base: tuple[str, int, float]) -> ScalingSeries:
+    label, base_world, base_throughput = base
+    series = ScalingSeries(mode, official, dataset, model, scheme, hardware, setup, base=label,
+                           base_world=base_world)
     for world in sorted(by_world):
-        speedup = medians[world] / medians[base_world] if medians[base_world] > 0 else 0.0
+        throughput = _median_throughput(by_world[world])
+        speedup = throughput / base_throughput if base_throughput > 0 else 0.0
         comm = statistics.median(run_figures(e.record).comm_bytes for e in by_world[world])
-        series.points.append(ScalingPoint(world, medians[world], speedup, speedup / (world / base_world), comm,
+        series.points.append(ScalingPoint(world, throughput, speedup, speedup / (world / base_world), comm,
                                           len(by_world[world])))
     return series
 
 
 SCALING_COLUMNS = ["Mode", "Dataset", "Model", "Scheme", "Hardware", "World", "Edges/s", "Speedup", "Efficiency",
-                   "Comm MB/epoch", "Records", "Setup"]
+                   "Base", "Comm MB/epoch", "Records", "Setup"]
 
 
 def scaling_table(series: list[ScalingSeries], section: str) -> Table:
     rows = [[text(s.mode), text(s.dataset), text(s.model), text(s.scheme), text(s.hardware), number(p.world_size),
-             number(p.throughput), number(p.speedup), number(p.efficiency), number(p.comm_bytes / MB),
-             number(p.records), text(setup_label(json.loads(s.setup)))] for s in series for p in s.points]
+             number(p.throughput), number(p.speedup), number(p.efficiency), text(s.base), number(p.comm_bytes / MB),
+             number(p.records), SETUP_PENDING] for s in series for p in s.points]
+    setups = _fill_setups(rows, SCALING_COLUMNS.index("Setup"), [json.loads(s.setup) for s in series for _ in s.points])
     return Table(f"scaling-{section}", _title("scaling", section), SCALING_COLUMNS,
-                 [5 <= c <= 10 for c in range(len(SCALING_COLUMNS))], rows,
-                 note="Speedup: edges/s over the smallest world that ran in the series; efficiency: speedup / "
-                      "(world / smallest world).")
+                 [5 <= c <= 8 or 10 <= c <= 11 for c in range(len(SCALING_COLUMNS))], rows,
+                 note="Speedup: edges/s over the base's edges/s. Base: the series' own P=1 point; else the "
+                      "single scheme's P=1 run of the same store, model, hardware and setup; else the smallest "
+                      "world that ran (named so). Efficiency: speedup / (world / base world). " + setups)
 
 
 # --------------------------------------------------------------------------- accuracy
@@ -248,16 +287,20 @@ def accuracy_tables(entries: list[Entry], section: str) -> dict[str, Table]:
         for metric in ACCURACY_METRICS:
             values = [e.record["final_metrics"]["test"].get(metric) for e in by_seed.values()]
             row.append(_mean_std_cell([v for v in values if v is not None]))
-        row.append(text(setup_label(json.loads(setup))))
+        row.append(Cell(setup, setup))  # the setup as JSON until _fill_setups words it
         (ranked if len(by_seed) >= MIN_SEEDS else pending).append(row)
+    notes = []
     for rows in (ranked, pending):
         rows.sort(key=lambda row: (row[0].sort, row[1].sort, row[2].sort, row[4].sort, -row[6].sort, row[3].sort))
+        setup_column = ACCURACY_COLUMNS.index("Setup")
+        notes.append(_fill_setups(rows, setup_column, [json.loads(row[setup_column].text) for row in rows]))
     columns, numeric = ACCURACY_COLUMNS, [c in (4, 5, 6, 7, 8) for c in range(len(ACCURACY_COLUMNS))]
     return {"accuracy": Table(f"accuracy-{section}", _title("accuracy", section), columns, numeric, ranked,
-                              note=f"Mean ± sample std over one run per seed; a row needs {MIN_SEEDS} seeds."),
+                              note=f"Mean ± sample std over one run per seed; a row needs {MIN_SEEDS} seeds. "
+                                   + notes[0]),
             "accuracy-pending": Table(f"accuracy-pending-{section}",
                                       f"Accuracy — {section}, not yet ranked (fewer than {MIN_SEEDS} seeds)",
-                                      columns, numeric, pending)}
+                                      columns, numeric, pending, note=notes[1])}
 
 
 def _mean_std_cell(values: list[float]) -> Cell:
@@ -269,3 +312,30 @@ def _mean_std_cell(values: list[float]) -> Cell:
 
 def setup_label(setup: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in setup.items())
+
+
+SETUP_PENDING = Cell("", "")  # replaced by _fill_setups once every row of the table is known
+SAME_SETUP = "see note"
+
+
+def collapsed_setups(setups: list[dict[str, Any]]) -> tuple[list[str], str]:
+    """Each row's setup as only the options whose values differ between rows, and the options every
+    row that has them shares, said once (so the Setup column stays narrow: a table fits 1,400 px)."""
+    values: dict[str, set[str]] = defaultdict(set)
+    for setup in setups:
+        for key, value in setup.items():
+            values[key].add(json.dumps(value, sort_keys=True))
+    shared = {key: json.loads(next(iter(found))) for key, found in sorted(values.items()) if len(found) == 1}
+    labels = [setup_label({k: v for k, v in setup.items() if k not in shared}) or SAME_SETUP for setup in setups]
+    return labels, setup_label(shared)
+
+
+def _fill_setups(rows: list[list[Cell]], column: int, setups: list[dict[str, Any]]) -> str:
+    """Put the collapsed setups into ``column`` of ``rows``; returns the table note's sentence on them."""
+    labels, shared = collapsed_setups(setups)
+    for row, label in zip(rows, labels):
+        row[column] = text(label)
+    if not rows:
+        return ""
+    return (f"Setup: the options that differ between rows; every row that has them also has {shared}."
+            if shared else "Setup: every option of the run that changes its speed.")

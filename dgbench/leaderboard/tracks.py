@@ -66,8 +66,9 @@ def accuracy_rule(record: dict[str, Any]) -> list[Problem]:
 TRACKS: dict[str, Track] = {track.name: track for track in (
     Track("throughput", "Throughput", "edges/s (ESDG §6.3: edges of all snapshots per epoch second), median "
           "timed epoch, per dataset x model x hardware class x world size", throughput_rule),
-    Track("scaling", "Scaling", "strong and weak scaling: speedup over the smallest world that ran, with "
-          "communication volume per epoch", scaling_rule),
+    Track("scaling", "Scaling", "strong and weak scaling: speedup over the P = 1 run (the series' own, else "
+          "the single scheme's; else the smallest world that ran, named as the base), with communication "
+          "volume per epoch", scaling_rule),
     Track("accuracy", "Accuracy", f"test AP / AUC / accuracy, mean ± std over at least {MIN_SEEDS} seeds",
           accuracy_rule),
 )}
