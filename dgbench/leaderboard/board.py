@@ -4,6 +4,7 @@ Layout (leaderboards/ in the repo)::
 
     official_stores.json             fingerprints of stores prepared by the official loaders
     tracks/<track>/<sha256>.json     one accepted record, named by the hash of its content
+    reproductions/<sha256>.json      `dgbench verify`'s outcome for that record (the trust model: RULES.md)
 
 Naming by content hash means two people submitting at once never write the same file unless they
 submit the same record (then the second is a duplicate), and a git merge of two boards only adds
@@ -51,6 +52,7 @@ class Entry:
     path: Path
     record: dict[str, Any]
     official: dict[str, Any] | None  # the registry entry of its store, None when unofficial
+    reproduction: dict[str, Any] | None = None  # `dgbench verify`'s filed outcome (verify.read_reproduction)
 
 
 @dataclass(frozen=True)
@@ -203,8 +205,14 @@ def load_board(board: str | Path | None = None) -> list[Entry]:
         if track not in TRACKS:
             raise DgbenchError(f"{path}: {track!r} is not a track ({', '.join(TRACKS)})")
         record = _read_filed(path)
-        entries.append(Entry(track, path.stem, path, record, official.get(record["dataset"]["fingerprint"])))
+        entries.append(Entry(track, path.stem, path, record, official.get(record["dataset"]["fingerprint"]),
+                             read_reproduction(board, record, path.stem)))
     return entries
+
+
+def read_reproduction(board: Path, record: dict[str, Any], digest: str) -> dict[str, Any] | None:
+    from dgbench.leaderboard.verify import read_reproduction as read  # verify imports this module
+    return read(board, record, digest)
 
 
 def _read_filed(path: Path) -> dict[str, Any]:
