@@ -17,6 +17,7 @@ import click
 # kind -> (module, attribute): the click command that profiles this machine and writes the file
 FIT_KINDS: dict[str, tuple[str, str]] = {
     "blad": ("dgbench.schedule.predictor", "fit_blad_command"),
+    "dgc": ("dgbench.partition.dgc_costmodel", "fit_dgc_command"),
 }
 
 
