@@ -127,3 +127,20 @@ def test_run_arguments_replace_where_the_run_reads_and_writes(verified, tmp_path
 def test_an_unregistered_store_needs_store(verified):
     with pytest.raises(DgbenchError, match="not in the official registry: pass --store"):
         verify(verified["record_path"])
+
+
+def test_a_relabelled_store_cannot_be_registered_as_official(tmp_path, esdg_store):
+    from click.testing import CliRunner
+    from dgbench.leaderboard import official
+    registry = json.loads((REPO_ROOT / "leaderboards" / "official_stores.json").read_text())["stores"]
+    target = registry[0]
+    meta = esdg_store / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"].update({k: target[k] for k in ("fingerprint", "num_nodes", "num_edges", "num_snapshots")})
+    meta.write_text(json.dumps(doc))
+    board = tmp_path / "board"
+    board.mkdir()
+    added = CliRunner().invoke(official.main, ["add", str(esdg_store), "--command", "dgbench prepare x",
+                                               "--board", str(board)])
+    assert added.exit_code != 0 and "not registered, the store is invalid" in str(added.exception)
+    assert not (board / "official_stores.json").exists()

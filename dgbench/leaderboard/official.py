@@ -33,8 +33,15 @@ GENERATED: list[tuple[str, dict[str, Any], str]] = [
 
 
 def store_entry(path: Path, command: str, label: str, source: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The registry entry of ``path``, after validating it in full: the fingerprint registered is the one
+    recomputed from the store's content, so a store relabelled with another's fingerprint is refused."""
+    from dgbench.errors import DgbenchError
     from dgbench.records import dataset_entry
     from dgbench.store import open_store
+    from dgbench.validate import validate_store
+    problems = validate_store(path)
+    if problems:
+        raise DgbenchError(f"{path}: not registered, the store is invalid ({problems[0]})")
     dataset = dataset_entry(open_store(path))
     entry = {"fingerprint": dataset["fingerprint"], "name": dataset["name"], "label": label, "source": source,
              "command": command, "options": options,
