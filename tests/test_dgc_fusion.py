@@ -24,11 +24,13 @@ def test_first_fit_decreasing_by_hand():
     assert packing.pack(values)[:, 2, 0].tolist() == [4.0, 5.0, 6.0, 7.0]  # s1 then s2 in row 2
 
 
-def test_leading_sequences_open_their_own_rows():
-    packing = pack_sequences(np.array([1, 3, 1, 2]), leading=np.array([False, True, False, True]))
+def test_exclusive_sequences_get_rows_of_their_own():
+    packing = pack_sequences(np.array([1, 3, 1, 2]), exclusive=np.array([False, True, False, True]))
     assert packing.offset[[1, 3]].tolist() == [0, 0] and packing.row[[1, 3]].tolist() == [0, 1]
-    # the short ones fill in behind: s0 after s3 in row 1 (offset 2), s2 opens row 2 (7 steps > 2 rows of 3)
-    assert packing.rows == 3 and packing.row[[0, 2]].tolist() == [1, 2] and packing.offset[[0, 2]].tolist() == [2, 0]
+    # row 1 has room after s3 but is s3's alone: s0 and s2 share row 2
+    assert packing.rows == 3 and packing.row[[0, 2]].tolist() == [2, 2] and packing.offset[[0, 2]].tolist() == [0, 1]
+    everything = pack_sequences(np.array([1, 3, 1, 2]), exclusive=np.ones(4, bool))
+    assert everything.rows == 4 and (everything.offset == 0).all()  # zero padding, Fig. 9(b)
     with pytest.raises(DgbenchError, match="does not fit"):
         pack_sequences(np.array([5]), capacity=4)
 

@@ -14,9 +14,10 @@
 Choices the paper leaves open: the redundancy of a pair is the number of rows both load (one row =
 ``row_bytes``); a chunk's memory is its loaded rows × ``row_bytes`` (the scheme calibrates
 ``row_bytes`` from the first epoch's measured peak, §5.1.1 "right after completing the first
-training epoch"); "close to" is 90 %; ties go to the pair of lowest ids. Sequences that must take a
-carry from elsewhere (a temporal halo) are ``leading``: each opens its own row, at offset 0, where
-the module's initial carry can be that received state.
+training epoch"); "close to" is 90 %; ties go to the pair of lowest ids. Sequences whose carry
+crosses ranks (one that starts from a received state, or whose final state is sent on) are
+``exclusive``: each gets a row of its own at offset 0, so the row's initial carry can be the received
+state and the row's final carry is the segment's own.
 """
 from __future__ import annotations
 
@@ -143,23 +144,23 @@ class Packing:
         return packed.reshape(self.length * self.rows, *packed.shape[2:]).index_select(0, index)
 
 
-def pack_sequences(lengths: np.ndarray, leading: np.ndarray | None = None, capacity: int | None = None) -> Packing:
+def pack_sequences(lengths: np.ndarray, exclusive: np.ndarray | None = None, capacity: int | None = None) -> Packing:
     """First-fit decreasing packing of segments into rows of ``capacity`` steps (default: the longest
-    segment). ``leading[s]`` True: segment s opens its own row (offset 0), see the module docstring."""
+    segment). ``exclusive[s]`` True: segment s gets a row of its own (offset 0); see the module
+    docstring. All exclusive = zero padding (Fig. 9(b))."""
     lengths = np.asarray(lengths, dtype=np.int64)
     if len(lengths) and lengths.min() < 1:
         raise DgbenchError("every packed sequence needs at least one step")
     capacity = int(lengths.max(initial=0)) if capacity is None else int(capacity)
     if len(lengths) and capacity < lengths.max():
         raise DgbenchError(f"a sequence of {int(lengths.max())} steps does not fit rows of {capacity}")
-    leading = np.zeros(len(lengths), bool) if leading is None else np.asarray(leading, bool)
+    exclusive = np.zeros(len(lengths), bool) if exclusive is None else np.asarray(exclusive, bool)
     row, offset = np.full(len(lengths), -1, np.int64), np.zeros(len(lengths), np.int64)
     order = np.argsort(-lengths, kind="stable")
-    first_rows = order[leading[order]]
     tree = _FirstFit(len(lengths), capacity)
-    for s in first_rows:  # leading segments open the first rows, longest first
-        row[s], offset[s] = tree.open(int(lengths[s])), 0
-    for s in order[~leading[order]]:
+    for s in order[exclusive[order]]:  # exclusive segments open the first rows, longest first
+        row[s], offset[s] = tree.open(), 0
+    for s in order[~exclusive[order]]:
         row[s], offset[s] = tree.place(int(lengths[s]))
     return Packing(capacity, tree.rows, row, offset, lengths)
 
@@ -183,9 +184,10 @@ class _FirstFit:
             i //= 2
             self.free[i] = max(self.free[2 * i], self.free[2 * i + 1])
 
-    def open(self, length: int) -> int:
+    def open(self) -> int:
+        """A row of its own: nothing else is placed in it."""
         index = self.rows
-        self._set(index, self.capacity - length)
+        self._set(index, 0)
         self.rows += 1
         return index
 
