@@ -79,3 +79,12 @@ def test_submit_says_per_track_why_a_record_was_not_entered(tmp_path: Path) -> N
     needs = "epochs: has 3 epochs; the {} track needs at least 4 (1 warm-up + 3 timed)"
     assert skipped == [f"not entered on scaling: {short}: {needs.format('scaling')}",
                        f"not entered on throughput: {short}: {needs.format('throughput')}"]
+
+
+def test_dgbench_quiet_in_the_environment_is_not_undone_by_the_cli(runner: CliRunner, tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    monkeypatch.setenv("DGBENCH_QUIET", "1")
+    progress.set_quiet(True)
+    result = runner.invoke(cli, [*TINY_STREAM, "-o", str(tmp_path / "s.zarr")])
+    assert result.exit_code == 0, result.output
+    assert progress.is_quiet()
