@@ -772,7 +772,8 @@ class _OpenStore:
 
     def _check_ids(self, name: str, ids: np.ndarray, first_row: int) -> None:
         n = self.num_nodes
-        if ids.min() < 0 or ids.max() >= n:
+        unsigned = ids.view(ids.dtype.str.replace("i", "u")) if ids.dtype.kind == "i" else ids
+        if unsigned.max() >= n:  # one pass: a negative id viewed unsigned is above any N
             row = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
             raise StoreError(f"{self.path}: array '{name}': vertex id {int(ids[row])} at row {first_row + row} is "
                              f"outside 0..{n - 1} (the store declares num_nodes={n}); run `dgbench validate`")
