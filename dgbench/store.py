@@ -1028,9 +1028,11 @@ def offsets_problem(offsets: np.ndarray, num_snapshots: int, num_edges: int) -> 
     return None
 
 
-def open_store(path: str | Path, kind: str | None = None, *,
-               verify: bool = True) -> SnapshotStore | EdgeStreamStore:
-    """Open a store read-only; ``kind`` ("snapshots" or "stream") checks it is the expected one.
+def open_store(path: str | Path, kind: str | None = None, *, verify: bool = True,
+               fingerprint: str | None = None) -> SnapshotStore | EdgeStreamStore:
+    """Open a store read-only; ``kind`` ("snapshots" or "stream") checks it is the expected one, and
+    ``fingerprint`` that it is still the store a job started on (a rank opening the path after the
+    launcher did: the store may have been replaced in between).
 
     The attributes are checked and every read verified (module docstring). ``verify=False`` opens
     without any of that: for `dgbench validate`, which reports every problem itself, and for measuring
@@ -1039,6 +1041,9 @@ def open_store(path: str | Path, kind: str | None = None, *,
     attrs = read_attrs(path)
     if kind is not None and attrs["kind"] != kind:
         raise StoreError(f"{path}: is a {attrs['kind']} store, a {kind} store is needed here")
+    if fingerprint is not None and attrs["fingerprint"] != fingerprint:
+        raise StoreError(f"{path}: fingerprint {str(attrs['fingerprint'])[:12]}…, but the run started on "
+                         f"{fingerprint[:12]}… (the store was replaced meanwhile)")
     if verify:
         problems = attribute_problems(attrs) or [p for p in [declared_fingerprint_problem(attrs)] if p]
         if problems:

@@ -186,6 +186,15 @@ def test_a_reader_sees_one_version_or_fails_when_the_store_is_replaced_under_it(
     assert hasher.hexdigest() == version_a, "the reader mixed two versions of the store"
 
 
+def test_a_rank_opening_the_path_later_can_insist_on_the_store_the_job_started_on(tmp_path):
+    path = write_store(tmp_path / "s.zarr", seed=0)
+    started_on = open_store(path).fingerprint
+    assert open_store(path, fingerprint=started_on).fingerprint == started_on
+    write_store(path, seed=1, overwrite=True)
+    with pytest.raises(StoreError, match="but the run started on .* .the store was replaced meanwhile."):
+        open_store(path, fingerprint=started_on)
+
+
 REPLACER = textwrap.dedent("""
     import sys, time
     import numpy as np
