@@ -14,10 +14,8 @@ import pytest
 
 from dgbench.dist import DistContext
 from dgbench.launch import launch
-from dgbench.store import open_store
 from trainers.config import RunConfig
-from trainers.continuous.data import EventStream
-from trainers.continuous.experiment import train_on_rank, run_experiment, vertex_partition
+from trainers.experiment import resolve, run_experiment, train_runs
 
 SCHEMES_AT = {1: ("single",), 2: ("depcache", "depcomm", "sven"), 4: ("depcache", "depcomm", "sven")}
 SMALL = dict(epochs=1, batch_size=300, memory_dim=32, neighbors=10, lr=0.001, seed=0)
@@ -27,15 +25,13 @@ def schemes_on_ranks(ctx: DistContext, dataset: Path, model: str, schemes: tuple
                      options: dict | None = None, max_events: int | None = None) -> dict:
     """Train ``model`` once per scheme on this rank; per scheme: seconds/iteration split and bytes.
     A scheme "sven@range" is sven with that vertex partition (its default is Re-FlexBiCut)."""
-    stream = EventStream.from_store(open_store(dataset), max_events)
     out = {}
     for spec in schemes:
         scheme, _, partition = spec.partition("@")
-        config = RunConfig(scheme=scheme, model=model, dataset=dataset, nproc=ctx.world_size,
+        config = RunConfig(scheme=scheme, model=model, dataset=dataset, nproc=ctx.world_size, max_events=max_events,
                            **{**SMALL, **(options or {}), **({"partition": partition} if partition else {})})
-        method = config.partition if scheme == "sven" else "range"
-        owner = vertex_partition(stream, method, ctx.world_size, config.batch_size)
-        result = train_on_rank(ctx, config, owner, max_events)
+        result = train_runs(ctx, [resolve(config)])[0]
+        method = result["partition"].method if result["partition"] is not None else config.options.get("partition")
         f = result["figures"][-1]
         iterations = max(f["iterations"], 1)
         out[spec] = {"iteration_s": f["time_s"] / iterations, "partition": method,
@@ -105,7 +101,7 @@ def real_data_ap(store: Path, model: str, events: int, epochs: int = 1, memory_d
     """AP/AUC after ``epochs`` of ``single`` on the first ``events`` events (TGL defaults: batch 600, k=10)."""
     config = RunConfig(scheme="single", model=model, dataset=store, epochs=epochs, batch_size=600, neighbors=10,
                        memory_dim=memory_dim, lr=0.001, seed=0)
-    record = run_experiment(config, max_events=events)
+    record = run_experiment(config.with_options(max_events=events))
     return {"test_ap": record["final_metrics"]["test"]["ap"], "test_auc": record["final_metrics"]["test"]["auc"],
             "val_ap": record["final_metrics"]["val"]["ap"], "events": record["extra"]["events_used"],
             "epochs": epochs, "epoch_s": record["epochs"][0]["time_s"],

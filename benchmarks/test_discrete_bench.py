@@ -21,7 +21,7 @@ import torch
 from generators.esdg_random import build
 from loaders.smoothing import m_product
 from trainers.config import RunConfig
-from trainers.discrete.experiment import run_experiment, run_experiments
+from trainers.experiment import run_experiment, run_experiments
 
 NODES = int(os.environ.get("DGBENCH_BENCH_NODES", "1024"))
 SNAPSHOTS, EPOCHS, MODEL = 9, 3, "cdgcn"
@@ -58,7 +58,8 @@ def stores(tmp_path_factory) -> dict[int, Path]:
 def run_configs(stores: dict[int, Path], nproc: int, model: str = MODEL) -> dict[tuple[str, str], dict]:
     schemes = ["single", "checkpoint", "snapshot", "vertex"] if nproc == 1 else ["snapshot", "vertex"]
     configs = {(kind, s): RunConfig(scheme=s, model=model, dataset=stores[1 if kind == "strong" else nproc],
-                                    nproc=nproc, epochs=EPOCHS, blocks=4 if s == "checkpoint" else 1, out=Path("unused"))
+                                    nproc=nproc, epochs=EPOCHS, out=Path("unused"),
+                                    **({"blocks": 4} if s == "checkpoint" else {}))
                for kind in (("strong",) if nproc == 1 else ("strong", "weak")) for s in schemes}
     return dict(zip(configs, run_experiments(list(configs.values()))))
 
@@ -110,7 +111,7 @@ PEAK_RSS_SCRIPT = """
 import json, sys, torch
 from dgbench.memory import peak_rss_bytes
 from trainers.config import RunConfig
-from trainers.discrete.experiment import run_experiment
+from trainers.experiment import run_experiment
 torch.set_num_threads(1)
 record = run_experiment(RunConfig(scheme="checkpoint", model=sys.argv[2], dataset=sys.argv[1], epochs=1,
                                   blocks=int(sys.argv[3]), hidden=int(sys.argv[4]), out=sys.argv[5]))

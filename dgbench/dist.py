@@ -97,7 +97,7 @@ def from_main(ctx: DistContext, key: str, compute: Callable[[], bytes],
     name = f"dgbench/from_main/{next(_FROM_MAIN_CALLS)}/{key}"
     if ctx.is_main:
         value = compute()
-        store.set(name, value)
+        store.set(name, value)  # type: ignore[arg-type]  # torch's stub says str; bytes are stored as is
         return value
     store.wait([name], datetime.timedelta(seconds=timeout_s))
     return store.get(name)
@@ -118,12 +118,15 @@ class CommStats:
 
 @dataclass
 class Comm:
-    """Counted collectives. In a world of one they are local copies and count nothing."""
+    """Counted collectives over a process group (default: the whole job). In a world of one they are
+    local copies and count nothing. ``rank`` and ``world_size`` are this process's in the group; the
+    comms of a :class:`Mesh`'s axes share the job comm's ``stats``, so every byte is counted once."""
 
     rank: int
     world_size: int
     device: torch.device
     stats: dict[str, CommStats] = field(default_factory=lambda: defaultdict(CommStats))
+    group: Any = None  # a torch ProcessGroup; None = the default (whole job)
 
     def _sync(self) -> None:
         # The current stream only: a device-wide sync would also wait for collectives in flight on
@@ -160,28 +163,27 @@ class Comm:
             if self.world_size == 1:
                 out.copy_(tensor)
             else:
-                dist.all_to_all_single(out, tensor.contiguous(), recv_splits, send_splits)
+                dist.all_to_all_single(out, tensor.contiguous(), recv_splits, send_splits, group=self.group)
         return out
 
     def all_reduce(self, tensor: torch.Tensor, tag: str = "all_reduce", op=None) -> torch.Tensor:
         """In-place sum (default) across ranks. Counted as the payload each rank contributes."""
         with self._timed(tag, tensor.numel() if self.world_size > 1 else 0, tensor.element_size()):
             if self.world_size > 1:
-                dist.all_reduce(tensor, op=op or dist.ReduceOp.SUM)
+                dist.all_reduce(tensor, op=op or dist.ReduceOp.SUM, group=self.group)
         return tensor
 
-    def all_gather_equal(self, tensor: torch.Tensor, tag: str = "all_gather") -> torch.Tensor:
-        """Gather equal-sized tensors from every rank, concatenated along dim 0 in rank order."""
-        out = tensor.new_empty((self.world_size * tensor.shape[0], *tensor.shape[1:]))
-        sent = tensor.numel() * (self.world_size - 1)
-        with self._timed(tag, sent, tensor.element_size()):
-            if self.world_size == 1:
-                out.copy_(tensor)
-            else:
-                # all_gather_single replaces all_gather_into_tensor (deprecated) where torch has it
-                gather = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
-                gather(out, tensor.contiguous())
-        return out
+    def all_gather_uneven(self, tensor: torch.Tensor, tag: str = "all_gather") -> torch.Tensor:
+        """Every rank's rows (any count per rank) on every rank, concatenated in rank order.
+
+        One count exchange and one all-to-all (gloo has no uneven all-gather); counted as the rows
+        sent to the other ranks."""
+        if self.world_size == 1:
+            return tensor
+        rows = tensor.shape[0]
+        counts = self.exchange_counts([rows] * self.world_size)
+        return self.all_to_all_single(tensor.repeat(self.world_size, *([1] * (tensor.dim() - 1))),
+                                      [rows] * self.world_size, counts, tag=tag)
 
     def _deferred(self, tag: str, elements: int, element_size: int, work: Any) -> Callable[[], None]:
         """A wait() that blocks on ``work`` and counts only the seconds spent blocked (exposed time)."""
@@ -207,12 +209,13 @@ class Comm:
         if self.world_size == 1:
             out.copy_(tensor)
         else:
-            work = dist.all_to_all_single(out, tensor.contiguous(), recv_splits, send_splits, async_op=True)
+            work = dist.all_to_all_single(out, tensor.contiguous(), recv_splits, send_splits, async_op=True,
+                                           group=self.group)
         return out, self._deferred(tag, remote_rows * row, tensor.element_size(), work)
 
     def all_reduce_async(self, tensor: torch.Tensor, tag: str = "all_reduce") -> Callable[[], None]:
         """Start an in-place sum across ranks; ``tensor`` holds the sum once the returned wait() returned."""
-        work = dist.all_reduce(tensor, async_op=True) if self.world_size > 1 else None
+        work = dist.all_reduce(tensor, async_op=True, group=self.group) if self.world_size > 1 else None
         return self._deferred(tag, tensor.numel() if self.world_size > 1 else 0, tensor.element_size(), work)
 
     def exchange_counts(self, send_counts: Sequence[int], tag: str = "counts") -> list[int]:
@@ -225,7 +228,7 @@ class Comm:
 
     def barrier(self) -> None:
         if self.world_size > 1:
-            dist.barrier()
+            dist.barrier(group=self.group)
 
     def totals(self, control: Sequence[str] = ("counts",)) -> CommStats:
         """Every tag's seconds (time blocked in a collective is communication time, and the small
@@ -246,6 +249,39 @@ class Comm:
 
     def reset(self) -> None:
         self.stats.clear()
+
+
+@dataclass
+class Mesh:
+    """The job's ranks arranged on named axes (row-major: the last axis varies fastest), each axis a
+    process group with its own counted :class:`Comm` (DGC and BLAD partition along more than one
+    axis, e.g. time x vertex, or device x process-per-device). Built on torch's ``DeviceMesh``."""
+
+    shape: dict[str, int]
+    coordinate: dict[str, int]  # this rank's index along each axis
+    comms: dict[str, Comm]
+
+    def comm(self, axis: str) -> Comm:
+        return self.comms[axis]
+
+
+def make_mesh(ctx: DistContext, **shape: int) -> Mesh:
+    """A mesh of ``shape`` (product = world size) over the job; every rank must call it, in the same order."""
+    sizes = list(shape.values())
+    if math.prod(sizes) != ctx.world_size:
+        raise ValueError(f"mesh {shape} has {math.prod(sizes)} ranks, the job {ctx.world_size}")
+    coordinate, rest = {}, ctx.rank
+    for name, size in reversed(shape.items()):
+        coordinate[name] = rest % size
+        rest //= size
+    coordinate = {name: coordinate[name] for name in shape}
+    if ctx.world_size == 1:
+        return Mesh(dict(shape), coordinate, {name: ctx.comm for name in shape})
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh(ctx.device.type, tuple(sizes), mesh_dim_names=tuple(shape))
+    comms = {name: Comm(coordinate[name], size, ctx.device, ctx.comm.stats, mesh.get_group(name))
+             for name, size in shape.items()}
+    return Mesh(dict(shape), coordinate, comms)
 
 
 class _AllToAll(torch.autograd.Function):

@@ -20,6 +20,12 @@ def is_quiet() -> bool:
     return _quiet
 
 
+def bar(total: int, desc: str, unit: str, scale: bool = True) -> tqdm:
+    """A manual tqdm bar on stderr (update / write / close), disabled when quiet."""
+    return tqdm(total=total, desc=desc, unit=unit, disable=_quiet, leave=False, dynamic_ncols=True,
+                unit_scale=scale)
+
+
 def progress(iterable: Iterable[T] | None = None, *, total: int | None = None, desc: str = "",
              unit: str = "it", scale: bool = True) -> Iterator[T] | tqdm:
     """A tqdm bar on stderr, disabled when quiet; use as an iterable wrapper or a manual bar.

@@ -9,9 +9,17 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
+
+from dgbench.errors import DgbenchError
+from dgbench.options import NoOptions, Options, build_options, option_names
+
+if TYPE_CHECKING:  # `dgbench prepare` does not pay for importing torch
+    import torch
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 PLUGIN_PACKAGES = ("generators", "loaders", "trainers")
 
@@ -28,19 +36,44 @@ class Preparer:
     options: list[click.Option] = field(default_factory=list)
 
 
+class RegisteredScheme(Protocol):
+    """What the registry needs of a scheme (the full contract is trainers/contract.py's ``Scheme``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+
+class ModelFactory(Protocol):
+    """Builds a model of the zoo; ``options`` are the model's own (its :class:`ModelEntry.options`)."""
+
+    def __call__(self, **arguments: Any) -> torch.nn.Module: ...
+
+
 @dataclass
-class Entry:
-    """A named scheme or model: ``factory`` builds it; ``family`` is "discrete" or "continuous"."""
+class ModelEntry:
+    """A model of the zoo: ``factory`` builds it from the family's arguments and its own ``options``."""
 
     name: str
     family: str
     summary: str
-    factory: Callable[..., Any]
+    factory: ModelFactory
+    options: type[Options] = NoOptions
+
+    def build(self, options: Options | None = None, **arguments: Any) -> torch.nn.Module:
+        """The model, with the family's arguments (widths, ...) and its own resolved options."""
+        own = options if options is not None else build_options(self.options, {}, f"model '{self.name}'")
+        return self.factory(**arguments, **{k: getattr(own, k) for k in option_names(self.options)})
 
 
 PREPARERS: dict[str, Preparer] = {}
-SCHEMES: dict[str, Entry] = {}  # keyed "family:name"
-MODELS: dict[str, Entry] = {}  # keyed "family:name"
+SCHEMES: dict[str, RegisteredScheme] = {}  # keyed "family:name"; trainers.contract.register_scheme fills it
+MODELS: dict[str, ModelEntry] = {}  # keyed "family:name"
 
 
 def register_preparer(name: str, *, kind: str, summary: str, produces: str,
@@ -54,32 +87,23 @@ def register_preparer(name: str, *, kind: str, summary: str, produces: str,
     return wrap
 
 
-def _register(table: dict[str, Entry], what: str, name: str, family: str, summary: str) -> Callable:
-    def wrap(factory):
+def register_model(name: str, *, family: str, summary: str,
+                   options: type[Options] = NoOptions) -> Callable[[F], F]:
+    """Decorator: register a model factory of one family, with the options the model owns."""
+    def wrap(factory: F) -> F:
         key = f"{family}:{name}"
-        if key in table:
-            raise ValueError(f"{what} '{name}' ({family}) registered twice")
-        table[key] = Entry(name, family, summary, factory)
+        if key in MODELS:
+            raise ValueError(f"model '{name}' ({family}) registered twice")
+        MODELS[key] = ModelEntry(name, family, summary, factory, options)
         return factory
     return wrap
 
 
-def register_scheme(name: str, *, family: str, summary: str) -> Callable:
-    """Decorator: register a distributed training scheme for one model family."""
-    return _register(SCHEMES, "scheme", name, family, summary)
-
-
-def register_model(name: str, *, family: str, summary: str) -> Callable:
-    """Decorator: register a model of the zoo for one family."""
-    return _register(MODELS, "model", name, family, summary)
-
-
-def lookup(table: dict[str, Entry], name: str, family: str) -> Entry:
-    entry = table.get(f"{family}:{name}")
+def model_of(family: str, name: str) -> ModelEntry:
+    entry = MODELS.get(f"{family}:{name}")
     if entry is None:
-        known = sorted(e.name for k, e in table.items() if k.startswith(f"{family}:"))
-        what = "scheme" if table is SCHEMES else "model" if table is MODELS else "entry"
-        raise KeyError(f"unknown {family}-time {what} '{name}' (known: {', '.join(known) or 'none'})")
+        known = sorted(e.name for e in MODELS.values() if e.family == family)
+        raise DgbenchError(f"unknown {family}-time model '{name}' (known: {', '.join(known) or 'none'})")
     return entry
 
 

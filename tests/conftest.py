@@ -1,9 +1,23 @@
 """Small generated stores for tests (the real-data fixture `shared_data` is in the root conftest.py)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+from dgbench import progress
+
+
+@pytest.fixture(autouse=True, scope="session")
+def quiet_progress():
+    """No progress bars in test logs (ranks started by the tests read DGBENCH_QUIET too)."""
+    before = os.environ.get("DGBENCH_QUIET")
+    os.environ["DGBENCH_QUIET"] = "1"
+    progress.set_quiet(True)
+    yield
+    if before is None:
+        os.environ.pop("DGBENCH_QUIET", None)
 
 
 @pytest.fixture

@@ -47,7 +47,9 @@ def test_list_shows_the_continuous_schemes_and_models():
 def test_async_allreduce_outside_sven_is_refused(tmp_path: Path, stream_store: Path):
     result = CliRunner().invoke(cli, ["--quiet", "run", "--scheme", "depcomm", "--model", "tgn", "--dataset",
                                       str(stream_store), "--async-allreduce", "--out", str(tmp_path / "runs")])
-    assert result.exit_code == 1 and "--async-allreduce is Sven's" in result.stderr, result.output
+    refusal = "--async-allreduce True: not an option of the continuous-time protocol, scheme 'depcomm'"
+    assert result.exit_code == 1 and refusal in result.stderr and "(taken by scheme 'sven')" in result.stderr, \
+        result.output
     assert not (tmp_path / "runs").exists()
 
 
@@ -57,9 +59,10 @@ def test_a_record_states_the_partition_that_ran(tmp_path: Path, stream_store: Pa
                                       "--out", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
     record = json.loads(next((tmp_path / "runs").glob("*.json")).read_text())
-    assert record["hyperparameters"]["partition"] == record["extra"]["partition"] == "range"
+    # depcomm takes no partition option (its owners are ranges): the record says what ran, not an option
+    assert "partition" not in record["hyperparameters"] and record["extra"]["partition"] == "range"
     sent = record["extra"]["balance"]["measured_nm_sent_bytes_per_rank"]
     assert len(sent) == 2 and record["extra"]["balance"]["measured_max_nm_sent_bytes"] == max(sent) > 0
     last = record["epochs"][-1]
     assert sum(sent) == last["nm_dispatch_bytes"] + last["nm_aggregate_bytes"]
-    assert record["hyperparameters"]["microbatches"] == 1
+    assert "microbatches" not in record["hyperparameters"] and record["extra"]["microbatches"] == {}  # no pipelining

@@ -9,7 +9,8 @@ from dgbench.dist import Comm, DistContext
 from dgbench.store import open_store
 from dgbench.models.temporal import BatchInputs, build_temporal_model
 from trainers.continuous.data import BatchPlanner, EventStream, Prefetcher
-from trainers.continuous.loop import event_assignment
+from trainers.continuous.schemes.depcomm import DepComm
+from trainers.contract import Partition
 from trainers.continuous.state import PartitionedState, ResidentState, last_wins
 
 
@@ -86,14 +87,13 @@ def test_new_rows_push_the_message_into_the_mailbox():
 
 def test_plans_do_not_depend_on_the_rank_count(stream_store):
     """Negatives and sampled neighbours of an event are the same whichever rank computes it."""
-    from dgbench.store import open_store
     from trainers.continuous.sampler import TemporalSampler
     stream = EventStream.from_store(open_store(stream_store))
     sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes)
     owner = np.arange(stream.num_nodes) % 2
 
     def plans(rank, world):
-        planner = BatchPlanner(stream, sampler, 4, "uniform", 9, event_assignment("depcomm", owner, rank, world),
+        planner = BatchPlanner(stream, sampler, 4, "uniform", 9, DepComm().assign_events(Partition(owner), rank, world),
                                lambda ids: None)
         return list(Prefetcher(planner, "train", 250))
 
@@ -111,13 +111,14 @@ def test_plans_do_not_depend_on_the_rank_count(stream_store):
 def test_memory_is_carried_from_training_through_validation_into_test(stream_store):
     """TGL's protocol: no reset between splits, so validation sees trained memory and test sees the
     memory validation events wrote; evaluating a split from any other state scores differently."""
-    from trainers.config import RunConfig
-    from trainers.continuous.experiment import build_trainer
     from dgbench.dist import PhaseTimer
-    config = RunConfig(scheme="single", model="tgn", dataset=stream_store, memory_dim=16, batch_size=200,
-                       neighbors=5)
-    trainer = build_trainer(_ctx(), config, np.zeros(EventStream.from_store(open_store(stream_store)).num_nodes,
-                                                      dtype=np.int64))
+    from trainers.config import RunConfig
+    from trainers.continuous.family import build_trainer, partition_problem
+    from trainers.experiment import resolve
+    run = resolve(RunConfig(scheme="single", model="tgn", dataset=stream_store, memory_dim=16, batch_size=200,
+                            neighbors=5))
+    problem = partition_problem(run)
+    trainer = build_trainer(_ctx(), run, run.scheme.partition(problem, 1, run.scheme_options), problem)
     trainer.train_epoch(0, PhaseTimer(torch.device("cpu")))
     trained = trainer.state.table.clone()
     carried = trainer.evaluate()

@@ -71,8 +71,12 @@ def test_same_program_under_torchrun_records_every_rank(esdg_store: Path, tmp_pa
 
 
 @pytest.mark.parametrize("options, fragment", [
-    (["--scheme", "single", "--blocks", "4"], "--blocks 4: 'single' keeps every snapshot resident"),
-    (["--scheme", "vertex", "--transfer", "gd"], "--transfer gd: scheme 'vertex'"),
+    (["--scheme", "single", "--blocks", "4"], "--blocks 4: not an option of the discrete-time protocol, scheme "
+                                              "'single' or model 'tmgcn' (taken by scheme 'checkpoint'"),
+    (["--scheme", "vertex", "--transfer", "gd"], "--transfer gd: not an option of the discrete-time protocol, "
+                                                 "scheme 'vertex'"),
+    (["--scheme", "snapshot", "--memory-dim", "8"], "(taken by the continuous-time protocol)"),
+    (["--scheme", "snapshot", "--nb", "0"], "--blocks 0: must be >= 1"),
     (["--scheme", "snapshot", "--transfer", "gd"], "--transfer gd: scheme 'snapshot' with --blocks 1"),
 ])
 def test_an_option_the_scheme_would_ignore_is_refused(tmp_path: Path, esdg_store: Path, options, fragment):

@@ -1,7 +1,9 @@
-"""ESDG §6.4 Fig. 6: every scheme follows `single`'s loss curve; measured communication is analytic.
+"""ESDG §6.4 Fig. 6, scheme specifics: checkpoint transfer modes and memory, streamed snapshot blocks,
+vertex partitioners and the scores volume. (Every scheme x model x world size against `single` and its
+predicted volume: the registry-driven tests/test_conformance.py.)
 
 Process start-up dominates on a small machine, so each world size is one launch training every
-(scheme, model) pair at once (trainers.discrete.experiment.run_experiments).
+(scheme, model) pair at once (trainers.experiment.run_experiments).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from dgbench.partition import available_methods, partition_vertices
 from generators.esdg_random import build
 from trainers.config import RunConfig
 from trainers.discrete.data import TRAIN, DiscreteData
-from trainers.discrete.experiment import run_experiments
+from trainers.experiment import run_experiments
 from trainers.discrete.placement import VertexPlacement, input_edges
 
 MODELS = {"tmgcn": tmgcn, "evolvegcn-o": evolvegcn_o, "cdgcn": cdgcn}
@@ -60,10 +62,6 @@ def tag_elements(record: dict, prefix: str) -> int:
                for tag, s in rank["comm_by_tag"].items() if tag.startswith(prefix))
 
 
-def parameter_count(model: str) -> int:
-    return sum(p.numel() for p in MODELS[model](in_features=2, hidden=HIDDEN).parameters())
-
-
 def test_single_learns_and_reports_metrics(reference, store):
     for curve in reference.values():
         assert all(np.isfinite(curve)) and curve[-1] < curve[0]
@@ -74,9 +72,9 @@ def test_checkpoint_matches_single_for_base_and_gd(store, reference):
                for m in MODELS for nb, mode in ((3, "base"), (STEPS, "gd"), (2, "gd"))]
     records = run_experiments(configs)  # nb=2: blocks of 4 steps, 3 of each sent as differences
     for c, record in zip(configs, records):
-        np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5, err_msg=f"{c.model} nb={c.blocks}")
-        assert record["extra"]["transfer_mode"] == c.transfer
-        assert record["extra"]["transfer_bytes_per_epoch"][c.transfer] > 0
+        np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5, err_msg=f"{c.model} {c.options}")
+        assert record["extra"]["transfer_mode"] == c.options["transfer"]
+        assert record["extra"]["transfer_bytes_per_epoch"][c.options["transfer"]] > 0
         assert record["epochs"][0]["comm_bytes"] == 0
     # one block per step: gd sends nothing but differences after each block's (only) snapshot
     per_step = records[1]["extra"]["transfer_bytes_per_epoch"]
@@ -94,12 +92,13 @@ def test_checkpointing_lowers_peak_activation_memory(store):
 
 
 def check_distributed(store: Path, reference: dict[str, list[float]], nproc: int) -> None:
-    configs = [config(store, scheme, m, nproc) for scheme in ("snapshot", "vertex") for m in MODELS]
-    # checkpoint blocks of 2 steps: at P = 4 half the ranks own no step of a block
-    configs += [config(store, "snapshot", m, nproc, blocks=4) for m in ("cdgcn", "evolvegcn-o")]
-    configs += [config(store, "vertex", "tmgcn", nproc, blocks=2)]
+    """Scheme specifics the registry-driven conformance suite (test_conformance.py) does not cover:
+    checkpoint blocks that leave ranks without a step, streamed snapshot blocks moving every rank's
+    steps, the best installed partitioner, and the scores volume counted from the pairs themselves."""
+    configs = [config(store, "snapshot", m, nproc, blocks=4) for m in ("cdgcn", "evolvegcn-o")]
+    configs += [config(store, "vertex", m, nproc) for m in MODELS]
     configs += [config(store, "snapshot", "tmgcn", nproc, blocks=2)]  # streamed: every rank moves its steps
-    configs += [config(store, "vertex", "cdgcn", nproc, partitioner="range")]  # known owners: the scores volume
+    configs += [config(store, "vertex", "cdgcn", nproc, partition="range")]  # known owners: the scores volume
     records = run_experiments(configs)
     streamed, range_owned = records[-2], records[-1]
     check_score_volume(store, range_owned, nproc)
@@ -108,18 +107,8 @@ def check_distributed(store: Path, reference: dict[str, list[float]], nproc: int
             == one_rank["extra"]["transfer_bytes_per_epoch"]["base"]), "the job's bytes are every rank's"
     for c, record in zip(configs, records):
         np.testing.assert_allclose(losses(record), reference[c.model], rtol=1e-5,
-                                   err_msg=f"{c.scheme} {c.model} P={nproc} nb={c.blocks}")
-        assert record["world_size"] == nproc
-        assert tag_elements(record, "gradients") == nproc * parameter_count(c.model)
-    share = STEPS * NODES * (nproc - 1)
-    assert share % nproc == 0
-    for c, record in zip(configs[:len(MODELS)], records):  # snapshot, one block
-        widths = MODELS[c.model](in_features=2, hidden=HIDDEN).feature_widths()
-        for direction, column in (("to_vertex", 0), ("to_time", 1)):
-            expected = sum(w[column] for w in widths) * share // nproc
-            assert tag_elements(record, f"{direction}:forward") == expected, (c.model, direction)
-            assert tag_elements(record, f"{direction}:backward") == expected, (c.model, direction)
-    for c, record in zip(configs[len(MODELS):2 * len(MODELS)], records[len(MODELS):]):  # vertex
+                                   err_msg=f"{c.scheme} {c.model} P={nproc} {c.options}")
+    for c, record in zip(configs[2:2 + len(MODELS)], records[2:2 + len(MODELS)]):  # vertex, best partitioner
         assert record["extra"]["partition"]["connectivity"] == record["extra"]["connectivity_volume"]
         assert record["extra"]["partitioner"] == available_methods()[0]  # the best installed (auto)
         halo = record["extra"]["connectivity_volume"] * HIDDEN  # layer 1's Ã X is precomputed

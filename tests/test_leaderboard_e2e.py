@@ -17,7 +17,7 @@ from dgbench.cli import cli
 from dgbench.leaderboard.official import main as official_main
 from dgbench.records import REPO_ROOT
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("trainers.discrete.experiment") is None,
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("trainers.experiment") is None,
                                 reason="the discrete-time trainer (trainers.discrete) is not available")
 
 

@@ -13,12 +13,12 @@ import torch
 
 from dgbench.launch import launch
 from dgbench.models import temporal
-from dgbench.models.temporal import MODEL_CLASSES, BatchInputs, build_temporal_model
-from dgbench.store import EdgeStreamStoreWriter, open_store
+from dgbench.models.temporal import BatchInputs, build_temporal_model
+from dgbench.registry import MODELS
+from dgbench.store import EdgeStreamStoreWriter
 from generators.stream import draw_partners, zipf_weights
 from trainers.config import RunConfig
-from trainers.continuous.data import EventStream
-from trainers.continuous.experiment import train_on_rank, vertex_partition
+from trainers.experiment import resolve, train_runs
 
 SECONDS_PER_GAP = 86400.0  # daily events: Δt between a vertex's events spans 10^4-10^7 s (LastFM-like)
 
@@ -43,7 +43,7 @@ def _one_adam_step(model, delta_t: torch.Tensor) -> None:
     optimizer.step()
 
 
-@pytest.mark.parametrize("name", sorted(MODEL_CLASSES))
+@pytest.mark.parametrize("name", sorted(m.name for m in MODELS.values() if m.family == "continuous"))
 def test_time_encoding_keeps_its_frequencies_through_training(name):
     torch.manual_seed(0)
     model = build_temporal_model(name, memory_dim=8, edge_dim=2)
@@ -71,13 +71,11 @@ def _repeat_stream(out: Path, users: int = 30, items: int = 60, events: int = 40
 
 
 def _train_all(ctx, dataset: Path) -> dict[str, float]:
-    stream = EventStream.from_store(open_store(dataset))
-    owner = vertex_partition(stream, "range", 1, 200)
     out = {}
     for model in ("apan", "tgn"):
         config = RunConfig(scheme="single", model=model, dataset=dataset, nproc=1, epochs=2, batch_size=200,
                            memory_dim=32, neighbors=5, lr=0.003, seed=0, extra={"prefetch": 0})
-        out[model] = train_on_rank(ctx, config, owner, None)["figures"][-1]["metrics"]["test"]["ap"]
+        out[model] = train_runs(ctx, [resolve(config)])[0]["figures"][-1]["metrics"]["test"]["ap"]
     return out
 
 

@@ -1,23 +1,22 @@
 """`dgbench run`: train a model with a scheme on a store and write a result record.
 
-The store's kind picks the family: snapshot stores go to the discrete-time trainers (ESDG schemes),
-edge-stream stores to the continuous-time trainers (memory-based TGNNs).
+The store's kind picks the family: snapshot stores go to the discrete-time schemes, edge-stream
+stores to the continuous-time ones. Every option except --scheme/--model/--dataset is generated from
+the options its owner declares (the run, a family protocol, a scheme or a model; dgbench.options):
+``dgbench run --help`` lists who takes each one, and a run refuses an option none of its owners takes.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
-from dgbench.errors import DgbenchError
-from dgbench.store import SNAPSHOTS, read_attrs
+from dgbench.options import Options, click_options
+from dgbench.registry import MODELS, SCHEMES, load_plugins
 from trainers.config import RunConfig
-
-FAMILY_OF_KIND = {SNAPSHOTS: "discrete", "stream": "continuous"}
-EXPERIMENT_MODULE = {"discrete": "trainers.discrete.experiment", "continuous": "trainers.continuous.experiment"}
 
 
 def run(config: RunConfig) -> tuple[dict, Path | None]:
@@ -27,58 +26,82 @@ def run(config: RunConfig) -> tuple[dict, Path | None]:
     (path None elsewhere), so a multi-node job leaves one record, not one per rank.
     """
     from dgbench.records import prepare_output, write_record
+    from trainers.experiment import resolve, run_experiment
+    resolve(config)  # a run that would not run as asked fails before anything is written
     if int(os.environ.get("RANK", "0")) == 0:
         prepare_output(config.out)  # an unwritable or taken --out fails now, not after training (issue 19)
-    family = FAMILY_OF_KIND[read_attrs(config.dataset)["kind"]]
-    try:
-        experiment = importlib.import_module(EXPERIMENT_MODULE[family])
-    except ModuleNotFoundError as exc:
-        raise DgbenchError(f"the {family}-time trainers are not available ({exc})") from exc
-    record = experiment.run_experiment(config)
+    record = run_experiment(config)
     if int(os.environ.get("RANK", "0")) != 0:
         return record, None
     return record, write_record(record, config.out)
 
 
-@click.command(name="run")
-@click.option("--scheme", required=True, help="Training scheme (see `dgbench list`).")
-@click.option("--model", required=True, help="Model of the zoo (see `dgbench list`).")
-@click.option("--dataset", required=True, type=click.Path(path_type=Path), help="Store to train on.")
-@click.option("--nproc", type=click.IntRange(1), default=1, show_default=True, help="Ranks to start (ignored under torchrun).")
-@click.option("--epochs", type=click.IntRange(1), default=3, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--lr", type=float, default=0.01, show_default=True)
-@click.option("--hidden", type=click.IntRange(1), default=6, show_default=True, help="Hidden width.")
-@click.option("--backend", type=click.Choice(["gloo", "nccl"]), default=None, help="Default: nccl with CUDA, else gloo.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None)
-@click.option("--out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
-              help="Directory (or .json path) for the result record.")
-@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
-              help="Collective timeout in seconds: a dead rank fails the job instead of hanging it.")
-@click.option("--blocks", "--nb", type=click.IntRange(1), default=1, show_default=True,
-              help="[discrete] gradient-checkpoint blocks of timesteps.")
-@click.option("--transfer", type=click.Choice(["base", "gd"]), default="base", show_default=True,
-              help="[discrete] move snapshots whole or as graph differences.")
-@click.option("--window", type=click.IntRange(1), default=3, show_default=True, help="[discrete] TM-GCN window w.")
-@click.option("--theta", type=click.FloatRange(0, 1, min_open=True), default=0.1, show_default=True,
-              help="[discrete] fraction of edges used as positives per timestep.")
-@click.option("--partitioner", default="auto", show_default=True, help="[discrete vertex] partitioner.")
-@click.option("--batch-size", type=click.IntRange(1), default=600, show_default=True, help="[continuous] events per batch.")
-@click.option("--neighbors", type=click.IntRange(1), default=10, show_default=True, help="[continuous] sampled neighbours.")
-@click.option("--sampler", type=click.Choice(["recent", "uniform"]), default="recent", show_default=True)
-@click.option("--memory-dim", type=click.IntRange(1), default=100, show_default=True)
-@click.option("--partition", type=click.Choice(["range", "interval", "reflexbicut"]), default="reflexbicut",
-              show_default=True, help="[continuous sven] vertex partitioning.")
-@click.option("--microbatches", type=click.IntRange(0), default=0, show_default=True,
-              help="[continuous sven] pipelining granularity (0 = from Eq. 12).")
-@click.option("--async-allreduce", is_flag=True, help="[continuous sven] staleness-1 gradient all-reduce.")
-def run_command(**options) -> None:
-    """Train MODEL with SCHEME on DATASET and write a result record."""
-    config = RunConfig(**options)
-    record, path = run(config)
-    if path is None:
-        return
-    final = record.get("final_metrics", {})
-    click.echo(f"wrote {path}")
-    click.echo(json.dumps({"scheme": record["scheme"], "model": record["model"], "world_size": record["world_size"],
-                           "fingerprint": record["dataset"]["fingerprint"][:16], **final}, sort_keys=True))
+def _owners() -> list[tuple[str, type[Options]]]:
+    """Every declared option owner, labelled for --help."""
+    load_plugins("trainers")
+    from trainers.continuous.family import TaskOptions as ContinuousTask
+    from trainers.discrete.family import TaskOptions as DiscreteTask
+    owners: list[tuple[str, type[Options]]] = [("run", RunConfig), ("discrete", DiscreteTask),
+                                               ("continuous", ContinuousTask)]
+    owners += [(scheme.name, scheme.Options) for scheme in SCHEMES.values()]  # type: ignore[attr-defined]
+    owners += [(model.name, model.options) for model in MODELS.values()]
+    return owners
+
+
+def _summary(record: dict[str, Any], path: Path) -> str:
+    """The closing line: what ran, on which store, how fast and how well."""
+    last = record["epochs"][-1] if record.get("epochs") else {}
+    unit = "events/s" if record["family"] == "continuous" else "edges/s"
+    test = record.get("final_metrics", {}).get("test", {})
+    scores = "  ".join(f"test {k} {v:.4f}" for k, v in test.items() if k in ("ap", "auc"))
+    return (f"wrote {path}: {record['scheme']}/{record['model']} P={record['world_size']} on "
+            f"{record['dataset']['name']} ({record['dataset']['fingerprint'][:12]})  "
+            f"{last.get('time_s', 0.0):.2f}s/epoch  {last.get('throughput', 0.0) / 1e6:.3f}M {unit}  {scores}").rstrip()
+
+
+def _run_command() -> click.Command:
+    def callback(scheme: str, model: str, dataset: Path, **given: Any) -> None:
+        """Train MODEL with SCHEME on DATASET and write a result record."""
+        config = RunConfig(scheme, model, dataset, **given)
+        record, path = run(config)
+        if path is None:
+            return
+        click.echo(_summary(record, path))
+        final = record.get("final_metrics", {})
+        click.echo(json.dumps({"scheme": record["scheme"], "model": record["model"],
+                               "world_size": record["world_size"],
+                               "fingerprint": record["dataset"]["fingerprint"][:16], **final}, sort_keys=True))
+
+    params: list[click.Parameter] = [
+        click.Option(["--scheme"], required=True, help="Training scheme (see `dgbench list`)."),
+        click.Option(["--model"], required=True, help="Model of the zoo (see `dgbench list`)."),
+        click.Option(["--dataset"], required=True, type=click.Path(path_type=Path), help="Store to train on."),
+        *click_options(_owners())]
+    return click.Command("run", callback=callback, params=params,
+                         help="Train MODEL with SCHEME on DATASET and write a result record.")
+
+
+class _LazyRun(click.Command):
+    """Builds the real command (which imports the trainers) only when `run` is used."""
+
+    def __init__(self) -> None:
+        super().__init__("run", help="Train MODEL with SCHEME on DATASET and write a result record.")
+        self._real: click.Command | None = None
+
+    def real(self) -> click.Command:
+        if self._real is None:
+            self._real = _run_command()
+        return self._real
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return self.real().get_params(ctx)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        return self.real().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return self.real().invoke(ctx)
+
+
+run_command = _LazyRun()

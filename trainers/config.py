@@ -1,47 +1,55 @@
-"""RunConfig: every knob `dgbench run` takes, shared by the discrete- and continuous-time families.
+"""RunConfig: one `dgbench run` as given — what to train, the run-level knobs, and every other option
+by name (``options``), which the run's family, scheme and model take (see :mod:`dgbench.options`).
 
-A family reads the fields that apply to it; the record keeps the relevant ones as hyper-parameters.
+The run-level knobs are declared once here (their defaults are the CLI's); the others are declared
+by their owners. ``RunConfig("snapshot", "tmgcn", store, nproc=2, blocks=4)`` puts ``blocks`` in
+``options``; :func:`trainers.experiment.resolve` checks that the run's owners take every given option.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from dgbench.errors import DgbenchError
+from dgbench.options import Options, option
 
 
-@dataclass
-class RunConfig:
+@dataclass(init=False)
+class RunConfig(Options):
+    """What to train and how; ``options`` holds the family/scheme/model options given (by name)."""
+
     scheme: str
     model: str
     dataset: Path
-    nproc: int = 1
-    epochs: int = 3
-    seed: int = 0
-    lr: float = 0.01
-    hidden: int = 6  # ESDG §6.4 default hidden size
-    backend: str | None = None  # gloo on CPU, nccl when CUDA is present
-    device: str | None = None  # "cpu" or "cuda"; default follows the backend
-    out: Path = Path("runs")
-    timeout_s: float = 300.0
-    # discrete time (ESDG)
-    blocks: int = 1  # nb: gradient-checkpoint blocks of timesteps (§3.1)
-    transfer: str = "base"  # "base" or "gd" (graph differences, §3.2)
-    window: int = 3  # TM-GCN M-transform window w
-    theta: float = 0.1  # fraction of edges used as positives per timestep (§6.4)
-    partitioner: str = "auto"  # vertex scheme: hypergraph partitioner or fallback
-    # continuous time (TGL / Sven)
-    batch_size: int = 600
-    neighbors: int = 10
-    sampler: str = "recent"  # "recent" or "uniform"
-    memory_dim: int = 100
-    partition: str = "reflexbicut"  # sven: "range", "interval" or "reflexbicut"
-    microbatches: int = 0  # sven pipelining granularity n; 0 = chosen by Eq. 12
-    async_allreduce: bool = False  # sven Eq. 13 (staleness one step)
-    extra: dict[str, Any] = field(default_factory=dict)
+    nproc: int = option(1, "Ranks to start (ignored under torchrun).", positive=True, record=False)
+    epochs: int = option(4, "Training epochs (the throughput and scaling tracks need 4 timed epochs).",
+                         positive=True)
+    seed: int = option(0, "Seed of parameters, pairs and negatives.")
+    lr: float = option(0.01, "Adam learning rate.", positive=True)
+    backend: str | None = option(None, "Default: nccl with CUDA, else gloo.", choices=("gloo", "nccl"), record=False)
+    device: str | None = option(None, "Where to compute; default follows the backend.", choices=("cpu", "cuda"),
+                                record=False)
+    out: Path = option(Path("runs"), "Directory (or .json path) for the result record.", record=False)
+    timeout_s: float = option(300.0, "Collective timeout in seconds: a dead rank fails the job instead of "
+                                     "hanging it.", flag="--timeout", positive=True, record=False)
+    options: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # test and benchmark plumbing (dtype, prefetch)
+
+    def __init__(self, scheme: str, model: str, dataset: str | Path, *, options: dict[str, Any] | None = None,
+                 extra: dict[str, Any] | None = None, **given: Any):
+        self.scheme, self.model, self.dataset = scheme, model, Path(dataset)
+        run_fields = {f.name for f in dataclasses.fields(self)} - {"scheme", "model", "dataset", "options", "extra"}
+        for f in dataclasses.fields(self):
+            if f.name in run_fields:
+                value = given.pop(f.name, None)  # None: not given (the CLI passes every option)
+                setattr(self, f.name, f.default if value is None else value)
+        self.options = {**(options or {}), **{k: v for k, v in given.items() if v is not None}}
+        self.extra = dict(extra or {})
+        self.out = Path(self.out)
 
     def resolved_backend(self) -> str | None:
         """``--device cpu`` means gloo even where CUDA is present; ``--device cuda`` needs CUDA.
@@ -52,6 +60,13 @@ class RunConfig:
             return "gloo"
         return self.backend
 
+    def with_options(self, **changes: Any) -> "RunConfig":
+        """A copy with some options replaced (None removes one)."""
+        options = {k: v for k, v in {**self.options, **changes}.items() if v is not None}
+        run = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name not in ("scheme", "model", "dataset", "options", "extra")}
+        return RunConfig(self.scheme, self.model, self.dataset, options=options, extra=self.extra, **run)
+
     def as_dict(self) -> dict[str, Any]:
-        values = asdict(self)
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in values.items()}

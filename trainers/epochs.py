@@ -7,6 +7,7 @@ per-rank figures into the record's per-epoch entries. It never knows which schem
 """
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,16 +15,29 @@ from typing import Any
 import torch
 
 from dgbench.dist import DistContext, PhaseTimer, peak_memory
+from dgbench.progress import bar as progress_bar
+from dgbench.progress import is_quiet
 
 TrainEpoch = Callable[[int, PhaseTimer], tuple[float, int]]
 Evaluate = Callable[[], dict[str, dict[str, float]]]
 
 
+def _summary_line(label: str, epoch: int, epochs: int, loss: float, elapsed: float, work: int, unit: str,
+                  metrics: dict[str, dict[str, float]]) -> str:
+    """One line per epoch: loss, time, throughput and the headline validation metric."""
+    rate = work / elapsed if elapsed > 0 else 0.0
+    scores = "  ".join(f"{split} ap {m['ap']:.4f}" for split, m in metrics.items() if "ap" in m)
+    return (f"{label} epoch {epoch + 1}/{epochs}: loss {loss:.4f}  {elapsed:.2f}s  "
+            f"{rate / 1e6:.3f}M {unit}/s  {scores}").rstrip()
+
+
 def run_epochs(ctx: DistContext, *, epochs: int, train_epoch: TrainEpoch, evaluate: Evaluate,
-               log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """Train ``epochs`` epochs on this rank; returns this rank's per-epoch figures."""
+               label: str = "train", unit: str = "items") -> list[dict[str, Any]]:
+    """Train ``epochs`` epochs on this rank; returns this rank's per-epoch figures. Rank 0 shows a
+    progress bar over the epochs and one summary line per epoch on stderr (off with --quiet)."""
     timer = PhaseTimer(ctx.device)
     figures = []
+    bar = progress_bar(epochs, label, "epoch", scale=False) if ctx.is_main else None
     for epoch in range(epochs):
         ctx.comm.reset()
         timer.reset()
@@ -42,8 +56,13 @@ def run_epochs(ctx: DistContext, *, epochs: int, train_epoch: TrainEpoch, evalua
                         "comm_bytes": comm.bytes, "comm_elements": comm.elements, "comm_by_tag": by_tag,
                         "work": int(work), "throughput": work / elapsed if elapsed > 0 else 0.0,
                         "metrics": metrics, "phases": dict(timer.seconds), **peak_memory(ctx.device)})
-        if log is not None and ctx.is_main:
-            log(f"epoch {epoch}: loss {loss:.4f}  {elapsed:.2f}s  {metrics}")
+        if bar is not None:
+            bar.update(1)
+            if not is_quiet():
+                bar.write(_summary_line(label, epoch, epochs, float(loss), elapsed, int(work), unit, metrics),
+                          file=sys.stderr)
+    if bar is not None:
+        bar.close()
     return figures
 
 

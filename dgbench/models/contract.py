@@ -146,6 +146,12 @@ class DynamicLayer(Protocol):
 
     temporal_widths: tuple[int, int]  # feature widths moved to and from the vertex layout (0: none)
 
+    def spatial_widths(self, first: bool) -> tuple[int, ...]:
+        """The width of each neighbour exchange the layer makes per block: the input width of an
+        ``aggregate(x)`` (none for ``aggregate(None)``, the precomputed first layer), ``H + H·F`` of an
+        ``attend``. Schemes predict their halo volume from it; ``first``: the model's first layer."""
+        ...
+
     def initial_state(self, vertex_rows: int) -> State:
         """The hand-over state before the first block (π_0)."""
         ...

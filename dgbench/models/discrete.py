@@ -10,10 +10,13 @@ between blocks (π_b of ESDG §3.1) is what :meth:`DynamicGNN.forward_block` tak
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from dgbench.models.contract import BlockView, State
+from dgbench.options import Options, option
 from dgbench.models.sequence import LSTMSequence, MTransform
 from dgbench.registry import register_model
 
@@ -35,6 +38,10 @@ class TMGCNLayer(nn.Module):
         self.weight = _glorot(in_features, out_features)
         self.temporal = MTransform(out_features, window)
         self.temporal_widths = (out_features, out_features)  # (to_vertex, to_time) feature widths
+        self.in_features = in_features
+
+    def spatial_widths(self, first: bool) -> tuple[int, ...]:
+        return () if first else (self.in_features,)  # the first layer's Ã X is precomputed
 
     def initial_state(self, vertex_rows: int) -> State:
         return tuple(t.to(self.weight) for t in self.temporal.initial_carry(vertex_rows))
@@ -110,6 +117,10 @@ class EvolveGCNOLayer(nn.Module):
         self.initial_weight = _glorot(in_features, out_features)
         self.evolution = nn.LSTMCell(out_features, out_features)  # rows of W are the batch
         self.temporal_widths = (0, 0)
+        self.in_features = in_features
+
+    def spatial_widths(self, first: bool) -> tuple[int, ...]:
+        return () if first else (self.in_features,)
 
     def initial_state(self, vertex_rows: int) -> State:
         return (self.initial_weight, torch.zeros_like(self.initial_weight))
@@ -140,6 +151,10 @@ class CDGCNLayer(nn.Module):
         self.weight = _glorot(in_features, out_features)
         self.temporal = LSTMSequence(in_features + out_features, out_features)
         self.temporal_widths = (in_features + out_features, out_features)
+        self.in_features = in_features
+
+    def spatial_widths(self, first: bool) -> tuple[int, ...]:
+        return () if first else (self.in_features,)
 
     def initial_state(self, vertex_rows: int) -> State:
         return self.temporal.initial_carry(vertex_rows)
@@ -180,12 +195,25 @@ class DynamicGNN(nn.Module):
         """Per layer, the widths moved to and from the vertex layout (0: none moved)."""
         return [layer.temporal_widths for layer in self.layers]
 
+    def spatial_widths(self) -> list[tuple[int, ...]] | None:
+        """Per layer, the width of each neighbour exchange it makes per block (halo rows under vertex
+        partitioning); None when a layer does not declare them."""
+        if not all(hasattr(layer, "spatial_widths") for layer in self.layers):
+            return None
+        return [tuple(layer.spatial_widths(i == 0)) for i, layer in enumerate(self.layers)]
+
 
 def _sizes(in_features: int, hidden: int) -> list[tuple[int, int]]:
     return [(in_features, hidden), (hidden, hidden)]
 
 
-@register_model("tmgcn", family="discrete", summary="TM-GCN: GCN + M-transform over the last w steps")
+@dataclass(frozen=True)
+class TMGCNOptions(Options):
+    window: int = option(3, "TM-GCN's M-transform window w (ESDG §5.1).", positive=True)
+
+
+@register_model("tmgcn", family="discrete", summary="TM-GCN: GCN + M-transform over the last w steps",
+                options=TMGCNOptions)
 def tmgcn(in_features: int = 2, hidden: int = 6, window: int = 3) -> DynamicGNN:
     return DynamicGNN([TMGCNLayer(i, o, window) for i, o in _sizes(in_features, hidden)], hidden)
 

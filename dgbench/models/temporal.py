@@ -1,9 +1,9 @@
 """Memory-based continuous-time TGNNs (TGN, JODIE, APAN) over a packed node-memory-and-mailbox row.
 
-Every vertex owns one *state row* (float32 unless the default dtype is changed) (:class:`StateLayout`): its memory (for LSTM also the
-cell), the memory's timestamp, a mailbox of ``mail_slots`` messages and their timestamps. The row is
-what the distributed schemes fetch from and write back to the owner rank, so a model never sees where
-memory lives. Per batch (TGL's order, Zhou et al. VLDB'22 §3): the memory of each involved vertex is
+Every vertex owns one *state row* (:class:`StateLayout`; float32 unless the default dtype is changed):
+its memory (for LSTM also the cell), the memory's timestamp, a mailbox of ``mail_slots`` messages and
+their timestamps. The row is what the distributed schemes fetch from and write back to the owner rank,
+so a model never sees where memory lives. Per batch (TGL's order, Zhou et al. VLDB'22 §3): the memory of each involved vertex is
 first updated with its mailbox (the previous batches' messages), embeddings are computed from the
 updated memory, then the positive endpoints' new rows (updated memory, new message) are produced.
 
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from dgbench.registry import model_of, register_model
 
 
 @dataclass(frozen=True)
@@ -297,13 +299,26 @@ class APAN(TemporalModel):
         return self.norm(F.relu(self.out(torch.cat([aggregated, hidden], dim=1))))
 
 
-MODEL_CLASSES: dict[str, type[TemporalModel]] = {"tgn": TGN, "jodie": JODIE, "apan": APAN}
+@register_model("tgn", family="continuous", summary="TGN: GRU memory + temporal attention over sampled neighbours")
+def tgn(memory_dim: int, edge_dim: int, time_shift: float = 0.0, time_scale: float = 1.0) -> TemporalModel:
+    return TGN(memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale)
+
+
+@register_model("jodie", family="continuous", summary="JODIE: RNN memory + time-projection embedding")
+def jodie(memory_dim: int, edge_dim: int, time_shift: float = 0.0, time_scale: float = 1.0) -> TemporalModel:
+    return JODIE(memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale)
+
+
+@register_model("apan", family="continuous", summary="APAN: LSTM memory + attention over a 10-slot mailbox")
+def apan(memory_dim: int, edge_dim: int, time_shift: float = 0.0, time_scale: float = 1.0) -> TemporalModel:
+    return APAN(memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale)
 
 
 def build_temporal_model(name: str, memory_dim: int, edge_dim: int, time_shift: float = 0.0,
                          time_scale: float = 1.0) -> TemporalModel:
-    """One of tgn / jodie / apan with the given memory width (memory_dim must be even for the heads);
+    """A registered continuous-time model with the given memory width (even, for the two heads);
     JODIE standardises time differences with ``time_shift`` and ``time_scale``."""
-    if name not in MODEL_CLASSES:
-        raise KeyError(f"unknown continuous-time model '{name}' (known: {', '.join(sorted(MODEL_CLASSES))})")
-    return MODEL_CLASSES[name](memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale)
+    model = model_of("continuous", name).build(memory_dim=memory_dim, edge_dim=edge_dim, time_shift=time_shift,
+                                               time_scale=time_scale)
+    assert isinstance(model, TemporalModel)
+    return model

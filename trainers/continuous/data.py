@@ -59,6 +59,15 @@ class EventStream:
 
 
 @dataclass
+class StreamProblem:
+    """What a continuous-time scheme's partition step reads: the stream and the run's protocol."""
+
+    stream: EventStream
+    batch_size: int
+    seed: int
+
+
+@dataclass
 class BatchPlan:
     """One rank's share of a batch; roots are [src, dst, negatives] of this rank's events."""
 

@@ -28,9 +28,12 @@ from dgbench.metrics import link_prediction_metrics
 from dgbench.models.temporal import BatchInputs, TemporalModel
 from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
 from trainers.continuous.sampler import TemporalSampler
-from trainers.continuous.state import (AGGREGATE_TAG, DISPATCH_TAG, NodeState, PartitionedState, ReplicatedState,
-                                       ResidentState)
-from trainers.continuous.sven_core import comm_volume, pipeline_granularity, redundancy_ratios, remote_fractions
+from dgbench.options import Options
+from dgbench.progress import bar as progress_bar
+from trainers.continuous.state import AGGREGATE_TAG, DISPATCH_TAG, PartitionedState
+from trainers.continuous.sven_core import pipeline_granularity, redundancy_ratios, remote_fractions
+from trainers.contract import ContinuousScheme, Partition
+from trainers.gradients import GradientSync
 
 GRAD_TAG = "grad_allreduce"
 CONTROL_TAG = "counts"  # row counts: their seconds are communication time, their bytes no volume
@@ -38,14 +41,13 @@ CONTROL_TAG = "counts"  # row counts: their seconds are communication time, thei
 
 @dataclass
 class LoopOptions:
-    scheme: str
+    """The protocol's knobs the loop reads (the scheme's come through its hooks)."""
+
     batch_size: int
     neighbors: int
     sampler: str
     lr: float
     seed: int
-    microbatches: int = 1  # sven: 0 = choose by Eq. 12 after the first batch
-    async_allreduce: bool = False
     prefetch: int = 2
 
 
@@ -61,7 +63,7 @@ class BatchCounters:
     predicted_aggregation: float = 0.0
     batches: int = 0
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, float | list[float]]:
         mean = (lambda xs: float(np.mean(xs)) if xs else 0.0)
         return {"eta1": mean(self.eta1), "eta2": mean(self.eta2), "remote_fraction": mean(self.rho),
                 "aggregation_remote_fraction": mean(self.rho_a), "batches": self.batches,
@@ -70,41 +72,26 @@ class BatchCounters:
                 "eta1_per_batch": list(self.eta1), "eta2_per_batch": list(self.eta2)}
 
 
-def event_assignment(scheme: str, owner: np.ndarray, rank: int, world: int):
-    """Which events of a batch this rank computes (a mask over the batch's sources)."""
-    if scheme == "single" or world == 1:
-        return lambda src: np.ones(len(src), dtype=bool)
-    if scheme == "depcache":
-        return lambda src: (np.arange(len(src)) * world) // max(len(src), 1) == rank
-    return lambda src: owner[src] == rank
-
-
-def make_state(scheme: str, ctx: DistContext, model: TemporalModel, owner: np.ndarray, chunks: int) -> NodeState:
-    """The N&M placement of ``scheme`` (partitioned schemes stay partitioned even at P = 1)."""
-    layout = model.layout
-    if scheme in ("single", "depcache"):
-        placement = ReplicatedState if scheme == "depcache" and ctx.world_size > 1 else ResidentState
-        return placement(ctx, layout.width, layout.empty_rows, owner)
-    return PartitionedState(ctx, layout.width, layout.empty_rows, owner, deduplicate_ids=(scheme == "sven"),
-                            chunks=max(1, chunks))
-
-
 class ContinuousTrainer:
     """Holds model, optimiser, N&M state and sampler of one rank; drives train and evaluation passes."""
 
-    def __init__(self, ctx: DistContext, stream: EventStream, model: TemporalModel, owner: np.ndarray,
-                 options: LoopOptions):
-        self.ctx, self.stream, self.model, self.owner, self.options = ctx, stream, model, owner, options
+    def __init__(self, ctx: DistContext, stream: EventStream, model: TemporalModel, scheme: ContinuousScheme,
+                 scheme_options: Options, partition: Partition, options: LoopOptions):
+        self.ctx, self.stream, self.model, self.options = ctx, stream, model, options
+        self.scheme, self.scheme_options = scheme, scheme_options
+        assert partition.owner is not None, "continuous-time schemes place N&M by an owner per vertex"
+        self.owner = partition.owner
         self.model.to(ctx.device)
         self.dtype = next(model.parameters()).dtype  # float32; float64 in exactness tests
         self.optimizer = torch.optim.Adam(model.parameters(), lr=options.lr)
-        self.state = make_state(options.scheme, ctx, model, owner, options.microbatches)
+        self.state = scheme.node_state(ctx, model.layout, partition, scheme_options)
+        self.microbatches = scheme.microbatches(scheme_options)
         sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes) if model.uses_neighbors else None
         self.planner = BatchPlanner(stream, sampler, options.neighbors, options.sampler, options.seed,
-                                    event_assignment(options.scheme, owner, ctx.rank, ctx.world_size),
-                                    self.state.route)
+                                    scheme.assign_events(partition, ctx.rank, ctx.world_size), self.state.route)
         self.counters = BatchCounters()
-        self.pending_gradient = None
+        self.gradients = GradientSync(ctx.comm, list(model.parameters()), GRAD_TAG,
+                                      staleness=scheme.gradient_staleness(scheme_options))
         self.losses: list[float] = []
         self.microbatch_choice: dict[str, Any] = {}
         self._last_fetch_seconds = self._last_update_seconds = 0.0
@@ -189,46 +176,30 @@ class ContinuousTrainer:
         eta1, eta2 = redundancy_ratios(roots, sampled, self.owner, rank, updated)
         rho, rho_a = remote_fractions(roots, sampled, self.owner, rank, updated)
         c = self.counters
-        c.eta1.append(eta1), c.eta2.append(eta2), c.rho.append(rho), c.rho_a.append(rho_a)
+        for series, value in ((c.eta1, eta1), (c.eta2, eta2), (c.rho, rho), (c.rho_a, rho_a)):
+            series.append(value)
         c.batches += 1
-        if self.options.scheme in ("depcache", "depcomm", "sven") and world > 1:
-            volume = comm_volume(self.options.scheme, eta1, eta2, b, world, self.model.layout.width, 1,
-                                 num_neighbors=len(sampled) / len(roots), remote_fraction=rho,
-                                 aggregation_remote_fraction=rho_a,
-                                 bytes_per_value=torch.finfo(self.dtype).bits // 8)
+        volume = self.scheme.predicted_volume(eta1, eta2, b, world, self.model.layout.width,
+                                              num_neighbors=len(sampled) / len(roots), remote_fraction=rho,
+                                              aggregation_remote_fraction=rho_a,
+                                              bytes_per_value=torch.finfo(self.dtype).bits // 8)
+        if volume is not None:
             c.predicted_dispatch += volume.dispatch_bytes
             c.predicted_aggregation += volume.aggregation_bytes
 
-    def _synchronise_gradients(self, loss: torch.Tensor) -> None:
-        """Sum gradients (and the loss) over ranks, then step; with async, apply last step's sum (Eq. 13)."""
-        params = [p for p in self.model.parameters()]
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
-                         + [loss.reshape(1)])
-        if not self.options.async_allreduce:
-            self.ctx.comm.all_reduce(flat, GRAD_TAG)
-            self._apply(params, flat)
-            return
-        wait = self.ctx.comm.all_reduce_async(flat, GRAD_TAG)
-        if self.pending_gradient is not None:
-            self._apply(params, self._finish_pending())
-        else:
+    def _synchronise_and_step(self, loss: torch.Tensor) -> None:
+        """Sum gradients (and the loss) over ranks and step; with staleness 1, step with the previous
+        batch's sum (Sven Eq. 13) — the first batch then takes no step."""
+        summed = self.gradients.synchronise(extras=loss.reshape(1), fresh=True)
+        if summed is None:
             self.optimizer.zero_grad(set_to_none=True)
-        self.pending_gradient = (flat, wait)
+            return
+        self._step_with(summed)
 
-    def _finish_pending(self) -> torch.Tensor:
-        flat, wait = self.pending_gradient
-        wait()
-        self.pending_gradient = None
-        return flat
-
-    def _apply(self, params: list[torch.nn.Parameter], flat: torch.Tensor) -> None:
-        offset = 0
-        for p in params:
-            p.grad = flat[offset:offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
+    def _step_with(self, summed_loss: torch.Tensor) -> None:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.losses.append(float(flat[-1]))
+        self.losses.append(float(summed_loss[0]))
 
     # ------------------------------------------------------------------ passes
     def train_epoch(self, epoch: int, timer: PhaseTimer) -> tuple[float, int]:
@@ -236,17 +207,23 @@ class ContinuousTrainer:
         self.model.train()
         self.losses = []
         self.counters = BatchCounters()
+        a, b = self.stream.ranges["train"]
+        bar = progress_bar(b - a, f"epoch {epoch + 1}", "ev") if self.ctx.is_main else None
         for plan in Prefetcher(self.planner, "train", self.options.batch_size, self.options.prefetch):
             self.optimizer.zero_grad(set_to_none=True)
             loss, outputs = self._step(plan, train=True, timer=timer)
             self._count(plan)
-            self._synchronise_gradients(loss)
+            self._synchronise_and_step(loss)
             self._write_back(plan, outputs)
-            if self.options.microbatches == 0 and not self.microbatch_choice:
+            if self.microbatches == 0 and not self.microbatch_choice:
                 self._choose_microbatches(plan)
-        if self.pending_gradient is not None:
-            self._apply(list(self.model.parameters()), self._finish_pending())
-        a, b = self.stream.ranges["train"]
+            if bar is not None:
+                bar.update(len(plan.events))
+        last = self.gradients.finish()
+        if last is not None:  # the stale sum of the last batch
+            self._step_with(self.gradients.load(last, fresh=True))
+        if bar is not None:
+            bar.close()
         return (float(np.mean(self.losses)) if self.losses else 0.0), b - a
 
     def _choose_microbatches(self, plan: BatchPlan) -> None:
@@ -289,14 +266,12 @@ class ContinuousTrainer:
 
     def _gather_scores(self, plan: BatchPlan, outputs: Any) -> np.ndarray:
         """(global event id, positive logit, negative logit) of the whole batch on every rank, in order."""
-        device, world = self.ctx.device, self.ctx.world_size
+        device = self.ctx.device
         local = torch.zeros(len(plan.events), 3, dtype=torch.float64, device=device)
         if outputs is not None:
             local[:, 0] = torch.from_numpy(plan.events).to(device, torch.float64)
             local[:, 1], local[:, 2] = outputs.pos_logits.double(), outputs.neg_logits.double()
-        counts = self.ctx.comm.exchange_counts([len(local)] * world)
-        every = self.ctx.comm.all_to_all_single(local.repeat(world, 1), [len(local)] * world, counts,
-                                                "eval_scores").cpu().numpy()
+        every = self.ctx.comm.all_gather_uneven(local, tag="eval_scores").cpu().numpy()
         return every[np.argsort(every[:, 0], kind="stable")]
 
     def comm_breakdown(self, by_tag: dict[str, dict[str, float]]) -> dict[str, float]:

@@ -148,7 +148,7 @@ class CommVolume:
 
 
 def comm_volume(scheme: str, eta1: float, eta2: float, batch_size: int, num_parts: int, memory_dim: int,
-                message_dim: int, *, num_neighbors: int = 10, negatives_per_event: int = 1,
+                message_dim: int, *, num_neighbors: float = 10, negatives_per_event: int = 1,
                 updated_per_event: int = 2, remote_fraction: float | None = None,
                 aggregation_remote_fraction: float | None = None, bytes_per_value: int = 4) -> CommVolume:
     """Eq. 7 (depcache), Eq. 8 (depcomm), Eq. 9 (sven): per-rank, per-iteration bytes (module docstring).

@@ -25,6 +25,8 @@ from dgbench.metrics import link_prediction_metrics
 from dgbench.models.discrete import DynamicGNN, State
 from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData, PairBatch
 from trainers.discrete.placement import Placement, pair_logits
+from trainers.discrete.schedule import BlockSchedule, Schedule
+from trainers.gradients import GradientSync
 
 
 class SavedActivationMeter:
@@ -54,30 +56,21 @@ class SavedActivationMeter:
             yield
 
 
-def _flatten(state: list[State]) -> list[torch.Tensor]:
-    return [t for layer in state for t in layer]
-
-
-def _unflatten(flat: list[torch.Tensor], like: list[State]) -> list[State]:
-    out, i = [], 0
-    for layer in like:
-        out.append(tuple(flat[i:i + len(layer)]))
-        i += len(layer)
-    return out
-
-
 class DiscreteTrainer:
     """Drives one rank: ``train_epoch`` and ``evaluate`` for :func:`trainers.epochs.run_epochs`."""
 
-    def __init__(self, ctx: DistContext, data: DiscreteData, placement: Placement, model: DynamicGNN, lr: float):
+    def __init__(self, ctx: DistContext, data: DiscreteData, placement: Placement, model: DynamicGNN, lr: float,
+                 schedule: Schedule | None = None):
         self.ctx, self.data, self.placement, self.model = ctx, data, placement, model
+        self.schedule = schedule or BlockSchedule()
         # foreach: the same arithmetic as the per-tensor loop (bit-identical), in fewer kernel calls
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
+        self.gradients = GradientSync(ctx.comm, list(model.parameters()))
         self.activations = SavedActivationMeter()
         self.transfer_per_epoch: list[dict[str, int]] = []
 
     # ------------------------------------------------------------------ one block
-    def _block_loss(self, block: int, state: list[State], batches: list[PairBatch], total_pairs: int,
+    def block_loss(self, block: int, state: list[State], batches: list[PairBatch], total_pairs: int,
                     timer: PhaseTimer, score: bool = True) -> tuple[torch.Tensor, list[State]]:
         view = self.placement.view(block, timer)
         halves, new_state = self.model.forward_block(view, state)
@@ -92,7 +85,7 @@ class DiscreteTrainer:
         # keeps this rank's graph connected to every collective (and backward-able) when it scores no pair
         return loss + 0.0 * halves.sum(), new_state
 
-    def _initial_state(self) -> list[State]:
+    def initial_state(self) -> list[State]:
         return self.model.initial_state(self.placement.vertex_rows)
 
     # ------------------------------------------------------------------ training
@@ -104,61 +97,14 @@ class DiscreteTrainer:
         total_pairs = sum(len(b.src) for b in every)
         batches = [[self.placement.owned(b) for b in every if b.step in block] for block in self.placement.blocks]
         with self.activations.watching():
-            if len(self.placement.blocks) == 1:
-                loss, _ = self._block_loss(0, self._initial_state(), batches[0], total_pairs, timer)
-                loss.backward()
-                local_loss = loss.item()
-            else:
-                local_loss = self._checkpointed_backward(batches, total_pairs, timer)
-        self._all_reduce_gradients()
+            local_loss = self.schedule.forward_backward(self, batches, total_pairs, timer)
+        self.gradients.synchronise()
         self.optimizer.step()
         self.transfer_per_epoch.append({mode: moved - moved_before[mode]
                                         for mode, moved in self.placement.transfer_bytes().items()})
         summed = self.ctx.comm.all_reduce(torch.tensor([local_loss], dtype=torch.float64, device=self.ctx.device),
                                           tag="loss") if self.ctx.world_size > 1 else torch.tensor([local_loss])
         return float(summed.item()), self.data.work()
-
-    def _checkpointed_backward(self, batches: list[list[PairBatch]], total_pairs: int, timer: PhaseTimer) -> float:
-        """ESDG §3.1: keep π_b only, recompute block b in reverse order, chain the gradient of π."""
-        states = [self._initial_state()]
-        with torch.no_grad():
-            for b in range(len(self.placement.blocks) - 1):
-                _, nxt = self._block_loss(b, states[-1], [], total_pairs, timer, score=False)
-                states.append([tuple(t.detach() for t in layer) for layer in nxt])
-        grad_next: list[torch.Tensor | None] | None = None
-        total = 0.0
-        for b in reversed(range(len(self.placement.blocks))):
-            if b == 0:
-                start = self._initial_state()  # may hold parameters (EvolveGCN's initial weight)
-                leaves = []
-            else:
-                leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in _flatten(states[b])]
-                start = _unflatten(leaves, states[b])
-            loss, end = self._block_loss(b, start, batches[b], total_pairs, timer)
-            outputs, grads = [loss], [torch.ones_like(loss)]
-            if grad_next is not None:
-                for tensor, grad in zip(_flatten(end), grad_next):
-                    if grad is not None and tensor.requires_grad:
-                        outputs.append(tensor)
-                        grads.append(grad)
-            torch.autograd.backward(outputs, grads)
-            grad_next = [leaf.grad for leaf in leaves]
-            total += loss.item()
-            states[b] = []  # π_b is consumed
-        return total
-
-    def _all_reduce_gradients(self) -> None:
-        if self.ctx.world_size == 1:
-            return
-        params = list(self.model.parameters())
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-        self.ctx.comm.all_reduce(flat, tag="gradients")
-        offset = 0
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
@@ -168,7 +114,7 @@ class DiscreteTrainer:
         splits = {split: [self.placement.owned(batch) for batch in self.data.split_pairs(split)] for split in (VAL, TEST)}
         scored: dict[str, list[torch.Tensor]] = {VAL: [], TEST: []}
         timer = PhaseTimer(self.ctx.device)
-        state = self._initial_state()
+        state = self.initial_state()
         for b, block in enumerate(self.placement.blocks):
             view = self.placement.view(b, timer)
             halves, state = self.model.forward_block(view, state)
@@ -183,12 +129,8 @@ class DiscreteTrainer:
         return {split: link_prediction_metrics(*self._gather(torch.cat(rows)).t()) for split, rows in scored.items()}
 
     def _gather(self, rows: torch.Tensor) -> torch.Tensor:
-        """Every rank's (logit, label) rows on every rank (uneven sizes, so one all-to-all)."""
-        comm, size = self.ctx.comm, self.ctx.world_size
-        if size == 1:
-            return rows
-        counts = comm.exchange_counts([rows.shape[0]] * size)
-        return comm.all_to_all_single(rows.repeat(size, 1), [rows.shape[0]] * size, counts, tag="evaluation")
+        """Every rank's (logit, label) rows on every rank."""
+        return self.ctx.comm.all_gather_uneven(rows, tag="evaluation")
 
     def extra(self) -> dict[str, Any]:
         out: dict[str, Any] = {"peak_saved_activation_bytes": self.activations.peak}

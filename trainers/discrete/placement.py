@@ -1,34 +1,30 @@
-"""The four ESDG schemes as placements: where snapshots live and what moves between ranks.
+"""Placements: where a rank's snapshots live, the block views its layers run through, and what moves.
 
 A placement never changes the model. For each block of timesteps it hands the model a
-:class:`~dgbench.models.discrete.BlockView` (GCN aggregation, layout changes) and scores this
-rank's share of the link-prediction pairs:
+:class:`~dgbench.models.contract.BlockView` (graph aggregation and attention, layouts, per-vertex
+sequences) and scores this rank's share of the link-prediction pairs. Two kinds exist, used by the
+schemes of ``trainers/discrete/schemes/``:
 
-* ``single``: one rank, every snapshot resident on the device.
-* ``checkpoint``: one rank; snapshots moved to the device per block, whole or as graph
-  differences (ESDG §3.1-3.2); the loop recomputes each block in the backward pass.
-* ``snapshot``: each rank owns contiguous timesteps of every block, runs the GCN there and
-  redistributes [T_local, N, F] <-> [T, N_local, F] for a per-vertex temporal module (ESDG §4.2).
-* ``vertex``: each rank owns the vertices a hypergraph partitioner gives it (ESDG §4.1) for all
-  timesteps; halo rows travel along precomputed send/receive lists in one all-to-all per block.
+* :class:`TimePlacement` — ranks split each block's timesteps (single, checkpoint: one rank; snapshot:
+  ESDG §4.2, features redistributed [T_local, N, F] <-> [T, N_local, F] for the temporal module), with
+  snapshots resident or moved to the device per block, whole or as graph differences (ESDG §3.1-3.2);
+* :class:`VertexPlacement` — each rank owns a vertex set for all timesteps (ESDG §4.1); halo rows travel
+  along precomputed send/receive lists in one all-to-all per block.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd, from_main
+from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
 from dgbench.models.contract import LayoutSequence
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, graph_attention, spmm
 from dgbench.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
                                partition_vertices_detailed)
-from dgbench.registry import register_scheme
-from trainers.config import RunConfig
 from trainers.discrete.data import DiscreteData, PairBatch
 from trainers.discrete.transfer import BASE, SnapshotMover
 
@@ -70,8 +66,29 @@ class Placement:
         """Host-to-device bytes moved so far, per transfer mode (empty when nothing streams)."""
         return {}
 
+    def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch]
+                           ) -> dict[str, int] | None:
+        """Elements all ranks together send in one training epoch, per tag, predicted from the layout
+        and the model's widths — independently of the counting in :class:`~dgbench.dist.Comm`.
+        ``passes[b]``: forward runs of block b (the schedule's), ``pairs``: the epoch's training pairs.
+        None: this placement has no model of its volume."""
+        return {} if self.ctx.world_size == 1 else None
+
     def extra(self) -> dict[str, Any]:
         return {}
+
+
+@dataclass(frozen=True)
+class CommProfile:
+    """What a model exchanges per block: per layer, the widths moved to / from the vertex layout
+    (:attr:`DynamicLayer.temporal_widths`) and the widths of its neighbour exchanges (None: undeclared)."""
+
+    temporal: list[tuple[int, int]]
+    spatial: list[tuple[int, ...]] | None
+
+    @classmethod
+    def of(cls, model: Any) -> "CommProfile":
+        return cls(model.feature_widths(), model.spatial_widths())
 
 
 def pair_logits(table: torch.Tensor, first: int, batches: list[PairBatch], bias: torch.Tensor) -> torch.Tensor:
@@ -219,6 +236,25 @@ class TimePlacement(Placement):
             return {}
         return {mode: moved + self.first_input_bytes for mode, moved in self.mover.bytes_by_mode.items()}
 
+    def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch]
+                           ) -> dict[str, int] | None:
+        """ESDG §4.2: per block, every rank's local steps travel to every other rank's vertex rows and
+        back, Σ_r steps_r·(N - rows_r) rows per layer and direction (= T·N·(P-1)/P when even)."""
+        if self.ctx.world_size == 1:
+            return {}
+        rows = [b - a for a, b in self.vertex_ranges]
+        to_vertex = sum(w for w, _ in profile.temporal)
+        to_time = sum(w for _, w in profile.temporal)
+        out = {"to_vertex:forward": 0, "to_vertex:backward": 0, "to_time:forward": 0, "to_time:backward": 0}
+        for block, runs in zip(self.blocks, passes):
+            steps = [b - a for a, b in self.local_ranges(block)]
+            moved = sum(s * (self.data.num_nodes - r) for s, r in zip(steps, rows))
+            out["to_vertex:forward"] += runs * moved * to_vertex
+            out["to_time:forward"] += runs * moved * to_time
+            out["to_vertex:backward"] += moved * to_vertex
+            out["to_time:backward"] += moved * to_time
+        return {tag: n for tag, n in out.items() if n}
+
     def extra(self) -> dict[str, Any]:
         return {"transfer_mode": self.mover.mode if self.streamed else "resident",
                 "vertex_ranges": self.vertex_ranges,
@@ -332,7 +368,7 @@ class VertexPlacement(Placement):
             a = self.data.adjacency[t]
             lengths = np.diff(a.rowptr)[own]
             entries = np.repeat(a.rowptr[own] - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(lengths.sum())
-            src = a.col[entries].astype(np.int64)
+            src = np.asarray(a.col)[entries].astype(np.int64)
             source = self.owner[src]
             column = i * len(own) + self.plan.local_row[src]  # right for own sources
             for q in np.unique(source[source != rank]):
@@ -381,6 +417,29 @@ class VertexPlacement(Placement):
         table = halves.new_zeros(steps * n * 2).index_put((where.to(device),), values)
         return table.view(steps, n, 2), first
 
+    def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch]
+                           ) -> dict[str, int] | None:
+        """ESDG §4.1: each neighbour exchange moves Σ_t Σ_u (λ_t(u) - 1) rows of its width; the scores
+        move one float per distinct remote (step, destination) of each rank's pairs (and its id)."""
+        if self.ctx.world_size == 1:
+            return {}
+        if profile.spatial is None:
+            return None
+        width = sum(sum(widths) for widths in profile.spatial)
+        out = {"halo:forward": 0, "halo:backward": 0}
+        for block, runs in zip(self.blocks, passes):
+            rows = int(self.plan.send_counts[block.start:block.stop].sum())
+            out["halo:forward"] += runs * rows * width
+            out["halo:backward"] += rows * width
+        remote = 0
+        for batch in pairs:
+            sources, destinations = self.owner[batch.src], self.owner[batch.dst]
+            for rank in range(self.ctx.world_size):
+                mine = (sources == rank) & (destinations != rank)
+                remote += len(np.unique(batch.dst[mine]))
+        out.update({"scores:forward": remote, "scores:backward": remote, "scores:ids": remote})
+        return {tag: n for tag, n in out.items() if n}
+
     def connectivity_volume(self) -> int:
         """Σ_t Σ_u (λ_t(u) - 1): halo rows moved per aggregation of one feature column (ESDG §4.1)."""
         return self.plan.rows_sent()
@@ -391,51 +450,6 @@ class VertexPlacement(Placement):
 
 
 # --------------------------------------------------------------------------- registered schemes
-
-def streams_snapshots(config: RunConfig) -> bool:
-    """Whether the scheme moves snapshots to the compute device block by block (so --transfer applies)."""
-    return config.scheme == "checkpoint" or (config.scheme == "snapshot" and config.blocks > 1)
-
-
-def _require_one_rank(ctx: DistContext, scheme: str) -> None:
-    if ctx.world_size != 1:
-        raise DgbenchError(f"scheme '{scheme}' runs on one process (got {ctx.world_size}); "
-                           f"use 'snapshot' or 'vertex' to distribute")
-
-
-@register_scheme("single", family="discrete", summary="one process, every snapshot resident")
-def single(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
-    _require_one_rank(ctx, "single")
-    return TimePlacement(ctx, data, blocks=1, streamed=False)
-
-
-@register_scheme("checkpoint", family="discrete",
-                 summary="gradient checkpointing over nb blocks, snapshots moved per block (base or gd)")
-def checkpoint(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
-    _require_one_rank(ctx, "checkpoint")
-    return TimePlacement(ctx, data, blocks=config.blocks, streamed=streams_snapshots(config), transfer=config.transfer)
-
-
-@register_scheme("snapshot", family="discrete",
-                 summary="snapshot partitioning with re-distribution to vertices for the temporal module")
-def snapshot(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
-    return TimePlacement(ctx, data, blocks=config.blocks, streamed=streams_snapshots(config), transfer=config.transfer)
-
-
-@register_scheme("vertex", family="discrete", summary="vertex partitioning by a hypergraph partitioner, halo exchange")
-def vertex(ctx: DistContext, data: DiscreteData, config: RunConfig) -> Placement:
-    def run_partitioner() -> bytes:
-        partition = partition_owner(data, ctx.world_size, config.partitioner, config.seed)
-        report = {"method": partition.method, "connectivity": partition.connectivity,
-                  "imbalance": partition.imbalance, "seconds": partition.seconds}
-        return json.dumps(report).encode() + b"\n" + partition.owner.astype(np.int64).tobytes()
-
-    # one partitioner run instead of P (a hypergraph run takes tens of CPU seconds), shared by rank 0
-    report_line, owner_bytes = from_main(ctx, "vertex-owner", run_partitioner).split(b"\n", 1)
-    report = json.loads(report_line)
-    owner = np.frombuffer(owner_bytes, dtype=np.int64).copy()
-    return VertexPlacement(ctx, data, blocks=config.blocks, owner=owner, method=report["method"], report=report)
-
 
 def input_edges(data: DiscreteData) -> SnapshotEdges:
     """The input snapshots' edges (the last snapshot is only a target, so it is not partitioned)."""

@@ -1,0 +1,146 @@
+"""Registry-driven conformance: every registered scheme, under every world size its rules allow (1, 2,
+4), with its default options and its declared ``conformance`` option sets, trains every model of its
+family exactly like ``single`` and moves exactly the bytes it predicts.
+
+A new scheme or model is covered by registering it; nothing here names one (except ``single``, the
+reference). One launch per family and world size trains every case (spawning ranks dominates).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from dgbench.registry import MODELS, SCHEMES, load_plugins
+from trainers.config import RunConfig
+from trainers.experiment import run_experiments
+
+WORLDS = (1, 2, 4)
+DISCRETE = dict(epochs=2, hidden=6, seed=7)
+CONTINUOUS = dict(epochs=1, batch_size=200, memory_dim=16, neighbors=5, seed=3)
+
+load_plugins("trainers")
+
+
+def schemes(family: str) -> list[Any]:
+    return sorted((s for s in SCHEMES.values() if s.family == family), key=lambda s: s.name)
+
+
+def models(family: str) -> list[str]:
+    return sorted(m.name for m in MODELS.values() if m.family == family)
+
+
+def cases(family: str, world: int) -> list[tuple[str, dict[str, Any]]]:
+    """(scheme, options) pairs allowed at ``world`` ranks: defaults and each declared option set."""
+    out = []
+    for scheme in schemes(family):
+        if scheme.world.problem(scheme.name, world) is None:
+            out += [(scheme.name, dict(variant)) for variant in ({}, *scheme.conformance)]
+    return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Graphs this small train ~10x faster without intra-op threads fighting over shared cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def snapshot_store(tmp_path_factory) -> Path:
+    from generators.esdg_random import build
+    return build(out=tmp_path_factory.mktemp("conformance") / "snapshots.zarr", nodes=48, snapshots=9,
+                 edge_factor=3.0, seed=11)
+
+
+@pytest.fixture(scope="module")
+def event_store(tmp_path_factory) -> Path:
+    from generators.stream import build
+    return build(out=tmp_path_factory.mktemp("conformance") / "stream.zarr", users=60, items=50, events=1400,
+                 edge_dim=4, seed=5)
+
+
+def losses(record: dict) -> list[float]:
+    return [e["loss"] for e in record["epochs"]]
+
+
+def measured(record: dict, tag: str) -> int:
+    """Elements sent under ``tag`` in the last epoch, summed over ranks."""
+    return sum(rank["comm_by_tag"].get(tag, {}).get("elements", 0) for rank in record["epochs"][-1]["per_rank"])
+
+
+def _train(family: str, store: Path, world: int, base: dict[str, Any], extra: dict[str, Any] | None = None
+           ) -> dict[tuple[str, str, tuple], dict]:
+    keys, configs = [], []
+    for scheme, variant in cases(family, world):
+        for model in models(family):
+            keys.append((scheme, model, tuple(sorted(variant.items()))))
+            configs.append(RunConfig(scheme, model, store, nproc=world, out=store.parent / "runs", extra=extra or {},
+                                     **base, **variant))
+    return dict(zip(keys, run_experiments(configs)))
+
+
+@pytest.fixture(scope="module")
+def discrete_runs(snapshot_store) -> dict[int, dict]:
+    return {world: _train("discrete", snapshot_store, world, DISCRETE) for world in WORLDS}
+
+
+@pytest.fixture(scope="module")
+def continuous_runs(event_store) -> dict[int, dict]:
+    # float64: Adam turns float32 rounding noise in near-zero gradients into full-size steps
+    extra = {"dtype": "float64", "prefetch": 2}
+    return {world: _train("continuous", event_store, world, CONTINUOUS, extra) for world in WORLDS}
+
+
+def _reference(runs: dict[int, dict], model: str) -> dict:
+    return next(r for (scheme, m, options), r in runs[1].items() if scheme == "single" and m == model and not options)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_discrete_schemes_train_like_single_and_move_what_they_predict(discrete_runs, world):
+    runs = discrete_runs[world]
+    assert runs, f"no discrete scheme runs on {world} ranks"
+    for (scheme, model, options), record in runs.items():
+        where = f"{scheme} {dict(options)} {model} P={world}"
+        np.testing.assert_allclose(losses(record), losses(_reference(discrete_runs, model)), rtol=1e-5,
+                                   err_msg=where)
+        assert record["world_size"] == world
+        predicted = record["extra"].get("predicted_comm_elements")
+        assert predicted is not None or world == 1, f"{where}: no volume prediction"
+        for tag, elements in (predicted or {}).items():
+            assert measured(record, tag) == elements, f"{where}: {tag}"
+        if world > 1:
+            parameters = record["extra"].get("parameters") or sum(
+                p.numel() for p in MODELS[f"discrete:{model}"].build(in_features=2, hidden=6).parameters())
+            assert measured(record, "gradients") == world * parameters, where
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_continuous_schemes_train_like_single_and_move_what_they_predict(continuous_runs, world):
+    runs = continuous_runs[world]
+    assert runs, f"no continuous scheme runs on {world} ranks"
+    for (scheme, model, options), record in runs.items():
+        where = f"{scheme} {dict(options)} {model} P={world}"
+        reference = _reference(continuous_runs, model)
+        np.testing.assert_allclose(record["extra"]["batch_losses_last_epoch"],
+                                   reference["extra"]["batch_losses_last_epoch"], rtol=1e-9, atol=1e-12,
+                                   err_msg=where)
+        for split in ("val", "test"):  # scores equal to ~1e-15; exactly tied scores may order either way
+            assert record["final_metrics"][split]["ap"] == pytest.approx(reference["final_metrics"][split]["ap"],
+                                                                         abs=1e-3), where
+        predicted, rows = record["extra"]["predicted_bytes"], record["extra"]["measured_row_bytes"]
+        if world > 1 and (predicted["dispatch"] or predicted["aggregation"]):
+            assert rows["dispatch"] == pytest.approx(predicted["dispatch"], rel=1e-9, abs=1e-6), where
+            assert rows["aggregation"] == pytest.approx(predicted["aggregation"], rel=1e-9), where
+
+
+def test_every_registered_scheme_is_exercised(discrete_runs, continuous_runs):
+    ran = {(s, f) for f, runs in (("discrete", discrete_runs), ("continuous", continuous_runs))
+           for by_world in runs.values() for (s, _, _) in by_world}
+    registered = {(s.name, s.family) for s in SCHEMES.values()}
+    assert registered <= ran, registered - ran

@@ -1,0 +1,164 @@
+"""The continuous-time family's hooks for the experiment driver: its protocol options, one rank's
+training, and the record.
+
+Protocol (TGL, Zhou et al. VLDB'22; Sven §2): chronological batches of ``batch_size`` events, one random
+negative per positive, ``neighbors`` temporal neighbours from the ``sampler``, node memory of
+``memory_dim``, memory carried from training through validation into test (trainers/continuous/loop.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from dgbench.dist import DistContext, default_backend
+from dgbench.errors import DgbenchError
+from dgbench.models.temporal import TemporalModel
+from dgbench.options import Options, option
+from dgbench.records import build_record, dataset_entry
+from dgbench.store import STREAM, EdgeStreamStore, open_store
+from trainers.continuous import sven_core
+from trainers.continuous.data import EventStream, StreamProblem
+from trainers.continuous.loop import ContinuousTrainer, LoopOptions
+from trainers.continuous.sampler import STRATEGIES, TemporalSampler
+from trainers.contract import ContinuousScheme, Partition
+from trainers.epochs import merge_rank_epochs, run_epochs
+
+if TYPE_CHECKING:
+    from trainers.experiment import ResolvedRun
+
+TASK = "link_prediction"
+
+
+@dataclass(frozen=True)
+class TaskOptions(Options):
+    """The continuous-time protocol's options."""
+
+    batch_size: int = option(600, "Events per batch (TGL / Sven Table 4).", positive=True)
+    neighbors: int = option(10, "Temporal neighbours sampled per root.", positive=True)
+    sampler: str = option("recent", "Temporal neighbour sampler.", choices=tuple(STRATEGIES))
+    memory_dim: int = option(100, "Node memory width (even: two attention heads).", positive=True)
+    max_events: int | None = option(None, "Train on the first N events only (split in the store's proportions).",
+                                    positive=True)
+
+
+def open_stream(path: Path) -> EdgeStreamStore:
+    store = open_store(path, STREAM)
+    assert isinstance(store, EdgeStreamStore)
+    return store
+
+
+def check(run: ResolvedRun) -> None:
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    if task.memory_dim % 2:
+        raise DgbenchError(f"--memory-dim must be even (two attention heads), got {task.memory_dim}")
+
+
+def partition_problem(run: ResolvedRun) -> StreamProblem:
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    stream = EventStream.from_store(open_stream(run.config.dataset), task.max_events)
+    return StreamProblem(stream, task.batch_size, run.config.seed)
+
+
+def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> ContinuousTrainer:
+    """Identically seeded model and the trainer of one rank."""
+    task, scheme = run.task, run.scheme
+    assert isinstance(task, TaskOptions) and isinstance(scheme, ContinuousScheme)
+    torch.manual_seed(run.config.seed)  # identical initial weights on every rank
+    stream = problem.stream
+    gap_mean, gap_std = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes).gap_statistics()
+    model = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=stream.edge_dim,
+                            time_shift=gap_mean, time_scale=gap_std)
+    assert isinstance(model, TemporalModel)
+    options = LoopOptions(batch_size=task.batch_size, neighbors=task.neighbors, sampler=task.sampler,
+                          lr=run.config.lr, seed=run.config.seed, prefetch=int(run.config.extra.get("prefetch", 2)))
+    return ContinuousTrainer(ctx, stream, model, scheme, run.scheme_options, partition, options)
+
+
+def _train(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
+    trainer = build_trainer(ctx, run, partition, problem)
+    figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
+                         label=f"{run.scheme.name}/{run.model.name}", unit="events")
+    train_batches = len(trainer.planner.batch_bounds("train", trainer.options.batch_size))
+    for f in figures:
+        f.update(trainer.comm_breakdown(f["comm_by_tag"]))
+        f["iterations"] = train_batches
+    return {"figures": figures, "counters": trainer.counters.summary(), "microbatches": trainer.microbatch_choice,
+            "losses": trainer.losses, "state_row_width": trainer.model.layout.width,
+            "parameters": sum(p.numel() for p in trainer.model.parameters()),
+            "partition": partition if ctx.is_main else None}
+
+
+def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
+    """This rank's part of a run: per-epoch figures, Eq. 1/7-9 counters, losses, chosen micro-batches.
+    ``config.extra["dtype"]`` may ask for float64 (exactness tests); ``extra["prefetch"]`` the queue depth."""
+    # float64 only for exactness checks: float32 noise in near-zero gradients is amplified by Adam.
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, run.config.extra.get("dtype", "float32")))
+    try:
+        return _train(ctx, run, partition, problem)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _per_iteration(rank_figures: list[dict[str, Any]]) -> dict[str, float]:
+    """Per-iteration seconds of the slowest rank split into N&M communication, all-reduce and compute."""
+    slowest = max(rank_figures, key=lambda f: f["time_s"])
+    n = max(slowest["iterations"], 1)
+    nm = slowest.get("nm_dispatch_s", 0.0) + slowest.get("nm_aggregate_s", 0.0)
+    grad = slowest.get("grad_allreduce_s", 0.0)
+    # row-count exchanges (where a rank waits for slower ones) and other gathers
+    other_comm = max(0.0, slowest["communication_s"] - nm - grad)
+    return {"iteration_s": slowest["time_s"] / n, "nm_communication_s": nm / n, "grad_allreduce_s": grad / n,
+            "other_communication_s": other_comm / n,
+            "compute_s": max(0.0, slowest["time_s"] - nm - grad - other_comm) / n}
+
+
+def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> dict[str, Any]:
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    store = open_stream(run.config.dataset)
+    stream = EventStream.from_store(store, task.max_events)
+    epochs = merge_rank_epochs([r["figures"] for r in per_rank])
+    for e, entry in enumerate(epochs):
+        rank_figures = [r["figures"][e] for r in per_rank]
+        entry["per_iteration"] = _per_iteration(rank_figures)
+        entry["events_per_s"] = entry["throughput"]
+        for key in ("nm_dispatch_bytes", "nm_aggregate_bytes", "grad_allreduce_bytes", "nm_dispatch_row_bytes",
+                    "nm_aggregate_row_bytes"):
+            entry[key] = sum(f.get(key, 0.0) for f in rank_figures)
+    world = len(per_rank)
+    partition: Partition = per_rank[0]["partition"]
+    owner = partition.owner if partition.owner is not None else np.zeros(stream.num_nodes, np.int64)
+    a, b = stream.ranges["train"]
+    balance = sven_core.communication_matrix(stream.src[a:b], stream.dst[a:b], owner, world, task.batch_size)
+    counters = [r["counters"] for r in per_rank]
+    last = epochs[-1]
+    sent = [r["figures"][-1].get("nm_dispatch_bytes", 0.0) + r["figures"][-1].get("nm_aggregate_bytes", 0.0)
+            for r in per_rank]
+    extra = {"eta1": float(np.mean([c["eta1"] for c in counters])),
+             "eta2": float(np.mean([c["eta2"] for c in counters])),
+             "per_rank_counters": counters,
+             "predicted_bytes": {"dispatch": sum(c["predicted_dispatch_bytes"] for c in counters),
+                                 "aggregation": sum(c["predicted_aggregation_bytes"] for c in counters)},
+             "measured_row_bytes": {"dispatch": last["nm_dispatch_row_bytes"],
+                                    "aggregation": last["nm_aggregate_row_bytes"]},
+             "partition": partition.method, "balance": {**balance.summary(), "per_rank": balance.per_rank.tolist(),
+                                                        # next to the Eq. 5 model: what each rank sent last epoch
+                                                        "measured_nm_sent_bytes_per_rank": sent,
+                                                        "measured_max_nm_sent_bytes": max(sent),
+                                                        "residual": balance.residual.tolist()},
+             "microbatches": per_rank[0]["microbatches"], "state_row_width": per_rank[0]["state_row_width"],
+             "parameters": per_rank[0]["parameters"], "events_used": len(stream.src),
+             "batch_losses_last_epoch": per_rank[0]["losses"],
+             **run.scheme.record_extras(run.scheme_options, partition)}
+    backend = run.config.resolved_backend() or default_backend()  # --device cpu is gloo even where CUDA is
+    return build_record(family="continuous", task=TASK, scheme=run.scheme.name, model=run.model.name,
+                        dataset=dataset_entry(store), hyperparameters=run.hyperparameters(), world_size=world,
+                        backend=backend, device=torch.device("cuda" if backend == "nccl" else "cpu"),
+                        epochs=epochs, final_metrics=last["metrics"], started_at=started, extra=extra)

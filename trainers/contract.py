@@ -1,0 +1,175 @@
+"""The scheme contract: what a distributed training scheme of either family is, in one place.
+
+A *scheme* is the part of a run that differs between distributed training systems — where data and
+state live, how the work is partitioned, what crosses ranks — applied to an unchanged model and an
+unchanged training loop (torchtitan's parallelisms, applied to one model; PyG's ``MessagePassing``,
+one small contract many layers are written against). Both families have the same shape:
+
+* ``name``, ``family``, ``summary`` and its own ``Options`` dataclass (:mod:`dgbench.options`): the
+  CLI is generated from it, the record's hyper-parameters are its resolved values, and an option it
+  does not take is refused by the same rule in both families;
+* ``world`` (its world-size rule) and :meth:`Scheme.validate` (rules between its options);
+* :meth:`Scheme.partition`: the partition step, run once per job on rank 0 (the result reaches every
+  rank through the process group's store, so a long partitioning cannot time a collective out) and
+  callable without ranks for dry runs;
+* :meth:`Scheme.record_extras`: what the scheme adds to the record.
+
+The discrete family (:class:`DiscreteScheme`) adds :meth:`~DiscreteScheme.placement` (the per-block
+views the layers run through: aggregation, layouts, per-vertex sequences) and an optional
+:meth:`~DiscreteScheme.schedule` (the order and overlap of per-block work; the default is the
+loop's: every block in order, gradient checkpointing when there are several). The continuous family
+(:class:`ContinuousScheme`) adds the event assignment, the node-state (N&M) placement, gradient
+staleness, micro-batching and its predicted volume, and an optional batch order.
+
+One scheme per file under ``trainers/<family>/schemes/``; registering the class (:func:`register_scheme`)
+is all it takes for the CLI, `dgbench list` and the registry-driven conformance tests to see it.
+See docs/adding-a-scheme.md.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
+
+import numpy as np
+
+from dgbench.errors import DgbenchError
+from dgbench.registry import SCHEMES
+from dgbench.options import NoOptions, Options, OptionsT
+
+if TYPE_CHECKING:  # the family modules import this one; annotations only
+    from dgbench.dist import DistContext
+    from dgbench.models.temporal import StateLayout
+    from trainers.continuous.data import StreamProblem
+    from trainers.continuous.sven_core import CommVolume
+    from trainers.continuous.state import NodeState
+    from trainers.discrete.data import DiscreteData
+    from trainers.discrete.placement import Placement
+    from trainers.discrete.schedule import Schedule
+
+Family = Literal["discrete", "continuous"]
+EventAssignment = Callable[[np.ndarray], np.ndarray]  # a batch's sources -> mask of this rank's events
+
+
+@dataclass(frozen=True)
+class WorldRule:
+    """Which world sizes a scheme runs on."""
+
+    one_process: bool = False  # exactly one process (single, checkpoint)
+
+    def problem(self, scheme: str, world_size: int) -> str | None:
+        if self.one_process and world_size != 1:
+            return (f"scheme '{scheme}' runs on one process (--nproc {world_size}); "
+                    f"choose a distributed scheme of the same family to use more")
+        return None
+
+
+@dataclass
+class Partition:
+    """What a scheme's partition step produced: owner rank per vertex (or per unit the scheme
+    partitions), how it was made, a report for the record, and any arrays the scheme needs."""
+
+    owner: np.ndarray | None = None
+    method: str = "none"
+    report: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+NO_PARTITION = Partition()
+
+
+class Scheme(ABC, Generic[OptionsT]):
+    """Base of every scheme. Subclasses set the class attributes and implement their family's hooks."""
+
+    name: ClassVar[str]
+    family: ClassVar[Family]
+    summary: ClassVar[str]
+    Options: ClassVar[type[Options]] = NoOptions
+    world: ClassVar[WorldRule] = WorldRule()
+    # option sets the registry-driven conformance suite runs besides the defaults (tests/test_conformance.py):
+    # each must train exactly like `single` and move the bytes the scheme predicts
+    conformance: ClassVar[tuple[dict[str, Any], ...]] = ()
+
+    def validate(self, options: OptionsT, world_size: int) -> None:
+        """Refuse (DgbenchError, one line) combinations of options that would not run as recorded."""
+
+    def partition(self, problem: Any, parts: int, options: OptionsT) -> Partition:
+        """The partition step for ``parts`` ranks (rank 0 runs it once per job); default: none.
+        ``problem`` is the family's view of the run's data and protocol (seed included)."""
+        return NO_PARTITION
+
+    def record_extras(self, options: OptionsT, partition: Partition) -> dict[str, Any]:
+        """What this scheme adds to the record's ``extra`` beyond the family's own."""
+        return {}
+
+    def check_world(self, world_size: int) -> None:
+        problem = self.world.problem(self.name, world_size)
+        if problem:
+            raise DgbenchError(problem)
+
+
+class DiscreteScheme(Scheme[OptionsT]):
+    """A scheme of the discrete-time (snapshot) family."""
+
+    family: ClassVar[Family] = "discrete"
+
+    def partition(self, problem: DiscreteData, parts: int, options: OptionsT) -> Partition:
+        return NO_PARTITION
+
+    @abstractmethod
+    def placement(self, ctx: DistContext, data: DiscreteData, options: OptionsT, partition: Partition) -> Placement:
+        """Where this rank's snapshots live and the views its blocks run through."""
+
+    def schedule(self, options: OptionsT) -> Schedule | None:
+        """The order and overlap of per-block work; None: the loop's default (blocks in order,
+        gradient checkpointing over them when there are several, ESDG §3.1)."""
+        return None
+
+
+class ContinuousScheme(Scheme[OptionsT]):
+    """A scheme of the continuous-time (event stream, memory-based TGNN) family."""
+
+    family: ClassVar[Family] = "continuous"
+
+    def partition(self, problem: StreamProblem, parts: int, options: OptionsT) -> Partition:
+        return NO_PARTITION
+
+    def assign_events(self, partition: Partition, rank: int, world_size: int) -> EventAssignment:
+        """Which events of a batch this rank computes; default: all of them (one rank)."""
+        return lambda src: np.ones(len(src), dtype=bool)
+
+    @abstractmethod
+    def node_state(self, ctx: DistContext, layout: StateLayout, partition: Partition, options: OptionsT) -> NodeState:
+        """Where node memory and mailboxes live and how a batch reads and writes them."""
+
+    def gradient_staleness(self, options: OptionsT) -> int:
+        """0: gradients all-reduced before the step; 1: the previous step's sum is applied (Sven Eq. 13)."""
+        return 0
+
+    def microbatches(self, options: OptionsT) -> int:
+        """Micro-batches a batch's state fetch is pipelined in; 0 = chosen after the first batch (Eq. 12)."""
+        return 1
+
+    def predicted_volume(self, eta1: float, eta2: float, batch_events: int, world_size: int, row_width: int,
+                         num_neighbors: float, remote_fraction: float, aggregation_remote_fraction: float,
+                         bytes_per_value: int) -> CommVolume | None:
+        """The N&M bytes one rank should move for one batch under this scheme's model (None: no model)."""
+        return None
+
+
+def register_scheme(cls: type[Scheme]) -> type[Scheme]:
+    """Class decorator: make ``cls`` (one instance) the scheme ``cls.name`` of ``cls.family``."""
+    key = f"{cls.family}:{cls.name}"
+    if key in SCHEMES:
+        raise ValueError(f"scheme '{cls.name}' ({cls.family}) registered twice")
+    SCHEMES[key] = cls()
+    return cls
+
+
+def scheme_of(family: Family, name: str) -> Scheme:
+    scheme = SCHEMES.get(f"{family}:{name}")
+    if not isinstance(scheme, Scheme):
+        known = sorted(s.name for s in SCHEMES.values() if s.family == family)
+        raise DgbenchError(f"unknown {family}-time scheme '{name}' (known: {', '.join(known) or 'none'})")
+    return scheme

@@ -1,0 +1,100 @@
+"""The discrete-time family's hooks for the experiment driver: its protocol options, one rank's
+training, and the record.
+
+Protocol (ESDG §6.4): link prediction from snapshot t's embedding to the edges of snapshot t+1 on
+degree features, ``hidden``-wide models, θ of each target's edges as positives (trainers/discrete/data.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dgbench.dist import DistContext
+from dgbench.options import Options, option
+from dgbench.records import build_record, dataset_entry
+from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
+from trainers.contract import DiscreteScheme, Partition
+from trainers.discrete.data import TRAIN, DiscreteData
+from trainers.discrete.placement import CommProfile
+from trainers.discrete.loop import DiscreteTrainer
+from trainers.epochs import merge_rank_epochs, run_epochs
+
+if TYPE_CHECKING:
+    from trainers.experiment import ResolvedRun
+
+TASK = "link_prediction"
+
+
+@dataclass(frozen=True)
+class TaskOptions(Options):
+    """The discrete-time protocol's options."""
+
+    hidden: int = option(6, "Hidden width of the discrete-time models (ESDG §6.4: 6).", positive=True)
+    theta: float = option(0.1, "Fraction of each target snapshot's edges used as positives (ESDG §6.4).",
+                          positive=True, upper=1.0)
+
+
+def check(run: ResolvedRun) -> None:
+    """Nothing beyond the owners' own checks (kept for the driver's protocol)."""
+
+
+def _data(run: ResolvedRun) -> DiscreteData:
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    return DiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed)
+
+
+def partition_problem(run: ResolvedRun) -> DiscreteData:
+    return _data(run)
+
+
+def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
+               data: DiscreteData | None = None) -> DiscreteTrainer:
+    """Data, placement, identically seeded model and optimiser of one rank."""
+    data = data or _data(run)
+    scheme = run.scheme
+    assert isinstance(scheme, DiscreteScheme) and isinstance(run.task, TaskOptions)
+    placement = scheme.placement(ctx, data, run.scheme_options, partition)
+    torch.manual_seed(run.config.seed)  # same initial parameters on every rank and in every scheme
+    model = run.model.build(run.model_options, in_features=data.in_features, hidden=run.task.hidden).to(ctx.device)
+    return DiscreteTrainer(ctx, data, placement, model, lr=run.config.lr,  # type: ignore[arg-type]
+                           schedule=scheme.schedule(run.scheme_options))
+
+
+def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: DiscreteData) -> dict[str, Any]:
+    """Everything one rank does for one run (``problem``: the data the partition step read)."""
+    trainer = build_rank(ctx, run, partition, problem)
+    figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
+                         label=f"{run.scheme.name}/{run.model.name}", unit="edges")
+    extra = {**trainer.placement.extra(), **trainer.extra(), **run.scheme.record_extras(run.scheme_options, partition)}
+    predicted = trainer.placement.predicted_elements(CommProfile.of(trainer.model),
+                                                     trainer.schedule.forward_passes(len(trainer.placement.blocks)),
+                                                     trainer.data.split_pairs(TRAIN, run.config.epochs - 1))
+    if predicted is not None:  # the last training epoch's, all ranks together, by tag
+        extra["predicted_comm_elements"] = predicted
+    return {"epochs": figures, "extra": extra, "device": str(ctx.device), "backend": ctx.backend,
+            "world_size": ctx.world_size}
+
+
+def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> dict[str, Any]:
+    store = open_store(run.config.dataset, kind=SNAPSHOTS)
+    assert isinstance(store, SnapshotStore)
+    epochs = merge_rank_epochs([r["epochs"] for r in per_rank])
+    extra = dict(per_rank[0]["extra"])
+    by_epoch = [r["extra"].get("transfer_bytes_by_epoch") for r in per_rank]
+    if any(by_epoch):  # streamed runs: every rank moves its own steps, so the job's bytes are the sum
+        first = next(rank for rank in by_epoch if rank)
+        extra["transfer_bytes_by_epoch"] = [
+            {mode: sum(rank[e].get(mode, 0) for rank in by_epoch if rank) for mode in first[e]}
+            for e in range(len(first))]
+        extra["transfer_bytes_per_epoch"] = extra["transfer_bytes_by_epoch"][-1]
+    extra["peak_saved_activation_bytes"] = max(r["extra"]["peak_saved_activation_bytes"] for r in per_rank)
+    extra["input_steps"] = int(store.num_snapshots - 1)
+    main = per_rank[0]
+    return build_record(family="discrete", task=TASK, scheme=run.scheme.name, model=run.model.name,
+                        dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
+                        world_size=main["world_size"], backend=main["backend"], device=torch.device(main["device"]),
+                        epochs=epochs, final_metrics=epochs[-1]["metrics"] if epochs else {}, started_at=started,
+                        extra=extra)

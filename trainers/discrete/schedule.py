@@ -1,0 +1,96 @@
+"""The order and overlap of a discrete-time epoch's per-block work: the schedule hook of the contract.
+
+The loop (:class:`trainers.discrete.loop.DiscreteTrainer`) asks its scheme's schedule to run the
+epoch's forward and backward passes; it then synchronises gradients and steps, whatever the schedule
+did. :class:`BlockSchedule` is the default: the placement's blocks in order — one autograd graph when
+there is one block, ESDG §3.1's gradient checkpointing when there are several. A scheme whose work is
+ordered differently (BLAD's snapshot groups on two processes per device with reordered operators)
+supplies its own :class:`Schedule`.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+import torch
+
+from dgbench.dist import PhaseTimer
+from dgbench.models.contract import State
+from trainers.discrete.data import PairBatch
+
+if TYPE_CHECKING:
+    from trainers.discrete.loop import DiscreteTrainer
+
+
+def _flatten(state: list[State]) -> list[torch.Tensor]:
+    return [t for layer in state for t in layer]
+
+
+def _unflatten(flat: list[torch.Tensor], like: list[State]) -> list[State]:
+    out, i = [], 0
+    for layer in like:
+        out.append(tuple(flat[i:i + len(layer)]))
+        i += len(layer)
+    return out
+
+
+class Schedule(ABC):
+    """Runs one epoch's forward and backward passes of one rank."""
+
+    @abstractmethod
+    def forward_backward(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
+                         timer: PhaseTimer) -> float:
+        """Accumulate this rank's gradients for the epoch; ``batches[b]`` are this rank's pairs of
+        block b, ``total_pairs`` those of every rank (the loss divisor). Returns this rank's loss."""
+
+    @abstractmethod
+    def forward_passes(self, blocks: int) -> list[int]:
+        """How many times each block's forward pass runs per epoch (the backward runs once), for the
+        schemes' volume predictions."""
+
+
+class BlockSchedule(Schedule):
+    """Blocks in order: one graph for one block; with several, gradient checkpointing (ESDG §3.1)."""
+
+    def forward_backward(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
+                         timer: PhaseTimer) -> float:
+        if len(trainer.placement.blocks) == 1:
+            loss, _ = trainer.block_loss(0, trainer.initial_state(), batches[0], total_pairs, timer)
+            loss.backward()
+            return loss.item()
+        return self._checkpointed_backward(trainer, batches, total_pairs, timer)
+
+    def forward_passes(self, blocks: int) -> list[int]:
+        """Checkpointing runs every block but the last twice: once to keep π_b, once to recompute."""
+        return [1] if blocks == 1 else [2] * (blocks - 1) + [1]
+
+    @staticmethod
+    def _checkpointed_backward(trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
+                               timer: PhaseTimer) -> float:
+        """ESDG §3.1: keep π_b only, recompute block b in reverse order, chain the gradient of π."""
+        states = [trainer.initial_state()]
+        with torch.no_grad():
+            for b in range(len(trainer.placement.blocks) - 1):
+                _, nxt = trainer.block_loss(b, states[-1], [], total_pairs, timer, score=False)
+                states.append([tuple(t.detach() for t in layer) for layer in nxt])
+        grad_next: list[torch.Tensor | None] | None = None
+        total = 0.0
+        for b in reversed(range(len(trainer.placement.blocks))):
+            if b == 0:
+                start = trainer.initial_state()  # may hold parameters (EvolveGCN's initial weight)
+                leaves = []
+            else:
+                leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in _flatten(states[b])]
+                start = _unflatten(leaves, states[b])
+            loss, end = trainer.block_loss(b, start, batches[b], total_pairs, timer)
+            outputs, grads = [loss], [torch.ones_like(loss)]
+            if grad_next is not None:
+                for tensor, grad in zip(_flatten(end), grad_next):
+                    if grad is not None and tensor.requires_grad:
+                        outputs.append(tensor)
+                        grads.append(grad)
+            torch.autograd.backward(outputs, grads)
+            grad_next = [leaf.grad for leaf in leaves]
+            total += loss.item()
+            states[b] = []  # π_b is consumed
+        return total

@@ -1,0 +1,178 @@
+"""The one experiment driver of both families: resolve, start the ranks, build, train, merge, record.
+
+A run is resolved first (:func:`resolve`): the store's kind picks the family, the registry gives the
+scheme and the model, and every given option is handed to the owner that takes it (the run's family
+protocol, its scheme, its model) or refused by one rule (:mod:`dgbench.options`). Then one launch
+starts the ranks for one or several runs (process start-up dominates small runs), each rank runs the
+family's :meth:`Family.train_rank` per run, and the family turns the per-rank results into the record.
+
+The families (:mod:`trainers.discrete.family`, :mod:`trainers.continuous.family`) supply the hooks; the
+driver never knows which scheme is on.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dgbench.dist import DistContext, from_main
+from dgbench.errors import DgbenchError
+from dgbench.launch import launch
+from dgbench.options import Options, as_hyperparameters, build_options, check_value, refuse_foreign, specs
+from dgbench.registry import MODELS, SCHEMES, ModelEntry, load_plugins, model_of
+from dgbench.store import SNAPSHOTS, STREAM, read_attrs
+from trainers.config import RunConfig
+from trainers.contract import Family, Partition, Scheme, scheme_of
+
+FAMILY_OF_KIND: dict[str, Family] = {SNAPSHOTS: "discrete", STREAM: "continuous"}
+FAMILY_MODULES: dict[Family, str] = {"discrete": "trainers.discrete.family",
+                                     "continuous": "trainers.continuous.family"}
+STORE_KIND_WORDS = {SNAPSHOTS: "a snapshot store", STREAM: "an edge-stream store"}
+
+
+@dataclass
+class ResolvedRun:
+    """A run with its owners and their resolved options."""
+
+    config: RunConfig
+    family: Family
+    scheme: Scheme
+    scheme_options: Options
+    model: ModelEntry
+    model_options: Options
+    task: Options  # the family protocol's options
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """Exactly the options that applied: the run's, the protocol's, the scheme's and the model's."""
+        return as_hyperparameters(self.config, self.task, self.scheme_options, self.model_options)
+
+
+class FamilyHooks(Protocol):
+    """What a family gives the driver (module-level functions of its ``family`` module)."""
+
+    TaskOptions: type[Options]
+
+    def check(self, run: ResolvedRun) -> None: ...
+
+    def partition_problem(self, run: ResolvedRun) -> Any: ...
+
+    def train_rank(self, ctx: DistContext, run: ResolvedRun, partition: Partition, problem: Any) -> dict[str, Any]:
+        ...
+
+    def record(self, run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> dict[str, Any]: ...
+
+
+def family_hooks(family: Family) -> FamilyHooks:
+    try:
+        module = importlib.import_module(FAMILY_MODULES[family])
+    except ModuleNotFoundError as exc:
+        raise DgbenchError(f"the {family}-time trainers are not available ({exc})") from exc
+    return module  # type: ignore[return-value]  # a module satisfying the protocol
+
+
+def _kind_of(config: RunConfig) -> str:
+    return str(read_attrs(config.dataset)["kind"])
+
+
+def _wrong_kind(config: RunConfig, kind: str, family: Family) -> str | None:
+    """When the scheme or model belongs to the other family: say what the store is and what to do."""
+    other: Family = "continuous" if family == "discrete" else "discrete"
+    words = STORE_KIND_WORDS.get(kind, f"a '{kind}' store")
+    for what, table, name in (("scheme", SCHEMES, config.scheme), ("model", MODELS, config.model)):
+        if f"{family}:{name}" in table or f"{other}:{name}" not in table:
+            continue
+        hint = (f"cut it into snapshots with `dgbench convert {config.dataset} --window ... -o OUT`"
+                if family == "continuous" else "train a discrete-time scheme and model on it, or prepare an "
+                                               "edge-stream store")
+        known = sorted(e.name for key, e in table.items() if key.startswith(f"{family}:"))
+        return (f"{config.dataset} is {words}; '{name}' is a {other}-time {what} "
+                f"({family}-time {what}s: {', '.join(known)}); {hint}")
+    return None
+
+
+def resolve(config: RunConfig) -> ResolvedRun:
+    """The run's family, scheme, model and options; one-line errors for anything that would not run."""
+    load_plugins()
+    kind = _kind_of(config)
+    family = FAMILY_OF_KIND.get(kind)
+    if family is None:
+        raise DgbenchError(f"{config.dataset}: no trainer family for stores of kind '{kind}'")
+    hooks = family_hooks(family)
+    problem = _wrong_kind(config, kind, family)
+    if problem:
+        raise DgbenchError(problem)
+    scheme = scheme_of(family, config.scheme)
+    model = model_of(family, config.model)
+    _check_run_level(config)
+    refuse_foreign(config.options, (hooks.TaskOptions, scheme.Options, model.options),
+                   f"the {family}-time protocol, scheme '{scheme.name}' or model '{model.name}'",
+                   lambda name: _takers(family, name))
+    run = ResolvedRun(config, family, scheme,
+                      build_options(scheme.Options, config.options, f"scheme '{scheme.name}'"),
+                      model, build_options(model.options, config.options, f"model '{model.name}'"),
+                      build_options(hooks.TaskOptions, config.options, f"the {family}-time protocol"))
+    world = int(os.environ.get("WORLD_SIZE", config.nproc))
+    scheme.check_world(world)
+    scheme.validate(run.scheme_options, world)
+    hooks.check(run)
+    return run
+
+
+def _check_run_level(config: RunConfig) -> None:
+    """Bounds of the run-level options (the CLI checks types; the Python API does not)."""
+    for spec in specs(RunConfig):
+        check_value("the run", spec, getattr(config, spec.name))
+    config.resolved_backend()  # --device cuda needs CUDA
+
+
+def _takers(family: Family, name: str) -> list[str]:
+    """Who in ``family`` takes option ``name`` (for the refusal message)."""
+    out = [f"scheme '{s.name}'" for s in SCHEMES.values() if s.family == family  # type: ignore[attr-defined]
+           and any(spec.name == name for spec in specs(s.Options))]  # type: ignore[attr-defined]
+    out += [f"model '{m.name}'" for m in MODELS.values() if m.family == family
+            and any(spec.name == name for spec in specs(m.options))]
+    other: Family = "continuous" if family == "discrete" else "discrete"
+    if any(spec.name == name for spec in specs(family_hooks(other).TaskOptions)):
+        out.append(f"the {other}-time protocol")
+    return out
+
+
+# --------------------------------------------------------------------------- ranks
+
+def _partition_once(ctx: DistContext, run: ResolvedRun, problem: Any, index: int) -> Partition:
+    """Rank 0 partitions; every rank gets the result through the store (dgbench.dist.from_main)."""
+    def compute() -> bytes:
+        return pickle.dumps(run.scheme.partition(problem, ctx.world_size, run.scheme_options))
+    return pickle.loads(from_main(ctx, f"partition-{index}-{run.scheme.name}", compute))
+
+
+def train_runs(ctx: DistContext, runs: list[ResolvedRun]) -> list[dict[str, Any]]:
+    """Everything one rank does for several runs in one launch (module level so spawned ranks can run it)."""
+    results = []
+    for index, run in enumerate(runs):
+        hooks = family_hooks(run.family)
+        problem = hooks.partition_problem(run)
+        partition = _partition_once(ctx, run, problem, index)
+        results.append(hooks.train_rank(ctx, run, partition, problem))
+    return results
+
+
+def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
+    """Records of several runs sharing nproc / backend / device / timeout, trained in one launch."""
+    if len({(c.nproc, c.backend, c.device, c.timeout_s) for c in configs}) > 1:
+        raise DgbenchError("runs launched together need the same nproc, backend, device and timeout")
+    runs = [resolve(config) for config in configs]
+    from dgbench.records import utc_now
+    started = utc_now()
+    head = configs[0]
+    per_rank = launch(train_runs, nproc=head.nproc, args=(runs,), backend=head.resolved_backend(),
+                      timeout_s=head.timeout_s)
+    return [family_hooks(run.family).record(run, [results[i] for results in per_rank], started)
+            for i, run in enumerate(runs)]
+
+
+def run_experiment(config: RunConfig) -> dict[str, Any]:
+    """Train ``config.model`` with ``config.scheme`` on ``config.dataset``; the result record."""
+    return run_experiments([config])[0]
