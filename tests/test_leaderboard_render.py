@@ -157,6 +157,19 @@ def test_bar_plots_label_every_run_and_split_the_families():
         assert len(set(labels)) == len(labels), "two bars share a label and would be drawn on top of each other"
 
 
+def test_throughput_axes_are_in_millions_without_an_offset():
+    from dgbench.leaderboard import plots
+    runs = build_view(load_board(default_board())).throughput_runs
+    figure = plots.throughput_figure(runs)
+    figure.canvas.draw()
+    axes = {ax.get_xlabel().split(" (")[0]: ax for ax in figure.axes}
+    assert set(axes) == {"M edges/s", "k events/s"}  # the repo board: millions of edges/s, thousands of events/s
+    for ax in axes.values():
+        assert ax.xaxis.get_offset_text().get_text() == "", "a '1e6'-style offset hides the axis' unit"
+        assert max(float(t.get_text().replace("−", "-")) for t in ax.get_xticklabels() if t.get_text()) < 1000
+    plots.plt.close(figure)
+
+
 def test_accuracy_needs_three_seeds_and_reports_mean_and_std(populated):
     board, _ = populated
     data = rendered_json(board)

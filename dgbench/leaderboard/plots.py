@@ -136,8 +136,10 @@ def _comm_axes(ax: plt.Axes, curves: list[ScalingSeries], title: str) -> None:
 
 def throughput_plot(runs: list[tuple[Entry, RunFigures]]) -> bytes | None:
     """Median timed-epoch throughput, one bar per run, one panel per family."""
-    if not runs:
-        return None
+    return png(throughput_figure(runs)) if runs else None
+
+
+def throughput_figure(runs: list[tuple[Entry, RunFigures]]) -> plt.Figure:
     figure, panels = _bar_panels(runs, "Throughput (official runs)")
     for ax, family, members, labels in panels:
         factor, prefix = unit_scale(max(figures.throughput for _, figures in members))
@@ -146,4 +148,4 @@ def throughput_plot(runs: list[tuple[Entry, RunFigures]]) -> bytes | None:
         ax.tick_params(axis="y", labelsize=7)
         plain_axis(ax, "x")
         ax.set_xlabel(f"{prefix} {FAMILY_UNITS[family]} (median timed epoch), {family} time".lstrip())
-    return png(figure)
+    return figure
