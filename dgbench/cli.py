@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -105,10 +104,7 @@ def _module_exists(module: str) -> bool:
 def cli(ctx: click.Context, quiet: bool, debug: bool) -> None:
     """dgbench: one harness for distributed dynamic-GNN training schemes."""
     ctx.obj = {"debug": debug}
-    quiet = quiet or bool(os.environ.get("DGBENCH_QUIET"))  # the environment's choice stands too
     progress.set_quiet(quiet)
-    if quiet:  # ranks started by `run` read it (dgbench.progress)
-        os.environ["DGBENCH_QUIET"] = "1"
 
 
 class PrepareGroup(click.Group):
