@@ -218,6 +218,29 @@ class Comm:
         work = dist.all_reduce(tensor, async_op=True, group=self.group) if self.world_size > 1 else None
         return self._deferred(tag, tensor.numel() if self.world_size > 1 else 0, tensor.element_size(), work)
 
+    def send_async(self, tensor: torch.Tensor, peer: int, tag: str = "send") -> Callable[[], None]:
+        """Start sending ``tensor`` to rank ``peer`` of this group (point to point); the returned
+        wait() blocks until the buffer may be reused. Counted like the collectives: elements sent to
+        another rank (BLAD's hand-over between the two processes of a device, §5.2.1)."""
+        if peer == self.rank or self.world_size == 1:
+            raise ValueError(f"send to rank {peer} from rank {self.rank} of a group of {self.world_size}")
+        payload = tensor.contiguous()
+        work = dist.isend(payload, group=self.group, group_dst=peer) if self.group is not None \
+            else dist.isend(payload, dst=peer)
+        return self._deferred(tag, payload.numel(), payload.element_size(), work)
+
+    def recv(self, out: torch.Tensor, peer: int, tag: str = "send") -> torch.Tensor:
+        """Receive into ``out`` from rank ``peer`` of this group (blocking). Not counted: the sender
+        counts what it sends; the seconds spent waiting are counted under ``tag:wait``."""
+        if peer == self.rank or self.world_size == 1:
+            raise ValueError(f"receive from rank {peer} at rank {self.rank} of a group of {self.world_size}")
+        with self._timed(f"{tag}:wait", 0, out.element_size()):
+            if self.group is not None:
+                dist.recv(out, group=self.group, group_src=peer)
+            else:
+                dist.recv(out, src=peer)
+        return out
+
     def exchange_counts(self, send_counts: Sequence[int], tag: str = "counts") -> list[int]:
         """Tell every rank how many rows it will receive from us (an all-to-all of one int each)."""
         counts = torch.tensor([int(c) for c in send_counts], dtype=torch.int64, device=self.device)
