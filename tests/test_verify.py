@@ -31,9 +31,10 @@ def verified(tmp_path_factory) -> dict:
     from generators.esdg_random import build
     store = build(out=folder / "s.zarr", nodes=64, snapshots=4, edge_factor=3.0, seed=3)
     record_path = folder / "record.json"
-    subprocess.run([sys.executable, "-m", "dgbench", "--quiet", "run", "--scheme", "single", "--model", "tmgcn",
-                    "--dataset", str(store), "--epochs", "4", "--out", str(record_path)], cwd=ROOT, check=True,
-                   capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "dgbench", "--quiet", "run", "--scheme", "single", "--model",
+                           "tmgcn", "--dataset", str(store), "--epochs", "4", "--out", str(record_path)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
     board = folder / "board"
     board.mkdir()
     shutil.copy(REPO_ROOT / "leaderboards" / "official_stores.json", board)

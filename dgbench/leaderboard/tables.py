@@ -14,6 +14,7 @@ from typing import Any
 from dgbench.leaderboard.board import Entry
 from dgbench.leaderboard.figures import RunFigures, mean_std, run_figures
 from dgbench.leaderboard.tracks import ACCURACY_METRICS, MIN_SEEDS, TRACKS, learning_setup, run_setup
+from dgbench.leaderboard.verify import reproduced_label
 
 MB = 1e6
 
@@ -130,7 +131,8 @@ def _title(track: str, section: str) -> str:
 
 
 THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Edges/s", "Rank", "Epoch s", "Transfer s",
-                      "Compute s", "Comm s", "Comm MB/epoch", "Peak MB", "Timed epochs", "Setup", "Code", "Record"]
+                      "Compute s", "Comm s", "Comm MB/epoch", "Peak MB", "Timed epochs", "Setup", "Code", "Record",
+                      "Reproduced"]
 
 
 def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Table:
@@ -146,12 +148,15 @@ def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Tabl
                      number(ranks[group]), number(figures.time_s), number(figures.transfer_s),
                      number(figures.compute_s), number(figures.communication_s), number(figures.comm_bytes / MB),
                      number(figures.peak_memory_bytes / MB), number(figures.timed_epochs),
-                     SETUP_PENDING, text(code_label(record)), text(entry.digest[:12])])
+                     SETUP_PENDING, text(code_label(record)), text(entry.digest[:12]),
+                     text(reproduced_label(entry.reproduction))])
         setups.append(run_setup(record))
     note = _fill_setups(rows, THROUGHPUT_COLUMNS.index("Setup"), setups)
     return Table(f"throughput-{section}", _title("throughput", section), THROUGHPUT_COLUMNS,
-                 [c not in (0, 1, 2, 3, 14, 15, 16) for c in range(len(THROUGHPUT_COLUMNS))], rows,
-                 note="Epoch s and its split (transfer + compute + comm) are the median timed epoch's. " + note)
+                 [c not in (0, 1, 2, 3, 14, 15, 16, 17) for c in range(len(THROUGHPUT_COLUMNS))], rows,
+                 note="Epoch s and its split (transfer + compute + comm) are the median timed epoch's. "
+                      "Reproduced: re-run by `dgbench verify` (RULES.md, Trust); a row that was not is a claim. "
+                      + note)
 
 
 # --------------------------------------------------------------------------- scaling
