@@ -1,9 +1,6 @@
 """The bytes a cut super-graph edge moves, per model, read off the model itself."""
 from __future__ import annotations
 
-import pytest
-
-from dgbench.errors import DgbenchError
 from dgbench.models.attention import dysat
 from dgbench.models.discrete import evolvegcn_o, tmgcn
 from dgbench.models.recurrent import mpnn_lstm, tgcn
@@ -25,6 +22,5 @@ def test_profiles_of_the_dgc_models():
     assert evolve.profile.temporal_widths == () and not evolve.ends_with_time_encoder
 
 
-def test_window_modules_are_refused():
-    with pytest.raises(DgbenchError, match="recurrent or causal"):
-        model_traffic(tmgcn(hidden=6), 2)
+def test_window_modules_weigh_their_window():
+    assert model_traffic(tmgcn(hidden=6, window=3), 2).profile.temporal_widths == (12, 12)  # 2 inputs per layer

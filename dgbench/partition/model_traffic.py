@@ -6,6 +6,8 @@ features (``view.aggregate(x)`` with x given; the precomputed Ã X⁰ moves noth
 exchange of x's width; a graph attention (``view.attend``) moves each neighbour's source score and
 values (heads + heads·width); a time encoder (``view.sequence``) moves its carry per recurrent
 module (GRU: h; LSTM: h and c of every layer) or, for causal attention, each earlier instance's input.
+A window module (TM-GCN's M-transform) reads the last w-1 inputs; for the label-propagation weights
+that is (w-1)·width on the edge to the previous instance (the exact rows are the placement's).
 """
 from __future__ import annotations
 
@@ -56,9 +58,10 @@ class _RecordingView:
             width = sum(c.shape[0] * c.shape[2] for c in module.initial_carry(1))
         elif module.dependency == Dependency.CAUSAL:
             width = y.shape[-1]
+        elif module.dependency == Dependency.WINDOW:  # the last w-1 inputs; weighed as one edge back (LPA only)
+            width = (getattr(module, "window", 1) - 1) * y.shape[-1]
         else:
-            raise DgbenchError(f"{type(module).__name__} ({module.dependency.value} dependency): instance "
-                               f"placements (pss, dgc) run recurrent or causal-attention time encoders only")
+            width = 0  # step-wise: nothing crosses time
         self.temporal.append((module.dependency, width))
         return module(y, carry)
 
