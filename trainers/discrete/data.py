@@ -4,6 +4,15 @@ Every rank builds the same :class:`DiscreteData` from the store (reading is chea
 training), so rank-independent quantities — Ã_t, the precomputed first-layer Ã_t X_t (ESDG §5.5),
 the sampled pairs — are bit-identical everywhere without communication.
 
+Protocols. Whole sequence (ESDG §6.4, ``group_length`` 0): one pass over every input step, the
+recurrent state carried from step 0, a loss at every training step. Snapshot groups (BLAD §3.1, Eq.
+1, ``group_length`` L > 0): every target step S is an independent sample, the group
+G = (G_{S-L+1}, ..., G_S) run from a fresh state with the loss on S only. Eq. 1 writes the group as
+S-l..S and calls l its length; here the length L counts the group's snapshots (L = l + 1, Eq. 2's
+"group", Table 3's T). The first L-1 targets have fewer earlier snapshots, so their groups are cut at
+step 0 (GUESS: the paper does not say; this keeps the task's pairs those of the whole-sequence
+protocol).
+
 Task (ESDG §6.4): the embedding of step t predicts the edges of snapshot t+1. The model reads
 snapshots 0..T-2; steps 0..T-4 train (targets 1..T-3), step T-3 validates (target T-2) and step
 T-2 tests (target T-1). Per target a fraction θ of its edges are positives (without replacement),
@@ -93,13 +102,15 @@ def _distinct(ascending: np.ndarray) -> np.ndarray:
 class DiscreteData:
     """Normalised adjacency and features of the input snapshots, and the link-prediction targets."""
 
-    def __init__(self, store_path: str | Path, theta: float = 0.1, seed: int = 0):
+    def __init__(self, store_path: str | Path, theta: float = 0.1, seed: int = 0, group_length: int = 0):
+        if group_length < 0:
+            raise DgbenchError(f"--group-length {group_length}: must be >= 0 (0: the whole-sequence protocol)")
         store = open_store(store_path, kind=SNAPSHOTS)
         assert isinstance(store, SnapshotStore)
         if store.num_snapshots < MIN_SNAPSHOTS:
             raise DgbenchError(f"{store.path}: link prediction needs at least {MIN_SNAPSHOTS} snapshots "
                                f"(train, validation and test targets), the store has {store.num_snapshots}")
-        self.store, self.theta, self.seed = store, theta, seed
+        self.store, self.theta, self.seed, self.group_length = store, theta, seed, group_length
         self.num_nodes = store.num_nodes
         self.num_steps = store.num_snapshots - 1  # input snapshots; the last one is only a target
         self.adjacency: list[CsrArrays] = []
@@ -132,6 +143,12 @@ class DiscreteData:
         return out
 
     # ------------------------------------------------------------------ task
+    def group_of(self, step: int) -> range:
+        """The snapshot group of target step S under the group protocol: steps S-L+1..S, cut at 0."""
+        if not self.group_length:
+            raise ValueError("group_of: the run uses the whole-sequence protocol (group_length 0)")
+        return range(max(0, step - self.group_length + 1), step + 1)
+
     def steps_of(self, split: str) -> list[int]:
         last_train = self.num_steps - 2  # steps 0 .. T-4
         return {TRAIN: list(range(last_train)), VAL: [self.num_steps - 2], TEST: [self.num_steps - 1]}[split]
@@ -191,5 +208,9 @@ class DiscreteData:
         return found[0] if len(found) == 1 else np.sort(np.concatenate(found))
 
     def work(self) -> int:
-        """Edges summed over the input snapshots: the throughput numerator of ESDG §6.3."""
-        return int(self.edges_per_step.sum())
+        """Edges summed over the input snapshots: the throughput numerator of ESDG §6.3. Under the group
+        protocol, over every training group's snapshots (a snapshot in several groups counts in each)."""
+        if not self.group_length:
+            return int(self.edges_per_step.sum())
+        return int(sum(self.edges_per_step[self.group_of(step).start:step + 1].sum()
+                       for step in self.steps_of(TRAIN)))

@@ -3,6 +3,8 @@ training, and the record.
 
 Protocol (ESDG §6.4): link prediction from snapshot t's embedding to the edges of snapshot t+1 on
 degree features, ``hidden``-wide models, θ of each target's edges as positives (trainers/discrete/data.py).
+``--group-length L`` switches to BLAD's snapshot-group protocol (§3.1, Eq. 1), which any scheme without a
+schedule of its own also runs (trainers/discrete/groups.py).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dgbench.dist import DistContext
+from dgbench.errors import DgbenchError
 from dgbench.options import Options, option
 from dgbench.records import build_record, dataset_entry
 from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
@@ -34,16 +37,33 @@ class TaskOptions(Options):
     hidden: int = option(6, "Hidden width of the discrete-time models (ESDG §6.4: 6).", positive=True)
     theta: float = option(0.1, "Fraction of each target snapshot's edges used as positives (ESDG §6.4).",
                           positive=True, upper=1.0)
+    group_length: int = option(0, "Snapshot-group protocol (BLAD §3.1, Eq. 1): each target step is an independent "
+                                  "sample, its L most recent snapshots run from a fresh state, loss on the last; "
+                                  "0 = the whole-sequence protocol (ESDG §6.4).", minimum=0)
 
 
 def check(run: ResolvedRun) -> None:
-    """Nothing beyond the owners' own checks (kept for the driver's protocol)."""
+    """The protocol and the scheme's schedule must agree: a group schedule needs --group-length, and
+    the group protocol runs each group whole (no checkpoint blocks)."""
+    from trainers.discrete.groups import GroupSchedule
+    task, name = run.task, run.scheme.name
+    assert isinstance(task, TaskOptions) and isinstance(run.scheme, DiscreteScheme)
+    schedule = run.scheme.schedule(run.scheme_options)
+    if task.group_length and schedule is not None and not isinstance(schedule, GroupSchedule):
+        raise DgbenchError(f"--group-length {task.group_length}: scheme '{name}' has its own schedule, which runs "
+                           f"the whole-sequence protocol only")
+    if not task.group_length and isinstance(schedule, GroupSchedule):
+        raise DgbenchError(f"scheme '{name}' trains snapshot groups (BLAD §3.1): give --group-length L >= 1")
+    blocks = getattr(run.scheme_options, "blocks", 1)
+    if task.group_length and blocks > 1:
+        raise DgbenchError(f"--blocks {blocks}: the group protocol (--group-length {task.group_length}) runs each "
+                           f"group whole; leave --blocks at 1")
 
 
 def _data(run: ResolvedRun) -> DiscreteData:
     task = run.task
     assert isinstance(task, TaskOptions)
-    return DiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed)
+    return DiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed, group_length=task.group_length)
 
 
 def partition_problem(run: ResolvedRun) -> DiscreteData:
@@ -59,8 +79,12 @@ def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
     placement = scheme.placement(ctx, data, run.scheme_options, partition)
     torch.manual_seed(run.config.seed)  # same initial parameters on every rank and in every scheme
     model = run.model.build(run.model_options, in_features=data.in_features, hidden=run.task.hidden).to(ctx.device)
+    schedule = scheme.schedule(run.scheme_options)
+    if run.task.group_length and schedule is None:
+        from trainers.discrete.groups import GroupSchedule
+        schedule = GroupSchedule()
     return DiscreteTrainer(ctx, data, placement, model, lr=run.config.lr,  # type: ignore[arg-type]
-                           schedule=scheme.schedule(run.scheme_options))
+                           schedule=schedule)
 
 
 def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: DiscreteData) -> dict[str, Any]:
@@ -69,9 +93,8 @@ def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
                          label=f"{run.scheme.name}/{run.model.name}", unit="edges")
     extra = {**trainer.placement.extra(), **trainer.extra(), **run.scheme.record_extras(run.scheme_options, partition)}
-    predicted = trainer.placement.predicted_elements(CommProfile.of(trainer.model),
-                                                     trainer.schedule.forward_passes(len(trainer.placement.blocks)),
-                                                     trainer.data.split_pairs(TRAIN, run.config.epochs - 1))
+    predicted = trainer.schedule.predicted_elements(trainer, CommProfile.of(trainer.model),
+                                                    trainer.data.split_pairs(TRAIN, run.config.epochs - 1))
     if predicted is not None:  # the last training epoch's, all ranks together, by tag
         extra["predicted_comm_elements"] = predicted
     return {"epochs": figures, "extra": extra, "device": str(ctx.device), "backend": ctx.backend,

@@ -95,7 +95,7 @@ class DiscreteTrainer:
         moved_before = self.placement.transfer_bytes()
         every = self.data.split_pairs(TRAIN, epoch)
         total_pairs = sum(len(b.src) for b in every)
-        batches = [[self.placement.owned(b) for b in every if b.step in block] for block in self.placement.blocks]
+        batches = self.schedule.assign(self, every)
         with self.activations.watching():
             local_loss = self.schedule.forward_backward(self, batches, total_pairs, timer)
         self.gradients.synchronise()
@@ -111,6 +111,9 @@ class DiscreteTrainer:
     def evaluate(self) -> dict[str, dict[str, float]]:
         """Accuracy, AP and AUC on the validation and test steps, gathered from every rank."""
         self.model.eval()
+        own = self.schedule.evaluate(self)
+        if own is not None:
+            return own
         splits = {split: [self.placement.owned(batch) for batch in self.data.split_pairs(split)] for split in (VAL, TEST)}
         scored: dict[str, list[torch.Tensor]] = {VAL: [], TEST: []}
         timer = PhaseTimer(self.ctx.device)

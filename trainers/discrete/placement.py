@@ -53,6 +53,14 @@ class Placement:
         """This rank's share of one step's pairs."""
         raise NotImplementedError
 
+    def view_of(self, steps: range, timer: PhaseTimer) -> Any:
+        """A view of any range of steps (a snapshot group of the group protocol, BLAD §3.1)."""
+        raise DgbenchError(f"{type(self).__name__} has no views of arbitrary step ranges (group protocol)")
+
+    def owned_in(self, batch: PairBatch, steps: range) -> PairBatch:
+        """This rank's share of one step's pairs when the step is scored in the view of ``steps``."""
+        return self.owned(batch)
+
     def score_table(self, view: Any, halves: torch.Tensor, batches: list[PairBatch]) -> tuple[torch.Tensor, int]:
         """Scorer halves indexable by (step - first, vertex id) for ``batches`` (this rank's pairs to
         score with it), and first."""
@@ -66,12 +74,13 @@ class Placement:
         """Host-to-device bytes moved so far, per transfer mode (empty when nothing streams)."""
         return {}
 
-    def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch]
-                           ) -> dict[str, int] | None:
+    def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch],
+                           blocks: list[range] | None = None) -> dict[str, int] | None:
         """Elements all ranks together send in one training epoch, per tag, predicted from the layout
         and the model's widths — independently of the counting in :class:`~dgbench.dist.Comm`.
-        ``passes[b]``: forward runs of block b (the schedule's), ``pairs``: the epoch's training pairs.
-        None: this placement has no model of its volume."""
+        ``passes[b]``: forward runs of block b (the schedule's), ``pairs``: the epoch's training pairs,
+        ``blocks``: the ranges of steps run as units (default: the placement's blocks; the group
+        protocol's groups). None: this placement has no model of its volume."""
         return {} if self.ctx.world_size == 1 else None
 
     def extra(self) -> dict[str, Any]:
@@ -190,6 +199,7 @@ class TimePlacement(Placement):
         self.first_input_bytes = 0
         self._features: dict[tuple[int, int], torch.Tensor] = {}
         self.resident: dict[int, TimeView] = {}
+        self._ranges: dict[tuple[int, int], TimeView] = {}  # resident views of other step ranges (groups)
         if not streamed:
             timer = PhaseTimer(ctx.device)
             self.resident = {b: self._load(b, timer) for b in range(len(self.blocks))}
@@ -198,7 +208,9 @@ class TimePlacement(Placement):
         return split_range(block.start, block.stop, self.ctx.world_size)
 
     def _load(self, block: int, timer: PhaseTimer) -> TimeView:
-        steps = self.blocks[block]
+        return self._load_steps(self.blocks[block], timer)
+
+    def _load_steps(self, steps: range, timer: PhaseTimer) -> TimeView:
         a, b = self.local_ranges(steps)[self.rank]
         with timer.phase("transfer"):
             first = self.data.first_layer_input[a:b]
@@ -210,6 +222,19 @@ class TimePlacement(Placement):
 
     def view(self, block: int, timer: PhaseTimer) -> TimeView:
         return self.resident[block] if not self.streamed else self._load(block, timer)
+
+    def view_of(self, steps: range, timer: PhaseTimer) -> TimeView:
+        """The steps split over the ranks like a block; moved per use when streamed, else once."""
+        if self.streamed:
+            return self._load_steps(steps, timer)
+        key = (steps.start, steps.stop)
+        if key not in self._ranges:
+            self._ranges[key] = self._load_steps(steps, timer)
+        return self._ranges[key]
+
+    def owned_in(self, batch: PairBatch, steps: range) -> PairBatch:
+        a, b = self.local_ranges(steps)[self.rank]
+        return batch if a <= batch.step < b else batch.select(np.zeros(len(batch.src), bool))
 
     def input_features(self, a: int, b: int) -> torch.Tensor:
         """X⁰ of steps [a, b) on the device (moved on first use; counted with the Ã X⁰ frames)."""
@@ -236,8 +261,8 @@ class TimePlacement(Placement):
             return {}
         return {mode: moved + self.first_input_bytes for mode, moved in self.mover.bytes_by_mode.items()}
 
-    def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch]
-                           ) -> dict[str, int] | None:
+    def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch],
+                           blocks: list[range] | None = None) -> dict[str, int] | None:
         """ESDG §4.2: per block, every rank's local steps travel to every other rank's vertex rows and
         back, Σ_r steps_r·(N - rows_r) rows per layer and direction (= T·N·(P-1)/P when even)."""
         if self.ctx.world_size == 1:
@@ -246,7 +271,7 @@ class TimePlacement(Placement):
         to_vertex = sum(w for w, _ in profile.temporal)
         to_time = sum(w for _, w in profile.temporal)
         out = {"to_vertex:forward": 0, "to_vertex:backward": 0, "to_time:forward": 0, "to_time:backward": 0}
-        for block, runs in zip(self.blocks, passes):
+        for block, runs in zip(self.blocks if blocks is None else blocks, passes):
             steps = [b - a for a, b in self.local_ranges(block)]
             moved = sum(s * (self.data.num_nodes - r) for s, r in zip(steps, rows))
             out["to_vertex:forward"] += runs * moved * to_vertex
@@ -338,6 +363,7 @@ class VertexPlacement(Placement):
         self.vertex_rows = len(self.own)
         self.part_sizes = [len(p) for p in self.plan.owned]
         self.halos = [self._halo_block(block) for block in self.blocks]
+        self._range_halos: dict[tuple[int, int], HaloBlock] = {}  # other step ranges (groups)
 
     def _halo_block(self, block: range) -> HaloBlock:
         """Exchange lists and local operator of one block; the block's halo rows travel together."""
@@ -387,6 +413,13 @@ class VertexPlacement(Placement):
     def view(self, block: int, timer: PhaseTimer) -> VertexView:
         return VertexView(self, self.blocks[block], self.halos[block])
 
+    def view_of(self, steps: range, timer: PhaseTimer) -> VertexView:
+        """Own vertices over the steps; the range's exchange lists are built once."""
+        key = (steps.start, steps.stop)
+        if key not in self._range_halos:
+            self._range_halos[key] = self._halo_block(steps)
+        return VertexView(self, steps, self._range_halos[key])
+
     def owned(self, batch: PairBatch) -> PairBatch:
         return batch.select(self.owner[batch.src] == self.ctx.rank)
 
@@ -417,8 +450,8 @@ class VertexPlacement(Placement):
         table = halves.new_zeros(steps * n * 2).index_put((where.to(device),), values)
         return table.view(steps, n, 2), first
 
-    def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch]
-                           ) -> dict[str, int] | None:
+    def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch],
+                           blocks: list[range] | None = None) -> dict[str, int] | None:
         """ESDG §4.1: each neighbour exchange moves Σ_t Σ_u (λ_t(u) - 1) rows of its width; the scores
         move one float per distinct remote (step, destination) of each rank's pairs (and its id)."""
         if self.ctx.world_size == 1:
@@ -427,7 +460,7 @@ class VertexPlacement(Placement):
             return None
         width = sum(sum(widths) for widths in profile.spatial)
         out = {"halo:forward": 0, "halo:backward": 0}
-        for block, runs in zip(self.blocks, passes):
+        for block, runs in zip(self.blocks if blocks is None else blocks, passes):
             rows = int(self.plan.send_counts[block.start:block.stop].sum())
             out["halo:forward"] += runs * rows * width
             out["halo:backward"] += rows * width

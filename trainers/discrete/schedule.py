@@ -20,6 +20,7 @@ from trainers.discrete.data import PairBatch
 
 if TYPE_CHECKING:
     from trainers.discrete.loop import DiscreteTrainer
+    from trainers.discrete.placement import CommProfile
 
 
 def _flatten(state: list[State]) -> list[torch.Tensor]:
@@ -47,6 +48,22 @@ class Schedule(ABC):
     def forward_passes(self, blocks: int) -> list[int]:
         """How many times each block's forward pass runs per epoch (the backward runs once), for the
         schemes' volume predictions."""
+
+    def assign(self, trainer: DiscreteTrainer, pairs: list[PairBatch]) -> list[list[PairBatch]]:
+        """This rank's share of the epoch's training pairs, one list per unit of work the schedule
+        runs (default: per block of the placement)."""
+        return [[trainer.placement.owned(b) for b in pairs if b.step in block] for block in trainer.placement.blocks]
+
+    def evaluate(self, trainer: DiscreteTrainer) -> dict[str, dict[str, float]] | None:
+        """Validation and test metrics when the schedule evaluates differently from the loop's pass
+        over the whole sequence (the group protocol); None: the loop's."""
+        return None
+
+    def predicted_elements(self, trainer: DiscreteTrainer, profile: CommProfile, pairs: list[PairBatch]
+                           ) -> dict[str, int] | None:
+        """Elements all ranks send in one training epoch, per tag (default: the placement's model for
+        this schedule's forward passes); None: no model."""
+        return trainer.placement.predicted_elements(profile, self.forward_passes(len(trainer.placement.blocks)), pairs)
 
 
 class BlockSchedule(Schedule):
