@@ -39,7 +39,9 @@ class WorSample:
 
 @dataclass
 class StaticGraph:
-    """Undirected CSR without duplicate pairs or self-loops (the paper's samplers are defined on static graphs)."""
+    """Undirected CSR (the paper's samplers are defined on static graphs): every event both ways, as the T-CSR
+    holds them (``distinct=False``: the paper counts |E| and Avg(D) in events, Table 1), or distinct pairs
+    without self-loops (``distinct=True``)."""
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -53,12 +55,13 @@ class StaticGraph:
         return np.diff(self.indptr)
 
     @classmethod
-    def from_edges(cls, src: np.ndarray, dst: np.ndarray, num_vertices: int) -> "StaticGraph":
+    def from_edges(cls, src: np.ndarray, dst: np.ndarray, num_vertices: int, distinct: bool = True) -> "StaticGraph":
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-        keep = src != dst
+        keep = src != dst if distinct else np.ones(len(src), dtype=bool)
         a = np.concatenate([src[keep], dst[keep]])
         b = np.concatenate([dst[keep], src[keep]])
-        pairs = np.unique(a * num_vertices + b)
+        keys = a * num_vertices + b
+        pairs = np.unique(keys) if distinct else np.sort(keys, kind="stable")
         owner, neighbour = pairs // num_vertices, pairs % num_vertices
         indptr = np.zeros(num_vertices + 1, dtype=np.int64)
         np.cumsum(np.bincount(owner, minlength=num_vertices), out=indptr[1:])

@@ -8,7 +8,8 @@ ceil(fraction * out-degree) of its events, drawn without replacement by one Samp
 source (``sis`` by default; any method of :func:`~trainers.continuous.sampling.sample_without_replacement`
 gives the same law). Every event is in exactly one neighbourhood, so about ``fraction`` of the events stay
 and no source loses all of its events. Weights: uniform, or time decay exp(-decay (t_last - t_e)) towards
-the source's latest event (favouring recent interactions). The kept events keep their chronological
+the source's latest event (favouring recent interactions; an event whose weight underflows to 0 is never
+kept, so a source may keep fewer than the ceiling). The kept events keep their chronological
 order; resampling with a new ``epoch`` draws a new subset (§6.3 samples again each training pass).
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ def sparsify_events(src: np.ndarray, t: np.ndarray, fraction: float = 0.5, metho
     if len(src) == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.argsort(src, kind="stable")  # per source, chronological
-    sources, starts, counts = np.unique(src[order], return_index=True, return_counts=True)
+    _, starts, counts = np.unique(src[order], return_index=True, return_counts=True)
     groups = np.split(order, starts[1:])
     if decay > 0:
         weights = [np.exp(-decay * (t[g][-1] - t[g])) for g in groups]
