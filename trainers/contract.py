@@ -90,6 +90,9 @@ class Scheme(ABC, Generic[OptionsT]):
     # option sets the registry-driven conformance suite runs besides the defaults (tests/test_conformance.py):
     # each must train exactly like `single` and move the bytes the scheme predicts
     conformance: ClassVar[tuple[dict[str, Any], ...]] = ()
+    # protocol options this scheme runs under unless the user gives them (BLAD trains snapshot groups:
+    # {"group_length": 4}); recorded like any given option
+    protocol_defaults: ClassVar[dict[str, Any]] = {}
 
     def validate(self, options: OptionsT, world_size: int) -> None:
         """Refuse (DgbenchError, one line) combinations of options that would not run as recorded."""

@@ -112,12 +112,18 @@ def resolve(config: RunConfig) -> ResolvedRun:
     run = ResolvedRun(config, family, scheme,
                       build_options(scheme.Options, config.options, f"scheme '{scheme.name}'"),
                       model, build_options(model.options, config.options, f"model '{model.name}'"),
-                      build_options(hooks.TaskOptions, config.options, f"the {family}-time protocol"))
+                      build_options(hooks.TaskOptions, _with_protocol_defaults(scheme, config.options),
+                                    f"the {family}-time protocol"))
     world = int(os.environ.get("WORLD_SIZE", config.nproc))
     scheme.check_world(world)
     scheme.validate(run.scheme_options, world)
     hooks.check(run)
     return run
+
+
+def _with_protocol_defaults(scheme: Scheme, given: dict[str, Any]) -> dict[str, Any]:
+    """The given options over the scheme's protocol defaults (what the scheme runs under unless told)."""
+    return {**scheme.protocol_defaults, **{name: value for name, value in given.items() if value is not None}}
 
 
 def _check_run_level(config: RunConfig) -> None:
