@@ -17,6 +17,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dgbench import progress
 from dgbench.dist import DistContext, from_main
 from dgbench.errors import DgbenchError
 from dgbench.launch import launch
@@ -154,8 +155,11 @@ def _partition_once(ctx: DistContext, run: ResolvedRun, problem: Any, index: int
     return pickle.loads(from_main(ctx, f"partition-{index}-{run.scheme.name}", compute))
 
 
-def train_runs(ctx: DistContext, runs: list[ResolvedRun]) -> list[dict[str, Any]]:
-    """Everything one rank does for several runs in one launch (module level so spawned ranks can run it)."""
+def train_runs(ctx: DistContext, runs: list[ResolvedRun], quiet: bool | None = None) -> list[dict[str, Any]]:
+    """Everything one rank does for several runs in one launch (module level so spawned ranks can run it).
+    ``quiet``: the launching process's --quiet, for ranks started in fresh processes."""
+    if quiet is not None:
+        progress.set_quiet(quiet)
     results = []
     for index, run in enumerate(runs):
         hooks = family_hooks(run.family)
@@ -173,8 +177,8 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     from dgbench.records import utc_now
     started = utc_now()
     head = configs[0]
-    per_rank = launch(train_runs, nproc=head.nproc, args=(runs,), backend=head.resolved_backend(),
-                      timeout_s=head.timeout_s)
+    per_rank = launch(train_runs, nproc=head.nproc, args=(runs, progress.is_quiet()),
+                      backend=head.resolved_backend(), timeout_s=head.timeout_s)
     return [family_hooks(run.family).record(run, [results[i] for results in per_rank], started)
             for i, run in enumerate(runs)]
 
