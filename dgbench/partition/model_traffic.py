@@ -25,6 +25,8 @@ class _RecordingView:
     in_features: int
     spatial: list[int] = field(default_factory=list)
     temporal: list[tuple[Dependency, int]] = field(default_factory=list)
+    structure_ops: list[str] = field(default_factory=list)  # "gcn" per aggregation, "gat" per attention
+    time_modules: list[SequenceModule] = field(default_factory=list)
     last_op: str = ""
 
     num_steps = 1
@@ -33,6 +35,7 @@ class _RecordingView:
 
     def aggregate(self, x: torch.Tensor | None) -> torch.Tensor:
         self.last_op = "aggregate"
+        self.structure_ops.append("gcn")
         if x is None:
             return torch.zeros(1, 1, self.in_features)
         self.spatial.append(x.shape[-1])
@@ -43,6 +46,7 @@ class _RecordingView:
 
     def attend(self, dst_score: torch.Tensor, src_score: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         self.last_op = "attend"
+        self.structure_ops.append("gat")
         self.spatial.append(src_score.shape[-1] + values.shape[-2] * values.shape[-1])
         return values
 
@@ -54,6 +58,7 @@ class _RecordingView:
 
     def sequence(self, module: SequenceModule, y: torch.Tensor, carry: State) -> tuple[torch.Tensor, State]:
         self.last_op = "sequence"
+        self.time_modules.append(module)
         if module.dependency == Dependency.RECURRENT:
             width = sum(c.shape[0] * c.shape[2] for c in module.initial_carry(1))
         elif module.dependency == Dependency.CAUSAL:
@@ -70,6 +75,10 @@ class _RecordingView:
 class ModelTraffic:
     profile: TrafficProfile
     ends_with_time_encoder: bool  # the embedding scored is a time encoder's (absent steps repeat the latest)
+    structure: str  # "gcn" or "gat": what the structure encoder runs
+    structure_layers: int  # graph operations per block (the precomputed Ã X⁰ included)
+    time: str  # "gru", "lstm", "attention" or "none"
+    time_layers: int  # recurrent layers (LSTM layers; 1 otherwise)
 
 
 @torch.no_grad()
@@ -82,4 +91,9 @@ def model_traffic(model: torch.nn.Module, in_features: int) -> ModelTraffic:
         raise DgbenchError("a model mixing recurrent and causal-attention time encoders is not supported here")
     reach = REACH_ALL if Dependency.CAUSAL in kinds else REACH_PREVIOUS
     profile = TrafficProfile(tuple(view.spatial), tuple(w for _, w in view.temporal), reach)
-    return ModelTraffic(profile, view.last_op == "sequence")
+    names = [type(m).__name__ for m in view.time_modules]
+    time = "attention" if Dependency.CAUSAL in kinds else "lstm" if any("LSTM" in n for n in names) \
+        else "gru" if view.time_modules else "none"
+    layers = max([int(getattr(m, "layers", 1)) for m in view.time_modules], default=1)
+    return ModelTraffic(profile, view.last_op == "sequence", "gat" if "gat" in view.structure_ops else "gcn",
+                        len(view.structure_ops), time, layers)
