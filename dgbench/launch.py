@@ -74,9 +74,16 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _exit_quietly(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM in a rank: exit through Python (not the default action), so that multiprocessing releases
+    what it holds instead of leaving it to be reported as leaked."""
+    sys.exit(128 + signum)
+
+
 def _rank_main(rank: int, nproc: int, port: int, backend: str, timeout_s: float, fn: Callable,
                args: tuple, results: Any, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C and stops every rank
+    signal.signal(signal.SIGTERM, _exit_quietly)  # the launcher stopping this rank: exit, releasing the queue
     if sys.platform.startswith("linux"):
         _die_with_parent(parent)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
