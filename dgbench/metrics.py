@@ -1,4 +1,13 @@
-"""The one metrics module: link-prediction scores (accuracy, AP, ROC-AUC) every scheme reports.
+"""The one metrics module: every score dgbench reports, for both families and every task.
+
+* link prediction as binary classification of (positive, negative) pairs: accuracy, AP, ROC-AUC;
+* link prediction as ranking (TGB / OGB): the rank of each positive among its own negatives gives
+  MRR and Hits@k. **Tie rule**: a positive tied with negatives takes the *average* of its optimistic
+  and pessimistic ranks, rank = 1 + #(neg > pos) + ½·#(neg == pos) — OGB's ``eval_mrr`` and TGB's
+  ``Evaluator.eval_rnk_metrics`` (torch branch) compute it so. Pessimistic ranks would punish a
+  constant scorer (rank K+1 for everything), optimistic ones reward it (rank 1); the average gives
+  it the rank a random order would have on average. Negatives marked missing (NaN) are not counted;
+* node classification on imbalanced labels: ROC-AUC and F1 of the positive class.
 
 Pure numpy so results do not depend on the training device; ties are handled like scikit-learn
 (AP over distinct thresholds, AUC with average ranks), so numbers are comparable to TGL/TGB.
@@ -58,3 +67,54 @@ def link_prediction_metrics(scores: ArrayLike, labels: ArrayLike) -> dict[str, f
     """Accuracy, AP and ROC-AUC of logits ``scores`` against 0/1 ``labels``."""
     return {"accuracy": accuracy(scores, labels), "ap": average_precision(scores, labels),
             "auc": roc_auc(scores, labels)}
+
+
+def reciprocal_ranks(positive: ArrayLike, negatives: ArrayLike) -> np.ndarray:
+    """Per positive, 1 / rank among its own negatives (a row of ``negatives``; NaN = no negative there),
+    ties averaged: rank = 1 + #(neg > pos) + ½·#(neg == pos). A row with no negative gives NaN."""
+    pos = _as_numpy(positive).ravel()
+    neg = _as_numpy(negatives).reshape(len(pos), -1)
+    ranks = ranks_among_negatives(pos, neg)
+    return np.where(np.isnan(ranks), np.nan, 1.0 / ranks)
+
+
+def ranks_among_negatives(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """Averaged-tie ranks (see :func:`reciprocal_ranks`); NaN where a row has no negative."""
+    present = ~np.isnan(neg)
+    above = ((neg > pos[:, None]) & present).sum(axis=1)
+    tied = ((neg == pos[:, None]) & present).sum(axis=1)
+    ranks = 1.0 + above + 0.5 * tied
+    return np.where(present.any(axis=1), ranks, np.nan)
+
+
+def mean_reciprocal_rank(positive: ArrayLike, negatives: ArrayLike) -> float:
+    """Mean of :func:`reciprocal_ranks` over the positives that have at least one negative."""
+    rr = reciprocal_ranks(positive, negatives)
+    rr = rr[~np.isnan(rr)]
+    return float(rr.mean()) if len(rr) else float("nan")
+
+
+def hits_at(positive: ArrayLike, negatives: ArrayLike, k: int) -> float:
+    """Fraction of positives (with at least one negative) whose averaged-tie rank is at most ``k``."""
+    pos = _as_numpy(positive).ravel()
+    ranks = ranks_among_negatives(pos, _as_numpy(negatives).reshape(len(pos), -1))
+    ranks = ranks[~np.isnan(ranks)]
+    return float((ranks <= k).mean()) if len(ranks) else float("nan")
+
+
+def f1_score(scores: ArrayLike, labels: ArrayLike, threshold: float = 0.0) -> float:
+    """F1 of the positive class when a logit above ``threshold`` predicts label 1 (NaN without positives
+    in either the labels or the predictions, where precision or recall is undefined)."""
+    s, y = _as_numpy(scores).ravel(), _as_numpy(labels).ravel() > 0.5
+    predicted = s > threshold
+    true_pos = int((predicted & y).sum())
+    if not y.any() and not predicted.any():
+        return float("nan")
+    return float(2 * true_pos / (predicted.sum() + y.sum()))
+
+
+def node_classification_metrics(scores: ArrayLike, labels: ArrayLike) -> dict[str, float]:
+    """ROC-AUC, AP and F1 (positive class, logit > 0) of logits ``scores`` against 0/1 node ``labels``:
+    threshold-free AUC/AP for the heavy imbalance of fraud / ban labels, F1 for the decision."""
+    return {"auc": roc_auc(scores, labels), "ap": average_precision(scores, labels),
+            "f1": f1_score(scores, labels), "accuracy": accuracy(scores, labels)}
