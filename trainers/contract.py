@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the family modules import this one; annotations only
     from dgbench.dist import DistContext
     from dgbench.models.temporal import StateLayout
     from trainers.continuous.data import StreamProblem
-    from trainers.continuous.sven_core import CommVolume
+    from trainers.continuous.sven_core import BatchTraffic, CommVolume
     from trainers.continuous.state import NodeState
     from trainers.discrete.data import DiscreteData
     from trainers.discrete.placement import Placement
@@ -154,10 +154,9 @@ class ContinuousScheme(Scheme[OptionsT]):
         """Micro-batches a batch's state fetch is pipelined in; 0 = chosen after the first batch (Eq. 12)."""
         return 1
 
-    def predicted_volume(self, eta1: float, eta2: float, batch_events: int, world_size: int, row_width: int,
-                         num_neighbors: float, remote_fraction: float, aggregation_remote_fraction: float,
-                         bytes_per_value: int) -> CommVolume | None:
-        """The N&M bytes one rank should move for one batch under this scheme's model (None: no model)."""
+    def predicted_volume(self, traffic: BatchTraffic) -> CommVolume | None:
+        """The N&M bytes one rank should move for one batch under this scheme's mechanics (the per-rank
+        form of Sven Eq. 7-9; ``traffic`` counts the rank's ids and widths), or None: no model."""
         return None
 
 

@@ -3,14 +3,25 @@
 Every vertex owns one *state row* (:class:`StateLayout`; float32 unless the default dtype is changed):
 its memory (for LSTM also the cell), the memory's timestamp, a mailbox of ``mail_slots`` messages and
 their timestamps. The row is what the distributed schemes fetch from and write back to the owner rank,
-so a model never sees where memory lives. Per batch (TGL's order, Zhou et al. VLDB'22 §3): the memory of each involved vertex is
-first updated with its mailbox (the previous batches' messages), embeddings are computed from the
-updated memory, then the positive endpoints' new rows (updated memory, new message) are produced.
+so a model never sees where memory lives. Per batch (TGL's order, Zhou et al. VLDB'22 §3): the memory of
+each involved vertex is first updated with its mailbox (the previous batches' messages), embeddings are
+computed from the updated memory, then the positive endpoints' update rows (updated memory, new message)
+are produced.
 
 * TGN (Rossi et al. 2020): GRU memory updater, one layer of temporal graph attention over sampled
   neighbours.
 * JODIE (Kumar et al. KDD'19): RNN memory updater, time-projection embedding h = m * (1 + w Δt).
-* APAN (Wang et al. SIGMOD'21): LSTM memory updater, attention of the memory over its mailbox.
+* APAN (Wang et al. SIGMOD'21): LSTM memory updater (Sven §5.1.2), attention of the memory over its
+  mailbox; by default (``--mail-delivery neighbors``) each new mail is also delivered to the endpoints'
+  sampled temporal neighbours (APAN's asynchronous propagation, TGL's ``deliver_to: neighbors``).
+
+Split for the distributed schemes (Sven §2.3, Alg. 1): :meth:`TemporalModel.node_view` is the part
+of the model that reads only one vertex's own N&M row (the memory update, plus what the embedding
+needs of that vertex: JODIE's last update time, APAN's mailbox attention); a DepComm owner runs it
+for the positions others ask for and returns the view (the "updated node memory"). The embedding
+and the scores read views only. A batch writes back *update rows* ([memory | t | mail | mail t],
+:meth:`StateLayout.merge` pushes the mail into the owner's mailbox), so nobody needs another
+vertex's old mailbox.
 """
 from __future__ import annotations
 
@@ -21,6 +32,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from dgbench.options import Options, option
 from dgbench.registry import model_of, register_model
 
 
@@ -63,6 +75,32 @@ class StateLayout:
     def pack(self, state: torch.Tensor, memory_ts: torch.Tensor, mails: torch.Tensor,
              mail_ts: torch.Tensor) -> torch.Tensor:
         return torch.cat([state, memory_ts[:, None], mails.reshape(len(state), -1), mail_ts], dim=1)
+
+    @property
+    def update_width(self) -> int:
+        """Width of an update row: [state | t | mail | mail t] (no mail columns without a mailbox)."""
+        return self.state_dim + 1 + (self.mail_dim + 1 if self.mail_slots else 0)
+
+    def update_rows(self, state: torch.Tensor, t: torch.Tensor, mail: torch.Tensor | None = None,
+                    mail_t: torch.Tensor | None = None) -> torch.Tensor:
+        parts = [state, t[:, None]]
+        if self.mail_slots:
+            parts += [mail, (t if mail_t is None else mail_t)[:, None]]
+        return torch.cat(parts, dim=1)
+
+    def merge(self, rows: torch.Tensor, updates: torch.Tensor, sets_memory: torch.Tensor) -> torch.Tensor:
+        """Stored rows after one update each: memory and its time replaced where ``sets_memory`` (an
+        endpoint's update; False: a mail delivered to a neighbour), the mail pushed into the mailbox
+        (most recent first, the oldest dropped)."""
+        keep = ~sets_memory[:, None]
+        head = torch.where(keep, rows[:, :self.state_dim + 1], updates[:, :self.state_dim + 1])
+        if not self.mail_slots:
+            return torch.cat([head, rows[:, self.state_dim + 1:]], dim=1)
+        _, _, mails, mail_ts = self.split(rows)
+        mail = updates[:, self.state_dim + 1:self.state_dim + 1 + self.mail_dim]
+        mails = torch.cat([mail[:, None], mails[:, :-1]], dim=1)
+        mail_ts = torch.cat([updates[:, -1:], mail_ts[:, :-1]], dim=1)
+        return torch.cat([head, mails.reshape(len(rows), -1), mail_ts], dim=1)
 
 
 class TimeEncoder(nn.Module):
@@ -120,11 +158,13 @@ class EdgePredictor(nn.Module):
 class BatchInputs:
     """What one rank's share of a batch gives the model; roots = [src, dst, negative dst] (3b rows).
 
-    ``root_rows``/``neighbor_rows`` are the fetched state rows; neighbours are (3b, k) slots of which
-    ``neighbor_mask`` marks the real ones (only real ones have rows, in row-major slot order).
+    ``root_rows``/``neighbor_rows`` are the fetched state rows when the scheme holds them (None under
+    DepComm, whose owners send views); neighbours are (3b, k) slots of which ``neighbor_mask`` marks the
+    real ones (only real ones have rows, in row-major slot order). Models that deliver mails to
+    neighbours get the mask without rows.
     """
 
-    root_rows: torch.Tensor
+    root_rows: torch.Tensor | None
     t: torch.Tensor  # (b,) event times
     edge_features: torch.Tensor  # (b, F)
     neighbor_rows: torch.Tensor | None = None
@@ -137,15 +177,21 @@ class BatchInputs:
 class BatchOutputs:
     pos_logits: torch.Tensor
     neg_logits: torch.Tensor
-    new_rows: torch.Tensor  # (2b, W) new state rows of [src, dst], detached
+    new_rows: torch.Tensor  # (2b, update width) update rows of [src, dst], detached
+    # update rows of the mails delivered to sampled neighbours (row-major over neighbor_mask[:2b])
+    delivered_rows: torch.Tensor | None = None
 
 
 class TemporalModel(nn.Module):
-    """Shared memory + mailbox machinery; subclasses define :meth:`embed`."""
+    """Shared memory + mailbox machinery; subclasses define :meth:`embed` (and may widen :meth:`node_view`)."""
 
     updater_kind = "gru"
     mail_slots = 1
-    uses_neighbors = False
+    uses_neighbors = False  # the embedding reads sampled neighbours' views (they are fetched)
+    delivers_to_neighbors = False  # new mails also go to the endpoints' sampled neighbours (APAN)
+    # update rows come from the views alone, so they can be written back while the embedding runs
+    # (Sven §3.3.2's second pipeline level); a model whose forward computes them otherwise leaves it False
+    rows_before_embedding = False
 
     def __init__(self, memory_dim: int, edge_dim: int, time_dim: int | None = None, time_shift: float = 0.0,
                  time_scale: float = 1.0):
@@ -166,39 +212,60 @@ class TemporalModel(nn.Module):
         # A vertex with no mail keeps its memory (TGL only updates vertices that received messages).
         return has_mail * fresh + (1 - has_mail) * state
 
-    def embed(self, inputs: BatchInputs, root_state: torch.Tensor, root_t: torch.Tensor,
-              neighbor_state: torch.Tensor | None) -> torch.Tensor:
+    @property
+    def view_width(self) -> int:
+        """Width of :meth:`node_view` (what a DepComm owner returns per position)."""
+        return self.layout.state_dim
+
+    def node_view(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
+        """What the embedding needs of one vertex at ``query_t``, from its own N&M row only: the updated
+        memory (its first ``state_dim`` columns) and any per-vertex extra a model appends."""
+        return self.updated_state(rows, query_t)
+
+    def embed(self, inputs: BatchInputs, root_view: torch.Tensor, root_t: torch.Tensor,
+              neighbor_view: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
 
-    def forward(self, inputs: BatchInputs, updated: torch.Tensor | None = None) -> BatchOutputs:
-        """Scores and new rows. ``updated``: the memory of roots then real neighbours after
-        :meth:`updated_state` (computed by the caller when rows arrive in parts), else computed here."""
+    def forward(self, inputs: BatchInputs, views: torch.Tensor | None = None) -> BatchOutputs:
+        """Scores and update rows. ``views``: :meth:`node_view` of the roots then the real neighbours
+        (computed by the caller, or by the owners under DepComm), else computed here from the rows."""
         b = len(inputs.t)
         root_t = inputs.t.repeat(3)
-        if updated is None:
+        if views is None:
             rows, times = inputs.root_rows, root_t
             if self.uses_neighbors and inputs.neighbor_rows is not None:
                 nbr_t = root_t[:, None].expand_as(inputs.neighbor_mask)[inputs.neighbor_mask]
                 rows, times = torch.cat([rows, inputs.neighbor_rows]), torch.cat([times, nbr_t])
-            updated = self.updated_state(rows, times)
-        root_state = updated[:3 * b]
-        neighbor_state = updated[3 * b:] if self.uses_neighbors and len(updated) > 3 * b else None
-        h = self.embed(inputs, root_state, root_t, neighbor_state)
+            views = self.node_view(rows, times)
+        root_view = views[:3 * b]
+        neighbor_view = views[3 * b:] if self.uses_neighbors and len(views) > 3 * b else None
+        h = self.embed(inputs, root_view, root_t, neighbor_view)
         pos = self.predictor(h[:b], h[b:2 * b])
         neg = self.predictor(h[:b], h[2 * b:])
-        return BatchOutputs(pos, neg, self.new_rows(inputs, root_state[:2 * b].detach()))
+        new_rows, delivered = self.write_rows(inputs, root_view[:2 * b])
+        return BatchOutputs(pos, neg, new_rows, delivered)
 
-    def new_rows(self, inputs: BatchInputs, state: torch.Tensor) -> torch.Tensor:
-        """Rows to store for [src, dst]: updated memory at t and the new message pushed into the mailbox."""
+    def new_rows(self, inputs: BatchInputs, view: torch.Tensor) -> torch.Tensor:
+        """Update rows of [src, dst]: updated memory at t and the new message [own memory, partner
+        memory, edge features] (TGL's identity message), both at the event time."""
+        return self.write_rows(inputs, view)[0]
+
+    def write_rows(self, inputs: BatchInputs, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(update rows of [src, dst], update rows of the mails delivered to neighbours or None), detached."""
         b = len(inputs.t)
+        view = view.detach()
+        state = view[:, :self.layout.state_dim]
         hidden = state[:, :self.memory_dim]
         partner = torch.cat([hidden[b:], hidden[:b]])
         mail = torch.cat([hidden, partner, inputs.edge_features.repeat(2, 1)], dim=1)
-        _, _, old_mails, old_mail_ts = self.layout.split(inputs.root_rows[:2 * b])
         t = inputs.t.repeat(2)
-        mails = torch.cat([mail[:, None], old_mails[:, :-1]], dim=1)  # most recent first
-        mail_ts = torch.cat([t[:, None], old_mail_ts[:, :-1]], dim=1)
-        return self.layout.pack(state, t, mails, mail_ts).detach()
+        rows = self.layout.update_rows(state, t, mail)
+        if not (self.delivers_to_neighbors and inputs.neighbor_mask is not None):
+            return rows, None
+        mask = inputs.neighbor_mask[:2 * b]
+        sender = mask.nonzero(as_tuple=True)[0]  # row-major: each endpoint's mail once per real neighbour
+        delivered = self.layout.update_rows(torch.zeros_like(state[sender]), t[sender], mail[sender])
+        return rows, delivered
 
 
 class TGN(TemporalModel):
@@ -206,6 +273,7 @@ class TGN(TemporalModel):
 
     updater_kind = "gru"
     uses_neighbors = True
+    rows_before_embedding = True
 
     def __init__(self, memory_dim: int, edge_dim: int, heads: int = 2, **kwargs):
         super().__init__(memory_dim, edge_dim, **kwargs)
@@ -217,14 +285,14 @@ class TGN(TemporalModel):
         self.out = nn.Linear(2 * memory_dim, memory_dim)
         self.norm = nn.LayerNorm(memory_dim)
 
-    def embed(self, inputs, root_state, root_t, neighbor_state):
-        hidden = root_state[:, :self.memory_dim]
+    def embed(self, inputs, root_view, root_t, neighbor_view):
+        hidden = root_view[:, :self.memory_dim]
         roots = len(hidden)
         query = self.query(torch.cat([hidden, self.time_encoder(hidden.new_zeros(roots))], dim=1))
-        if neighbor_state is None:
+        if neighbor_view is None:
             aggregated = torch.zeros_like(hidden)
         else:
-            aggregated = self._attend(inputs, query, neighbor_state[:, :self.memory_dim])
+            aggregated = self._attend(inputs, query, neighbor_view[:, :self.memory_dim])
         return self.norm(F.relu(self.out(torch.cat([aggregated, hidden], dim=1))))
 
     def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor) -> torch.Tensor:
@@ -248,6 +316,7 @@ class JODIE(TemporalModel):
     """JODIE: RNN memory, embedding projected to the query time h = m * (1 + w Δt) (KDD'19 Eq. 3)."""
 
     updater_kind = "rnn"
+    rows_before_embedding = True
 
     def __init__(self, memory_dim: int, edge_dim: int, **kwargs):
         super().__init__(memory_dim, edge_dim, **kwargs)
@@ -255,24 +324,42 @@ class JODIE(TemporalModel):
         nn.init.normal_(self.time_projection.weight, 0.0, 1.0 / math.sqrt(memory_dim))
         nn.init.zeros_(self.time_projection.bias)
 
-    def embed(self, inputs, root_state, root_t, neighbor_state):
-        _, memory_ts, _, mail_ts = self.layout.split(inputs.root_rows)
+    @property
+    def view_width(self) -> int:
+        return self.layout.state_dim + 1
+
+    def node_view(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
+        """[updated memory | time of the vertex's last update] (the projection's Δt needs the latter)."""
+        _, memory_ts, _, mail_ts = self.layout.split(rows)
         last_update = torch.where(mail_ts[:, 0] >= 0, mail_ts[:, 0], memory_ts)
+        return torch.cat([self.updated_state(rows, query_t), last_update[:, None]], dim=1)
+
+    def embed(self, inputs, root_view, root_t, neighbor_view):
+        last_update = root_view[:, -1]
         delta = ((root_t - last_update - self.time_shift) / self.time_scale)[:, None]  # standardised Δt
-        return root_state * (1 + self.time_projection(delta))
+        return root_view[:, :self.memory_dim] * (1 + self.time_projection(delta))
+
+
+MAIL_DELIVERY = ("neighbors", "endpoints")
 
 
 class APAN(TemporalModel):
-    """APAN: LSTM memory; the embedding attends from the memory over the mailbox (SIGMOD'21 §3.3).
-
-    TGL's APAN updates memory by this attention (identity embedding) and also mails the endpoints'
-    sampled neighbours; docs/continuous-training.md says why mails reach the two endpoints only here."""
+    """APAN: LSTM memory (Sven §5.1.2); the embedding attends from the memory over the mailbox
+    (SIGMOD'21 §3.3). ``mail_delivery="neighbors"`` (default) also delivers every new mail to the
+    endpoints' sampled temporal neighbours (APAN's asynchronous propagation; TGL ``deliver_to:
+    neighbors``, most recent mail per vertex, an endpoint's own mail winning over delivered ones in
+    the same batch); ``"endpoints"`` is the earlier variant that mails the two endpoints only."""
 
     updater_kind = "lstm"
     mail_slots = 10  # APAN/TGL mailbox size
+    rows_before_embedding = True
 
-    def __init__(self, memory_dim: int, edge_dim: int, heads: int = 2, **kwargs):
+    def __init__(self, memory_dim: int, edge_dim: int, heads: int = 2, mail_delivery: str = "neighbors",
+                 **kwargs):
         super().__init__(memory_dim, edge_dim, **kwargs)
+        if mail_delivery not in MAIL_DELIVERY:
+            raise ValueError(f"mail_delivery must be one of {MAIL_DELIVERY}, not {mail_delivery!r}")
+        self.delivers_to_neighbors = mail_delivery == "neighbors"
         self.heads = heads
         self.time_encoder = TimeEncoder(memory_dim)
         mail_dim = self.layout.mail_dim
@@ -282,12 +369,25 @@ class APAN(TemporalModel):
         self.out = nn.Linear(2 * memory_dim, memory_dim)
         self.norm = nn.LayerNorm(memory_dim)
 
-    def embed(self, inputs, root_state, root_t, neighbor_state):
-        hidden = root_state[:, :self.memory_dim]
-        _, _, mails, mail_ts = self.layout.split(inputs.root_rows)
+    @property
+    def view_width(self) -> int:
+        return self.layout.state_dim + self.memory_dim
+
+    def node_view(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
+        """[updated (h, c) | attention of h over the vertex's own mailbox at ``query_t``]."""
+        state = self.updated_state(rows, query_t)
+        return torch.cat([state, self._attend_mailbox(rows, state[:, :self.memory_dim], query_t)], dim=1)
+
+    def embed(self, inputs, root_view, root_t, neighbor_view):
+        hidden = root_view[:, :self.memory_dim]
+        aggregated = root_view[:, self.layout.state_dim:]
+        return self.norm(F.relu(self.out(torch.cat([aggregated, hidden], dim=1))))
+
+    def _attend_mailbox(self, rows: torch.Tensor, hidden: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
+        _, _, mails, mail_ts = self.layout.split(rows)
         roots, slots = mail_ts.shape
         valid = mail_ts >= 0
-        dt = (root_t[:, None] - mail_ts).reshape(-1)
+        dt = (query_t[:, None] - mail_ts).reshape(-1)
         keys_in = torch.cat([mails, self.time_encoder(dt).view(roots, slots, -1)], dim=2)
         head_dim = self.memory_dim // self.heads
         q = self.query(hidden).view(roots, 1, self.heads, head_dim)
@@ -295,8 +395,7 @@ class APAN(TemporalModel):
         values = self.value(keys_in).view(roots, slots, self.heads, head_dim)
         scores = ((q * keys).sum(-1) / math.sqrt(head_dim)).masked_fill(~valid[:, :, None], -1e9)
         weights = torch.softmax(scores, dim=1) * valid[:, :, None]  # an empty mailbox gives zeros
-        aggregated = (weights[..., None] * values).sum(1).reshape(roots, -1)
-        return self.norm(F.relu(self.out(torch.cat([aggregated, hidden], dim=1))))
+        return (weights[..., None] * values).sum(1).reshape(roots, -1)
 
 
 @register_model("tgn", family="continuous", summary="TGN: GRU memory + temporal attention over sampled neighbours")
@@ -309,9 +408,18 @@ def jodie(memory_dim: int, edge_dim: int, time_shift: float = 0.0, time_scale: f
     return JODIE(memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale)
 
 
-@register_model("apan", family="continuous", summary="APAN: LSTM memory + attention over a 10-slot mailbox")
-def apan(memory_dim: int, edge_dim: int, time_shift: float = 0.0, time_scale: float = 1.0) -> TemporalModel:
-    return APAN(memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale)
+@dataclass(frozen=True)
+class APANOptions(Options):
+    mail_delivery: str = option("neighbors", "Who receives a new mail: the endpoints and their sampled neighbours "
+                                "(APAN's propagation), or the endpoints only (the earlier variant).",
+                                choices=MAIL_DELIVERY)
+
+
+@register_model("apan", family="continuous", options=APANOptions,
+                summary="APAN: LSTM memory + attention over a 10-slot mailbox, mails propagated to neighbours")
+def apan(memory_dim: int, edge_dim: int, time_shift: float = 0.0, time_scale: float = 1.0,
+         mail_delivery: str = "neighbors") -> TemporalModel:
+    return APAN(memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale, mail_delivery=mail_delivery)
 
 
 def build_temporal_model(name: str, memory_dim: int, edge_dim: int, time_shift: float = 0.0,

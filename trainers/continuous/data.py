@@ -60,11 +60,18 @@ class EventStream:
 
 @dataclass
 class StreamProblem:
-    """What a continuous-time scheme's partition step reads: the stream and the run's protocol."""
+    """What a continuous-time scheme's partition step reads: the stream and the run's protocol (enough
+    to pre-sample the training batches exactly as training will: Sven §3.1.2's pre-sampling)."""
 
     stream: EventStream
     batch_size: int
     seed: int
+    neighbors: int = 0
+    sampler: str = "recent"
+    fetch_neighbors: bool = False  # the model's embedding reads its sampled neighbours
+    deliver_to_neighbors: bool = False  # the model mails its endpoints' sampled neighbours (APAN)
+    memory_dim: int = 0
+    bytes_per_value: int = 4
 
 
 @dataclass
@@ -80,9 +87,12 @@ class BatchPlan:
     dst: np.ndarray
     negatives: np.ndarray
     neighbors: SampledNeighbors | None
-    needed_ids: np.ndarray  # roots, then the real sampled neighbours (row-major)
+    needed_ids: np.ndarray  # roots, then the real sampled neighbours when fetched (row-major)
     query_times: np.ndarray  # the time each needed row is updated to (its root's event time)
-    route: FetchRoute
+    route: FetchRoute | None
+    event_of_needed: np.ndarray  # index (into ``events``) of the event each needed position belongs to
+    deliveries: np.ndarray | None = None  # neighbours mailed by the endpoints (row-major over [src, dst] roots)
+    delivery_priority: np.ndarray | None = None  # the sending endpoint's priority 2 position + side
 
     @property
     def roots(self) -> np.ndarray:
@@ -99,7 +109,9 @@ class BatchPlanner:
     strategy: str
     seed: int
     assign: Callable[[np.ndarray], np.ndarray]  # batch sources -> boolean mask of this rank's events
-    route: Callable[[np.ndarray], FetchRoute]
+    route: Callable[[np.ndarray], FetchRoute | None]
+    fetch_neighbors: bool = True  # sampled neighbours join the needed ids (their views are embedded)
+    deliver_to_neighbors: bool = False  # the endpoints' sampled neighbours receive their mails
 
     def batch_bounds(self, split: str, batch_size: int) -> list[tuple[int, int]]:
         a, b = self.stream.ranges[split]
@@ -115,16 +127,26 @@ class BatchPlanner:
         src, dst, negatives = s.src[events], s.dst[events], all_negatives[positions]
         roots = np.concatenate([src, dst, negatives])
         root_t = np.tile(s.t[events], 3)
-        neighbors = None
-        needed, query_times = roots, root_t
+        b = len(events)
+        root_event = np.tile(np.arange(b), 3)
+        neighbors = deliveries = delivery_priority = None
+        needed, query_times, event_of = roots, root_t, root_event
         if self.sampler is not None and self.neighbors > 0:
             root_positions = np.concatenate([positions, size + positions, 2 * size + positions])
             uniforms = rng.random((3 * size, self.neighbors))[root_positions]  # rank-independent draws
             neighbors = self.sampler.sample(roots, root_t, self.neighbors, self.strategy, uniforms)
-            needed = np.concatenate([roots, neighbors.nodes[neighbors.mask]])
-            query_times = np.concatenate([root_t, np.broadcast_to(root_t[:, None], neighbors.mask.shape)[neighbors.mask]])
+            mask = neighbors.mask
+            if self.fetch_neighbors:
+                needed = np.concatenate([roots, neighbors.nodes[mask]])
+                query_times = np.concatenate([root_t, np.broadcast_to(root_t[:, None], mask.shape)[mask]])
+                event_of = np.concatenate([root_event, np.broadcast_to(root_event[:, None], mask.shape)[mask]])
+            if self.deliver_to_neighbors:
+                # row-major over the [src, dst] roots' slots: the order the model builds the mails in
+                endpoint_priority = np.concatenate([2 * positions, 2 * positions + 1])
+                deliveries = neighbors.nodes[:2 * b][mask[:2 * b]]
+                delivery_priority = np.broadcast_to(endpoint_priority[:, None], mask[:2 * b].shape)[mask[:2 * b]]
         return BatchPlan(split, index, size, positions, events, src, dst, negatives, neighbors, needed,
-                         query_times, self.route(needed))
+                         query_times, self.route(needed), event_of, deliveries, delivery_priority)
 
 
 class Prefetcher:

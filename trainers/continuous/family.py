@@ -20,7 +20,6 @@ from dgbench.models.temporal import TemporalModel
 from dgbench.options import Options, option
 from dgbench.records import build_record, dataset_entry
 from dgbench.store import STREAM, EdgeStreamStore, open_store
-from trainers.continuous import sven_core
 from trainers.continuous.data import EventStream, StreamProblem
 from trainers.continuous.loop import ContinuousTrainer, LoopOptions
 from trainers.continuous.sampler import STRATEGIES, TemporalSampler
@@ -59,13 +58,20 @@ def check(run: ResolvedRun) -> None:
 
 
 def partition_problem(run: ResolvedRun) -> StreamProblem:
+    """The stream and the protocol a partition step pre-samples with (what the model samples and mails)."""
     task = run.task
     assert isinstance(task, TaskOptions)
     stream = EventStream.from_store(open_stream(run.config.dataset), task.max_events)
-    return StreamProblem(stream, task.batch_size, run.config.seed)
+    probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=stream.edge_dim)
+    dtype = getattr(torch, run.config.extra.get("dtype", "float32"))
+    return StreamProblem(stream, task.batch_size, run.config.seed, neighbors=task.neighbors, sampler=task.sampler,
+                         fetch_neighbors=bool(getattr(probe, "uses_neighbors", False)),
+                         deliver_to_neighbors=bool(getattr(probe, "delivers_to_neighbors", False)),
+                         memory_dim=task.memory_dim, bytes_per_value=torch.finfo(dtype).bits // 8)
 
 
-def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> ContinuousTrainer:
+def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
+                  problem: StreamProblem) -> ContinuousTrainer:
     """Identically seeded model and the trainer of one rank."""
     task, scheme = run.task, run.scheme
     assert isinstance(task, TaskOptions) and isinstance(scheme, ContinuousScheme)
@@ -119,6 +125,17 @@ def _per_iteration(rank_figures: list[dict[str, Any]]) -> dict[str, float]:
             "compute_s": max(0.0, slowest["time_s"] - nm - grad - other_comm) / n}
 
 
+def best_validation(epochs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The epoch with the best validation AP and its test metrics (Sven §5.7 reports the best-validation
+    model; the record's final metrics stay the last epoch's)."""
+    scored = [(e["metrics"].get("val", {}).get("ap", float("nan")), i) for i, e in enumerate(epochs)]
+    scored = [(ap, i) for ap, i in scored if ap == ap]  # not NaN
+    if not scored:
+        return {}
+    _, best = max(scored)
+    return {"epoch": best, "val": epochs[best]["metrics"]["val"], "test": epochs[best]["metrics"].get("test", {})}
+
+
 def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> dict[str, Any]:
     task = run.task
     assert isinstance(task, TaskOptions)
@@ -130,29 +147,35 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
         entry["per_iteration"] = _per_iteration(rank_figures)
         entry["events_per_s"] = entry["throughput"]
         for key in ("nm_dispatch_bytes", "nm_aggregate_bytes", "grad_allreduce_bytes", "nm_dispatch_row_bytes",
-                    "nm_aggregate_row_bytes"):
+                    "nm_aggregate_row_bytes", "nm_gradient_bytes"):
             entry[key] = sum(f.get(key, 0.0) for f in rank_figures)
     world = len(per_rank)
     partition: Partition = per_rank[0]["partition"]
-    owner = partition.owner if partition.owner is not None else np.zeros(stream.num_nodes, np.int64)
-    a, b = stream.ranges["train"]
-    balance = sven_core.communication_matrix(stream.src[a:b], stream.dst[a:b], owner, world, task.batch_size)
     counters = [r["counters"] for r in per_rank]
     last = epochs[-1]
     sent = [r["figures"][-1].get("nm_dispatch_bytes", 0.0) + r["figures"][-1].get("nm_aggregate_bytes", 0.0)
             for r in per_rank]
-    extra = {"eta1": float(np.mean([c["eta1"] for c in counters])),
-             "eta2": float(np.mean([c["eta2"] for c in counters])),
+    report = partition.report
+    paper_eta = report.get("paper_eta", {})
+    extra = {"eta1": paper_eta.get("eta1", float(np.mean([c["eta1"] for c in counters]))),  # Eq. 1, paper form
+             "eta2": paper_eta.get("eta2", float(np.mean([c["eta2"] for c in counters]))),
+             "eta_per_rank_remote": {"eta1": [c["eta1_remote"] for c in counters],
+                                     "eta2": [c["eta2_remote"] for c in counters]},
+             "events_per_rank": [c["events"] for c in counters],
              "per_rank_counters": counters,
+             # the per-rank form of Eq. 7-9 (this implementation's mechanics), beside the counted bytes
              "predicted_bytes": {"dispatch": sum(c["predicted_dispatch_bytes"] for c in counters),
                                  "aggregation": sum(c["predicted_aggregation_bytes"] for c in counters)},
              "measured_row_bytes": {"dispatch": last["nm_dispatch_row_bytes"],
-                                    "aggregation": last["nm_aggregate_row_bytes"]},
-             "partition": partition.method, "balance": {**balance.summary(), "per_rank": balance.per_rank.tolist(),
-                                                        # next to the Eq. 5 model: what each rank sent last epoch
-                                                        "measured_nm_sent_bytes_per_rank": sent,
-                                                        "measured_max_nm_sent_bytes": max(sent),
-                                                        "residual": balance.residual.tolist()},
+                                    "aggregation": last["nm_aggregate_row_bytes"],
+                                    "view_gradients": last.get("nm_gradient_bytes", 0.0)},
+             # Eq. 1 and Eq. 7-9 exactly as printed, on the pre-sampled training batches (one epoch)
+             "paper_eta": paper_eta, "paper_volume_bytes": report.get("paper_volume_bytes", {}),
+             "partition": partition.method,
+             "balance": {**report.get("balance", {}),
+                         # next to the Eq. 5 model: what each rank sent last epoch
+                         "measured_nm_sent_bytes_per_rank": sent, "measured_max_nm_sent_bytes": max(sent)},
+             "best_validation": best_validation(epochs),
              "microbatches": per_rank[0]["microbatches"], "state_row_width": per_rank[0]["state_row_width"],
              "parameters": per_rank[0]["parameters"], "events_used": len(stream.src),
              "batch_losses_last_epoch": per_rank[0]["losses"],

@@ -2,19 +2,20 @@
 
 Per batch (TGL's protocol, Zhou et al. VLDB'22): take this rank's events and the batch's negatives
 (one random destination per positive, drawn from (seed, batch) so the same for every rank count);
-fetch the state rows of roots and sampled neighbours (scheme: local read or all-to-all from owners,
-:mod:`trainers.continuous.state`); update memory with the mailbox, embed, score, BCE loss scaled by
-the *global* batch size; backward; all-reduce gradients (summed, so the step equals ``single``'s);
-write the new memory and mails of the positive endpoints back (most-recent message wins).
+get the views of roots and fetched neighbours (the memory updated with the mailbox and what the
+embedding needs; scheme: local, fetched rows updated here, or updated by the owners,
+:mod:`trainers.continuous.state`); embed, score, BCE loss scaled by the *global* batch size;
+backward; all-reduce gradients (summed, so the step equals ``single``'s); write the endpoints' new
+memory and mails back (most-recent message wins; APAN also mails the endpoints' sampled neighbours).
 
-Data parallelism follows DepComm/Sven: events run on the rank owning their source (depcomm, sven)
-or on an even share of the batch (depcache); memory is detached at batch boundaries as in TGL, so
-no gradient crosses ranks except the all-reduce. Memory is reset each epoch and carried from
-training through validation into test.
+Compute is data-parallel and balanced the same way for every scheme (Sven §2.3, §4.2): each batch's
+events are split evenly across the ranks (:func:`trainers.continuous.sven_core.even_share`); only
+where N&M lives differs. Memory is detached at batch boundaries as in TGL, so no gradient crosses
+ranks except the all-reduce (and, under DepComm, the owners' memory-update gradients). Memory is
+reset each epoch and carried from training through validation into test.
 """
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,12 +27,14 @@ from torch.nn import functional as F
 from dgbench.dist import DistContext, PhaseTimer
 from dgbench.metrics import link_prediction_metrics
 from dgbench.models.temporal import BatchInputs, TemporalModel
-from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
-from trainers.continuous.sampler import TemporalSampler
 from dgbench.options import Options
 from dgbench.progress import bar as progress_bar
-from trainers.continuous.state import AGGREGATE_TAG, DISPATCH_TAG, PartitionedState
-from trainers.continuous.sven_core import pipeline_granularity, redundancy_ratios, remote_fractions
+from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
+from trainers.continuous.sampler import TemporalSampler
+from trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
+                                       PartitionedState, PendingWrite)
+from trainers.continuous.sven_core import (BatchTraffic, fit_redundancy_curve, granularity, redundancy,
+                                           redundancy_by_batch_size, remote_redundancy)
 from trainers.contract import ContinuousScheme, Partition
 from trainers.gradients import GradientSync
 
@@ -53,20 +56,23 @@ class LoopOptions:
 
 @dataclass
 class BatchCounters:
-    """Per-batch figures of one rank: redundancy, remote shares and the Eq. 7-9 predicted bytes."""
+    """Per-batch figures of one rank: its share's Eq. 1 ratios (paper form over its own lists, and the
+    per-rank remote-only form), the events it computed and the per-rank Eq. 7-9 bytes it should send."""
 
     eta1: list[float] = field(default_factory=list)
     eta2: list[float] = field(default_factory=list)
-    rho: list[float] = field(default_factory=list)
-    rho_a: list[float] = field(default_factory=list)
+    eta1_remote: list[float] = field(default_factory=list)
+    eta2_remote: list[float] = field(default_factory=list)
+    events: int = 0
     predicted_dispatch: float = 0.0
     predicted_aggregation: float = 0.0
     batches: int = 0
 
     def summary(self) -> dict[str, float | list[float]]:
-        mean = (lambda xs: float(np.mean(xs)) if xs else 0.0)
-        return {"eta1": mean(self.eta1), "eta2": mean(self.eta2), "remote_fraction": mean(self.rho),
-                "aggregation_remote_fraction": mean(self.rho_a), "batches": self.batches,
+        def mean(xs: list[float]) -> float:
+            return float(np.mean(xs)) if xs else 0.0
+        return {"eta1": mean(self.eta1), "eta2": mean(self.eta2), "eta1_remote": mean(self.eta1_remote),
+                "eta2_remote": mean(self.eta2_remote), "batches": self.batches, "events": self.events,
                 "predicted_dispatch_bytes": self.predicted_dispatch,
                 "predicted_aggregation_bytes": self.predicted_aggregation,
                 "eta1_per_batch": list(self.eta1), "eta2_per_batch": list(self.eta2)}
@@ -86,103 +92,127 @@ class ContinuousTrainer:
         self.optimizer = torch.optim.Adam(model.parameters(), lr=options.lr)
         self.state = scheme.node_state(ctx, model.layout, partition, scheme_options)
         self.microbatches = scheme.microbatches(scheme_options)
-        sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes) if model.uses_neighbors else None
+        delivers = getattr(model, "delivers_to_neighbors", False)
+        sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes) \
+            if (model.uses_neighbors or delivers) else None
         self.planner = BatchPlanner(stream, sampler, options.neighbors, options.sampler, options.seed,
-                                    scheme.assign_events(partition, ctx.rank, ctx.world_size), self.state.route)
+                                    scheme.assign_events(partition, ctx.rank, ctx.world_size), self.state.route,
+                                    fetch_neighbors=model.uses_neighbors, deliver_to_neighbors=delivers)
         self.counters = BatchCounters()
         self.gradients = GradientSync(ctx.comm, list(model.parameters()), GRAD_TAG,
                                       staleness=scheme.gradient_staleness(scheme_options))
         self.losses: list[float] = []
         self.microbatch_choice: dict[str, Any] = {}
-        self._last_fetch_seconds = self._last_update_seconds = 0.0
 
     # ------------------------------------------------------------------ one batch
-    def _inputs(self, plan: BatchPlan, rows: torch.Tensor) -> BatchInputs:
+    def _inputs(self, plan: BatchPlan, rows: torch.Tensor | None) -> BatchInputs:
         device, s = self.ctx.device, self.stream
         b = len(plan.events)
         t = torch.from_numpy(s.t[plan.events]).to(device, self.dtype)
-        inputs = BatchInputs(rows[:3 * b], t, torch.from_numpy(s.edge_features[plan.events]).to(device, self.dtype))
+        inputs = BatchInputs(rows[:3 * b] if rows is not None else None, t,
+                             torch.from_numpy(s.edge_features[plan.events]).to(device, self.dtype))
         if plan.neighbors is not None:
             nbr = plan.neighbors
-            root_t = np.tile(s.t[plan.events], 3)
-            inputs.neighbor_rows = rows[3 * b:]
             inputs.neighbor_mask = torch.from_numpy(nbr.mask).to(device)
+        if plan.neighbors is not None and self.model.uses_neighbors:
+            root_t = np.tile(s.t[plan.events], 3)
+            inputs.neighbor_rows = rows[3 * b:] if rows is not None else None
             inputs.neighbor_dt = torch.from_numpy(np.where(nbr.mask, root_t[:, None] - nbr.times, 0.0)).to(
                 device, self.dtype)
             inputs.neighbor_edge_features = torch.from_numpy(
                 s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
         return inputs
 
-    def _fetch_and_update(self, plan: BatchPlan) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rows of the needed ids and their updated memory; for pipelined sven the update of each
-        arriving part overlaps the transfer of the next."""
-        device = self.ctx.device
-        query_t = torch.from_numpy(plan.query_times).to(device, self.dtype)
-        parts: list[tuple[torch.Tensor, torch.Tensor]] = []
-        compute_seconds = [0.0]
+    def _views(self, plan: BatchPlan) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Views of every needed position (and the raw rows where the scheme brings them here)."""
+        query_t = torch.from_numpy(plan.query_times).to(self.ctx.device, self.dtype)
+        return self.state.views(plan.route, query_t, self.model.node_view)
 
-        def on_chunk(positions: np.ndarray, rows: torch.Tensor) -> None:
-            start = time.perf_counter()
-            index = torch.from_numpy(positions).to(device)
-            parts.append((index, self.model.updated_state(rows, query_t[index])))
-            compute_seconds[0] += time.perf_counter() - start
+    def _write_ids(self, plan: BatchPlan) -> tuple[np.ndarray, np.ndarray]:
+        """Ids and priorities of the update rows: [src, dst] (dst after src of one event), then the
+        mails delivered to neighbours, below every endpoint (an endpoint's own update wins)."""
+        ids = [plan.src, plan.dst]
+        priority = [2 * plan.positions, 2 * plan.positions + 1]
+        if plan.deliveries is not None:
+            ids.append(plan.deliveries)
+            priority.append(plan.delivery_priority - 2 * plan.size)
+        return np.concatenate(ids), np.concatenate(priority)
 
-        start = time.perf_counter()
-        rows = self.state.fetch(plan.route, on_chunk)
-        self._last_fetch_seconds = time.perf_counter() - start - compute_seconds[0]
-        self._last_update_seconds = compute_seconds[0]
-        updated = rows.new_zeros(len(rows), self.model.layout.state_dim)
-        for index, values in parts:
-            updated = updated.index_copy(0, index, values)
-        return rows, updated
+    def _begin_write(self, plan: BatchPlan, inputs: BatchInputs | None, views: torch.Tensor | None,
+                     outputs: Any) -> PendingWrite:
+        ids, priority = self._write_ids(plan)
+        if outputs is not None:
+            rows, delivered = outputs.new_rows, outputs.delivered_rows
+        elif inputs is not None and views is not None:
+            rows, delivered = self.model.write_rows(inputs, views[:2 * len(plan.events)])
+        else:
+            rows, delivered = torch.zeros(0, self.model.layout.update_width, device=self.ctx.device), None
+        if delivered is not None:
+            rows = torch.cat([rows, delivered])
+        return self.state.begin_write(ids, rows, priority)
 
     def _step(self, plan: BatchPlan, train: bool, timer: PhaseTimer | None) -> tuple[torch.Tensor, Any]:
-        """Forward (and backward) of this rank's share; returns (loss share, outputs or None)."""
-        if len(plan.needed_ids) == 0:
-            self.state.fetch(plan.route)  # still take part in the collectives
-            return torch.zeros((), device=self.ctx.device), None
+        """Forward (and backward) of this rank's share, and the batch's write-back; returns (loss share,
+        outputs or None). Every rank takes part in every collective, with or without events."""
         with torch.set_grad_enabled(train):
-            rows, updated = self._fetch_and_update(plan)
+            views, rows = self._views(plan)
+            if len(plan.events) == 0:
+                pending = self._begin_write(plan, None, None, None)
+                # keeps the rank in the backward collectives of owner-computed views (DepComm)
+                loss = views.sum() * 0.0 if views.requires_grad else torch.zeros((), device=self.ctx.device)
+                if train and loss.requires_grad:
+                    loss.backward()
+                pending.finish()
+                return loss.detach(), None
             if timer is None:
                 inputs = self._inputs(plan, rows)
             else:
                 with timer.phase("transfer"):  # host -> device copies of times, features, masks
                     inputs = self._inputs(plan, rows)
-            outputs = self.model(inputs, updated)
+            overlap = self.state.overlaps_write and self.model.rows_before_embedding
+            pending = self._begin_write(plan, inputs, views, None) if overlap else None  # §3.3.2 level 2
+            outputs = self.model(inputs, views)
             loss = (F.binary_cross_entropy_with_logits(outputs.pos_logits, torch.ones_like(outputs.pos_logits),
                                                        reduction="sum")
                     + F.binary_cross_entropy_with_logits(outputs.neg_logits, torch.zeros_like(outputs.neg_logits),
                                                          reduction="sum")) / plan.size
         if train:
             loss.backward()
+        if pending is None:
+            pending = self._begin_write(plan, inputs, views, outputs)
+        pending.finish()
         return loss.detach(), outputs
 
-    def _write_back(self, plan: BatchPlan, outputs: Any) -> None:
-        ids = np.concatenate([plan.src, plan.dst])
-        priority = np.concatenate([2 * plan.positions, 2 * plan.positions + 1])  # dst after src of one event
-        rows = outputs.new_rows if outputs is not None else \
-            torch.zeros(0, self.model.layout.width, device=self.ctx.device)
-        self.state.write(ids, rows, priority)
+    def _traffic(self, plan: BatchPlan) -> BatchTraffic:
+        """The per-rank counts Eq. 7-9's per-rank forms read, from this rank's lists."""
+        rank = self.ctx.rank
+        needed = plan.needed_ids
+        remote = needed[self.owner[needed] != rank]
+        ids, priority = self._write_ids(plan)
+        updated = np.unique(ids)
+        remote_updated = updated[self.owner[updated] != rank]
+        layout = self.model.layout
+        return BatchTraffic(dispatch_positions=len(remote), dispatch_unique=len(np.unique(remote)),
+                            aggregation_unique=len(remote_updated), updates_unique=len(updated),
+                            world_size=self.ctx.world_size, row_width=layout.width,
+                            view_width=self.model.view_width, update_width=layout.update_width + 1,
+                            bytes_per_value=torch.finfo(self.dtype).bits // 8)
 
     def _count(self, plan: BatchPlan) -> None:
-        """Eq. 1 redundancy and the Eq. 7-9 volume this batch should move, for the record and tests."""
+        """Eq. 1 redundancy of this rank's lists and the per-rank Eq. 7-9 bytes it should move."""
         b = len(plan.events)
+        c = self.counters
+        c.events += b
         if b == 0:
             return
-        roots = plan.roots
-        sampled = plan.needed_ids[len(roots):]
-        updated = np.concatenate([plan.src, plan.dst])
-        rank, world = self.ctx.rank, self.ctx.world_size
-        eta1, eta2 = redundancy_ratios(roots, sampled, self.owner, rank, updated)
-        rho, rho_a = remote_fractions(roots, sampled, self.owner, rank, updated)
-        c = self.counters
-        for series, value in ((c.eta1, eta1), (c.eta2, eta2), (c.rho, rho), (c.rho_a, rho_a)):
-            series.append(value)
+        ids, _ = self._write_ids(plan)
+        rank = self.ctx.rank
+        c.eta1.append(redundancy(plan.needed_ids))
+        c.eta2.append(redundancy(ids))
+        c.eta1_remote.append(remote_redundancy(plan.needed_ids, self.owner, rank))
+        c.eta2_remote.append(remote_redundancy(ids, self.owner, rank))
         c.batches += 1
-        volume = self.scheme.predicted_volume(eta1, eta2, b, world, self.model.layout.width,
-                                              num_neighbors=len(sampled) / len(roots), remote_fraction=rho,
-                                              aggregation_remote_fraction=rho_a,
-                                              bytes_per_value=torch.finfo(self.dtype).bits // 8)
+        volume = self.scheme.predicted_volume(self._traffic(plan))
         if volume is not None:
             c.predicted_dispatch += volume.dispatch_bytes
             c.predicted_aggregation += volume.aggregation_bytes
@@ -211,14 +241,13 @@ class ContinuousTrainer:
         bar = progress_bar(b - a, f"epoch {epoch + 1}", "ev") if self.ctx.is_main else None
         for plan in Prefetcher(self.planner, "train", self.options.batch_size, self.options.prefetch):
             self.optimizer.zero_grad(set_to_none=True)
-            loss, outputs = self._step(plan, train=True, timer=timer)
+            loss, _ = self._step(plan, train=True, timer=timer)
             self._count(plan)
             self._synchronise_and_step(loss)
-            self._write_back(plan, outputs)
             if self.microbatches == 0 and not self.microbatch_choice:
                 self._choose_microbatches(plan)
             if bar is not None:
-                bar.update(len(plan.events))
+                bar.update(plan.size)
         last = self.gradients.finish()
         if last is not None:  # the stale sum of the last batch
             self._step_with(self.gradients.load(last, fresh=True))
@@ -227,23 +256,32 @@ class ContinuousTrainer:
         return (float(np.mean(self.losses)) if self.losses else 0.0), b - a
 
     def _choose_microbatches(self, plan: BatchPlan) -> None:
-        """Eq. 12 from the first batch: its fetch (communication) and memory-update (compute) times and
-        the per-collective latency; every rank uses the maximum over ranks so all pick the same n."""
+        """Eq. 12 after the first batch: eta(bs) profiled on this batch's dispatch list cut into
+        micro-batches of bs, bs/2, bs/4, bs/8 events and fitted to eta = A + B/bs; S from the measured
+        link: bandwidth x per-collective latency / dispatch bytes per event (the events whose rows the
+        link moves in one collective's fixed cost, see :func:`sven_core.granularity`). Every rank
+        contributes its measurements and all use their mean, so all pick the same n."""
         if not isinstance(self.state, PartitionedState):
             self.microbatch_choice = {"n": 1}
             return
-        control = self.ctx.comm.stats[CONTROL_TAG]
-        latency = control.seconds / max(control.calls, 1)
-        measured = torch.tensor([self._last_fetch_seconds, self._last_update_seconds, latency],
-                                dtype=torch.float64, device=self.ctx.device)
-        self.ctx.comm.all_reduce(measured, CONTROL_TAG, op=torch.distributed.ReduceOp.MAX)
-        comm_s, compute_s, overhead = measured.tolist()
-        eta1 = self.counters.eta1[-1] if self.counters.eta1 else 0.0
-        # Micro-batches split the already deduplicated id list, so redundancy stays that of the batch.
-        n = pipeline_granularity(lambda m: eta1, self.options.batch_size, comm_s, compute_s, overhead=overhead)
+        stats = self.ctx.comm.stats
+        dispatch = stats[DISPATCH_TAG]
+        control = stats[CONTROL_TAG]
+        sizes = [max(1, plan.size // k) for k in (1, 2, 4, 8)]
+        etas = redundancy_by_batch_size(plan.needed_ids, plan.event_of_needed, sizes)
+        a, b = fit_redundancy_curve(sizes, etas)
+        measured = torch.tensor([a, b, dispatch.bytes / max(dispatch.seconds, 1e-9) if dispatch.bytes else 0.0,
+                                 control.seconds / max(control.calls, 1),
+                                 dispatch.bytes / max(len(plan.events), 1)], dtype=torch.float64,
+                                device=self.ctx.device)
+        self.ctx.comm.all_reduce(measured, CONTROL_TAG)
+        a, b, bandwidth, latency, bytes_per_event = (measured / self.ctx.world_size).tolist()
+        speed = bandwidth * latency / bytes_per_event if bytes_per_event > 0 else 0.0
+        n = granularity(a, b, self.options.batch_size, speed)
         self.state.chunks = n
-        self.microbatch_choice = {"n": n, "comm_s": comm_s, "compute_s": compute_s, "overhead_s": overhead,
-                                  "eta1": eta1}
+        self.microbatch_choice = {"n": n, "A": a, "B": b, "S_events": speed, "bandwidth_bytes_per_s": bandwidth,
+                                  "latency_s": latency, "dispatch_bytes_per_event": bytes_per_event,
+                                  "profiled_batch_sizes": sizes, "profiled_eta1": etas}
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:
@@ -255,7 +293,6 @@ class ContinuousTrainer:
         gathered = []
         for plan in Prefetcher(self.planner, split, self.options.batch_size, self.options.prefetch):
             _, outputs = self._step(plan, train=False, timer=None)
-            self._write_back(plan, outputs)
             gathered.append(self._gather_scores(plan, outputs))
         if not gathered:
             return {"accuracy": float("nan"), "ap": float("nan"), "auc": float("nan")}
@@ -275,15 +312,22 @@ class ContinuousTrainer:
         return every[np.argsort(every[:, 0], kind="stable")]
 
     def comm_breakdown(self, by_tag: dict[str, dict[str, float]]) -> dict[str, float]:
-        """Seconds and bytes of N&M dispatch / aggregation and gradient all-reduce from the tag counters."""
+        """Seconds and bytes of N&M dispatch / aggregation, DepComm's view gradients and the gradient
+        all-reduce from the tag counters; ``*_row_bytes`` leave out the ids and times sent with rows."""
         out: dict[str, float] = defaultdict(float)
         for tag, s in by_tag.items():
-            group = ("nm_dispatch" if tag.startswith(DISPATCH_TAG) else "nm_aggregate" if tag.startswith(AGGREGATE_TAG)
-                     else "grad_allreduce" if tag == GRAD_TAG else None)
+            if tag.endswith(BACKWARD_SUFFIX):
+                group = "nm_gradient"
+            elif tag.startswith(DISPATCH_TAG):
+                group = "nm_dispatch"
+            elif tag.startswith(AGGREGATE_TAG):
+                group = "nm_aggregate"
+            else:
+                group = "grad_allreduce" if tag == GRAD_TAG else None
             if group is None:
                 continue
             out[f"{group}_s"] += s["seconds"]
             out[f"{group}_bytes"] += s["bytes"]
-            if not tag.endswith(":ids"):
+            if not tag.endswith((ID_SUFFIX, TIME_SUFFIX)):
                 out[f"{group}_row_bytes"] += s["bytes"]
         return dict(out)

@@ -1,70 +1,47 @@
-"""Sven's algorithmic core for memory-based TGNN training: redundancy-free data organisation,
-communication-balanced vertex partitioning, communication-volume model and pipeline granularity.
+"""Sven's algorithmic core for memory-based TGNN training, in the paper's forms: redundancy-free data
+organisation (Alg. 2), redundancy ratios (Eq. 1), the residual matrix and balance cost on the
+trainer-vertex graph (Eq. 2, Eq. 5), the communication volumes of DepCache, DepComm and Sven
+(Eq. 7-9, App. C), the micro-batch granularity (Eq. 12, App. D) and the partitioners (range, the HPDC
+interval baseline, Re-FlexBiCut = Alg. 3 with App. B's binary search, and our earlier greedy heuristic
+under its own name).
 
-Reference: Y. Xia et al., "Redundancy-free high-performance dynamic GNN training with hierarchical
-pipeline parallelism" (HPDC'23) and "Redundancy-Free and Load-Balanced TGNN Training With Hierarchical
-Pipeline Parallelism" (TPDS 35(11), 2024). Only the abstracts of these papers were reachable when this
-module was written (searched again 2026-11-23: abstracts, the WHU ICS lab summary, and the authors'
-prototype repository YaqiXia/Sven, which holds test scripts, not the system), so every equation below
-is the most faithful reading of what the abstracts and the equation/algorithm names describe; each is
-defined precisely here so measured numbers can be checked. What the prototype confirms: Alg. 2's
-dedup of batch + sampled ids with an inverse index and per-owner counts (its test_sampler.py), and the
-staleness-1 rule of Eq. 13 (test_ddp_staleness.py). Eq. 1, 5, 7-9, 12, Alg. 3 and Appendix C remain
-unverified reconstructions.
+Reference: Y. Xia et al., "Redundancy-Free and Load-Balanced TGNN Training With Hierarchical Pipeline
+Parallelism" (TPDS; equation numbers of the TPDS text, ../shared/papers/sven-tpds.txt) and its HPDC'23
+version ("Redundancy-Free High-Performance Dynamic GNN Training with Hierarchical Pipeline
+Parallelism"; §3.1.2 defines the interval partition).
 
-Training model (shared by all functions). Events are trained in chronological batches. An event
-(u, v, t) is computed on the rank that owns its source u (vertex-level partitioning). A batch of B
-events needs, per event, the memory of ``src``, ``dst`` and ``negatives_per_event`` negative
-destinations (the *batch vertices*, (2 + negatives) * B positions) and of ``k`` sampled temporal
-neighbours of each batch vertex (the *sampled vertices*). Memory rows live on their owner rank.
+Training model. Every scheme computes a batch's events data-parallel, split evenly across the M
+trainers (§2.3, §4.2: model computation is data-parallel; only N&M is placed by vertex). A batch's
+*dispatch list* are the vertices whose N&M the embedding reads: the roots (source, destination and
+one negative per event) and their sampled temporal neighbours (the "sampled" nodes, N1). Its
+*aggregation list* are the vertices whose N&M the batch writes back: the events' endpoints (the
+"original" nodes, N2) and, for APAN, the sampled neighbours its mails are delivered to.
 
-* Dispatch: a rank fetches the memory rows it needs from their owners.
-* Aggregation: after the step the rank writes the updated memory and the new mailbox message of the
-  vertices it updated (by default the batch vertices) back to their owners.
+Eq. 1 (paper form): eta1 = N1^r / N1, eta2 = N2^r / N2, where N^r counts the positions whose vertex
+already occurred earlier in the list (N - distinct), over the whole mini-batch (:func:`redundancy`).
+The per-rank, remote-only variant the code used before (share of one rank's *remote* positions that
+repeat) is kept as :func:`remote_redundancy`; it is what a rank's deduplication saves on the wire.
 
-Alg. 2 (redundancy-free organisation): concatenate every vertex id a batch needs, keep each id once
-(:func:`deduplicate`), transfer only the unique rows (grouped by owner, :func:`dispatch_plan`) and
-rebuild the per-position tensor with the inverse index (:func:`restore`).
+Eq. 7-9 (paper form, :func:`paper_volume`), with d_msg = 2 d_mem + d_edge (App. C, Eq. 14):
+    DepCache  C_DE = N2 (1-eta2)(d_msg+d_mem) 2(M-1)^2/M C0
+    DepComm   C_DM = N1 d_mem 2(M-1)/M C0 + N2 (1-eta2)(d_msg+d_mem) 2(M-1)/M C0
+    Sven      C_Sv = N1 (1-eta1)(d_msg+d_mem) 2(M-1)/M C0 + N2 (1-eta2)(d_msg+d_mem) 2(M-1)/M C0
+The paper assumes ideal balance and counts each transferred row at both of its ends (the factor 2).
+What a rank really sends is the *per-rank form* (:class:`BatchTraffic`, :func:`rank_volume`): its
+remote positions or distinct remote ids times the widths the implementation moves. The record keeps
+both: the paper form as the paper defines it, the per-rank form beside the counted bytes.
 
-Eq. 1 (redundancy ratios, per rank, over *remote* positions only, since local rows cost nothing):
-    eta1 = 1 - |unique remote ids in batch + sampled vertices| / |remote positions in batch + sampled|
-    eta2 = 1 - |unique remote ids in updated vertices| / |remote positions in updated vertices|
-(0 when there is no remote position). eta1 is the share of dispatched rows that were redundant,
-eta2 the share of aggregated rows.
-
-Eq. 5 (balance cost): the communication of rank r, C_r = rows r sends + rows r receives over the
-whole stream (after per-batch deduplication); the balance cost is max_r C_r. :func:`communication_matrix`
-also reports the *residual* C_r - mean(C) (how far each rank sits above or below an even split; our
-reading of the paper's residual) and the imbalance max(C) / mean(C).
-
-Eq. 7-9 (communication volume per rank per iteration, bytes; rho = remote fraction of positions,
-D = (2 + negatives) * B * (1 + k) dispatch positions, U = updated_per_event * B aggregated positions,
-row_d = memory_dim, row_a = memory_dim + message_dim):
-    Eq. 7 DepCache  (memory replicated on every rank, updates broadcast to the P-1 other replicas):
-        dispatch 0,                   aggregation (P - 1) * U * row_a
-    Eq. 8 DepComm   (partitioned memory, every position fetched and written back, redundancy kept):
-        dispatch rho * D * row_d,     aggregation rho_a * U * row_a
-    Eq. 9 Sven      (DepComm after Alg. 2 deduplication):
-        dispatch (1 - eta1) * rho * D * row_d,   aggregation (1 - eta2) * rho_a * U * row_a
-
-Eq. 12 (micro-batch pipelining granularity): see :func:`pipeline_granularity`.
-
-Eq. 13 (asynchronous gradient all-reduce, staleness 1) is applied by the trainer, not here: the
-all-reduce of iteration t's gradient is launched asynchronously and its result is applied at step
-t + 1, i.e. theta_{t+1} = theta_t - lr * allreduce(g_{t-1}). Iteration 0 takes no optimiser step, and
-the last pending gradient is applied at the end of the epoch. The authors' prototype hook differs in
-three details: it steps with a zero gradient at iteration 0 (same parameters under SGD; Adam's step
-counter moves), all-reduces in fp16, and never flushes the last gradient.
-
-Alg. 3 (Re-FlexBiCut): see :func:`re_flexbicut`. We read "BiCut" as BiGraph's bipartite-oriented
-partitioning (Chen et al., "Bipartite-oriented distributed graph partitioning for big learning", 2014:
-hub side first, edges follow one side), made min-max ("flexible") and followed by a reassignment ("Re-")
-refinement; baselines: :func:`range_partition` and :func:`interval_partition`.
+Eq. 5 is read on the trainer-vertex graph of a pre-sampling pass (:class:`TrainerVertexGraph`):
+w(t_j, v) = rows trainer j moves for vertex v over an epoch (one dispatch per batch in which it needs
+v, one write-back per batch in which it updates v: Alg. 2 within a batch). The printed Eq. 5 sums
+w(t_j, v) over the vertices *inside* W_j, which a min-max objective would minimise by cutting
+everything; App. B bounds the *capacity of the cut around each terminal*, so we read delta(t_j, v) as
+"the edge leaves W_j" and zeta(W_j) = sum of the weights of the edges cut by W_j's boundary: the rows
+trainer j fetches from others plus the rows others fetch from it (:class:`BalanceReport`).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -73,7 +50,7 @@ from dgbench.errors import DgbenchError
 SCHEMES = ("depcache", "depcomm", "sven")
 
 
-# --------------------------------------------------------------------------- Alg. 2 and Eq. 1
+# --------------------------------------------------------------------------- Alg. 2
 
 def deduplicate(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unique ids (sorted) and the inverse index with ``ids``' shape: ``unique[inverse] == ids`` (Alg. 2)."""
@@ -99,45 +76,26 @@ def dispatch_plan(unique_ids: np.ndarray, owner: np.ndarray, num_parts: int) -> 
     return order, np.bincount(owners, minlength=num_parts)
 
 
-def _dispatched_and_updated(batch_vertices: np.ndarray, sampled_vertices: np.ndarray,
-                            updated_vertices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    dispatched = batch_dependencies(batch_vertices, sampled_vertices)
-    updated = np.asarray(batch_vertices if updated_vertices is None else updated_vertices).ravel()
-    return dispatched, updated
+# --------------------------------------------------------------------------- Eq. 1
+
+def redundancy(ids: np.ndarray) -> float:
+    """Eq. 1: N^r / N, the share of positions whose vertex already occurred in the list (0 if empty)."""
+    ids = np.asarray(ids).ravel()
+    return 0.0 if len(ids) == 0 else 1.0 - len(np.unique(ids)) / len(ids)
 
 
-def _redundancy(ids: np.ndarray, owner: np.ndarray, rank: int) -> float:
-    """Share of the remote positions in ``ids`` that repeat an id already requested."""
-    remote = ids[owner[ids] != rank]
+def remote_redundancy(ids: np.ndarray, owner: np.ndarray, rank: int) -> float:
+    """Per-rank, remote-only variant of Eq. 1: share of ``rank``'s remote positions that repeat an id."""
+    ids = np.asarray(ids).ravel()
+    remote = ids[np.asarray(owner)[ids] != rank]
     return 0.0 if len(remote) == 0 else 1.0 - len(np.unique(remote)) / len(remote)
-
-
-def redundancy_ratios(batch_vertices: np.ndarray, sampled_vertices: np.ndarray, owner: np.ndarray, rank: int,
-                      updated_vertices: np.ndarray | None = None) -> tuple[float, float]:
-    """(eta1, eta2) of Eq. 1 for one rank's batch (see the module docstring for the definitions).
-
-    ``updated_vertices`` are the ids whose memory is written back (default: ``batch_vertices``).
-    Padding ids (negative) in ``sampled_vertices`` must be removed by the caller.
-    """
-    owner = np.asarray(owner)
-    dispatched, updated = _dispatched_and_updated(batch_vertices, sampled_vertices, updated_vertices)
-    return _redundancy(dispatched, owner, rank), _redundancy(updated, owner, rank)
-
-
-def remote_fractions(batch_vertices: np.ndarray, sampled_vertices: np.ndarray, owner: np.ndarray, rank: int,
-                     updated_vertices: np.ndarray | None = None) -> tuple[float, float]:
-    """(rho, rho_a): share of dispatch positions and of aggregation positions owned by another rank."""
-    owner = np.asarray(owner)
-    dispatched, updated = _dispatched_and_updated(batch_vertices, sampled_vertices, updated_vertices)
-    rho, rho_a = (float(np.mean(owner[ids] != rank)) if len(ids) else 0.0 for ids in (dispatched, updated))
-    return rho, rho_a
 
 
 # --------------------------------------------------------------------------- Eq. 7-9
 
 @dataclass(frozen=True)
 class CommVolume:
-    """Bytes one rank moves in one iteration: dispatch (fetching rows) and aggregation (writing back)."""
+    """Bytes of one batch (or summed over batches): dispatch (fetching N&M) and aggregation (writing back)."""
 
     dispatch_bytes: float
     aggregation_bytes: float
@@ -146,100 +104,221 @@ class CommVolume:
     def total_bytes(self) -> float:
         return self.dispatch_bytes + self.aggregation_bytes
 
+    def __add__(self, other: "CommVolume") -> "CommVolume":
+        return CommVolume(self.dispatch_bytes + other.dispatch_bytes, self.aggregation_bytes + other.aggregation_bytes)
 
-def comm_volume(scheme: str, eta1: float, eta2: float, batch_size: int, num_parts: int, memory_dim: int,
-                message_dim: int, *, num_neighbors: float = 10, negatives_per_event: int = 1,
-                updated_per_event: int = 2, remote_fraction: float | None = None,
-                aggregation_remote_fraction: float | None = None, bytes_per_value: int = 4) -> CommVolume:
-    """Eq. 7 (depcache), Eq. 8 (depcomm), Eq. 9 (sven): per-rank, per-iteration bytes (module docstring).
 
-    ``remote_fraction`` defaults to (P-1)/P (ids spread evenly over ranks); pass the measured one
-    (:func:`remote_fractions`) to compare against counted bytes. eta1/eta2 only affect ``sven``.
-    """
+def _check_scheme(scheme: str) -> None:
     if scheme not in SCHEMES:
         raise DgbenchError(f"unknown communication scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
-    rho = (num_parts - 1) / num_parts if remote_fraction is None else remote_fraction
-    rho_a = rho if aggregation_remote_fraction is None else aggregation_remote_fraction
-    dispatch_positions = (2 + negatives_per_event) * batch_size * (1 + num_neighbors)
-    updated_positions = updated_per_event * batch_size
-    dispatch_row = memory_dim * bytes_per_value
-    aggregation_row = (memory_dim + message_dim) * bytes_per_value
-    if scheme == "depcache":  # Eq. 7
-        return CommVolume(0.0, float((num_parts - 1) * updated_positions * aggregation_row))
-    keep_dispatch, keep_aggregation = (1.0, 1.0) if scheme == "depcomm" else (1.0 - eta1, 1.0 - eta2)  # Eq. 8/9
-    return CommVolume(keep_dispatch * rho * dispatch_positions * dispatch_row,
-                      keep_aggregation * rho_a * updated_positions * aggregation_row)
+
+
+def paper_volume(scheme: str, n1: int, n2: int, eta1: float, eta2: float, memory_dim: int, edge_dim: int,
+                 num_trainers: int, unit_bytes: int = 4) -> CommVolume:
+    """Eq. 7 (depcache), Eq. 8 (depcomm), Eq. 9 (sven) exactly as printed, for one mini-batch of N1
+    sampled and N2 original nodes with redundancy ratios eta1, eta2 (Eq. 1), M trainers and C0 bytes
+    per value; d_msg = 2 d_mem + d_edge (App. C)."""
+    _check_scheme(scheme)
+    m, c0 = num_trainers, unit_bytes
+    d_msg = 2 * memory_dim + edge_dim
+    row = d_msg + memory_dim
+    aggregation = n2 * (1 - eta2) * row * c0
+    if scheme == "depcache":  # Eq. 7: one all-gather
+        return CommVolume(0.0, aggregation * 2 * (m - 1) ** 2 / m)
+    all_to_all = 2 * (m - 1) / m
+    dispatch = n1 * memory_dim * c0 if scheme == "depcomm" else n1 * (1 - eta1) * row * c0  # Eq. 8 / Eq. 9
+    return CommVolume(dispatch * all_to_all, aggregation * all_to_all)
+
+
+@dataclass(frozen=True)
+class BatchTraffic:
+    """One rank's share of one batch, counted from its ids: what the per-rank forms of Eq. 7-9 read.
+
+    Widths are in values: ``row_width`` the whole N&M row (what Sven dispatches), ``view_width`` the
+    updated memory an owner returns (DepComm's dispatch), ``update_width`` one aggregation row
+    (memory, message, their times and the write priority)."""
+
+    dispatch_positions: int  # remote positions of the dispatch list
+    dispatch_unique: int  # distinct vertices among them
+    aggregation_unique: int  # distinct remote vertices written back (after last-wins)
+    updates_unique: int  # distinct vertices written back, local or remote
+    world_size: int
+    row_width: int
+    view_width: int
+    update_width: int
+    bytes_per_value: int
+
+
+def rank_volume(scheme: str, traffic: BatchTraffic) -> CommVolume:
+    """Bytes one rank sends for one batch (per-rank form of Eq. 7-9, the implementation's mechanics):
+
+    * depcache: its distinct updates, last-wins first, all-gathered to the M-1 other replicas;
+    * depcomm: a d_mem-wide updated-memory row per remote dispatch position (no deduplication, Eq. 8),
+      its distinct remote updates written back (Eq. 8's (1 - eta2));
+    * sven: one whole N&M row per distinct remote vertex (Alg. 2), distinct remote updates written back.
+    """
+    _check_scheme(scheme)
+    t, c0 = traffic, traffic.bytes_per_value
+    if scheme == "depcache":
+        return CommVolume(0.0, float(t.updates_unique * (t.world_size - 1) * t.update_width * c0))
+    aggregation = float(t.aggregation_unique * t.update_width * c0)
+    if scheme == "depcomm":
+        return CommVolume(float(t.dispatch_positions * t.view_width * c0), aggregation)
+    return CommVolume(float(t.dispatch_unique * t.row_width * c0), aggregation)
 
 
 # --------------------------------------------------------------------------- Eq. 12
 
-def pipeline_granularity(redundancy: float | Callable[[int], float], batch_size: int, comm_time: float,
-                         compute_time: float, *, overhead: float = 0.0, max_micro_batches: int = 16) -> int:
-    """Number n of micro-batches minimising the two-stage (communicate, compute) pipeline time (Eq. 12).
-
-    Splitting a batch into n micro-batches overlaps micro-batch i+1's communication with micro-batch i's
-    computation, but deduplication (Alg. 2) then only works inside each micro-batch, so the volume grows.
-    ``comm_time`` is the deduplicated full batch's communication time, ``compute_time`` its computation time,
-    ``overhead`` the fixed cost per micro-batch. ``redundancy`` is either eta at micro-batch size m
-    (a callable m -> eta(m), e.g. measured with :func:`redundancy_ratios`) or eta of the full batch, then
-    modelled as shrinking linearly to 0 at one event per micro-batch. With C(n) the communication time
-    at granularity n, the pipeline time is
-        T(n) = (C(n) + K) / n + (n - 1) / n * max(C(n), K) + n * overhead,    K = compute_time,
-    and the returned n is argmin T(n) over 1..max_micro_batches (ties: the smallest n).
-    """
-    def eta_at(micro_batch: int) -> float:
-        if callable(redundancy):
-            return float(redundancy(micro_batch))
-        return redundancy * (micro_batch - 1) / max(batch_size - 1, 1)
-
-    full_kept = 1.0 - eta_at(batch_size)
-    best_n, best_time = 1, np.inf
-    for n in range(1, max(1, min(max_micro_batches, batch_size)) + 1):
-        micro_batch = -(-batch_size // n)
-        comm = comm_time * (1.0 - eta_at(micro_batch)) / full_kept if full_kept > 0 else comm_time
-        total = (comm + compute_time) / n + (n - 1) / n * max(comm, compute_time) + n * overhead
-        if total < best_time - 1e-12:
-            best_n, best_time = n, total
-    return best_n
+def redundancy_by_batch_size(ids: np.ndarray, event_of: np.ndarray, sizes: list[int]) -> list[float]:
+    """Eq. 1's eta of a dispatch list when its events are cut into micro-batches of ``sizes[i]`` events
+    (each micro-batch deduplicated on its own): the eta(bs) curve Eq. 12 is fitted to.
+    ``event_of[p]``: the event (0-based within the batch) position p belongs to."""
+    ids, event_of = np.asarray(ids, dtype=np.int64), np.asarray(event_of, dtype=np.int64)
+    out = []
+    for size in sizes:
+        if len(ids) == 0:
+            out.append(0.0)
+            continue
+        group = event_of // max(int(size), 1)
+        distinct = len(np.unique(group * (int(ids.max()) + 1) + ids))
+        out.append(1.0 - distinct / len(ids))
+    return out
 
 
-# --------------------------------------------------------------------------- Eq. 5
+def fit_redundancy_curve(batch_sizes: list[int], etas: list[float]) -> tuple[float, float]:
+    """(A, B) of eta = A + B / bs (Eq. 12's App. D model), least squares over the profiled points."""
+    x = 1.0 / np.asarray(batch_sizes, dtype=np.float64)
+    y = np.asarray(etas, dtype=np.float64)
+    if len(x) < 2 or np.ptp(x) == 0:
+        return float(y.mean()) if len(y) else 0.0, 0.0
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(intercept), float(slope)
+
+
+def granularity(a: float, b: float, batch_size: int, link_speed: float, max_micro_batches: int = 16) -> int:
+    """Eq. 12: n = floor((A bs + B) / S), clamped to 1..max_micro_batches.
+
+    Dimensions (the paper leaves them open): A bs + B = bs eta(bs) is the batch's redundant share in
+    events, so S is read as a speed in the same unit — the events whose deduplicated rows the link
+    moves in the fixed cost of one collective (measured bandwidth x per-collective latency / bytes per
+    event). n then grows with the transfer time, as App. D argues."""
+    if link_speed <= 0 or not np.isfinite(link_speed):
+        return max_micro_batches if link_speed == 0 else 1
+    n = int(np.floor((a * batch_size + b) / link_speed))
+    return int(min(max(n, 1), max_micro_batches))
+
+
+# --------------------------------------------------------------------------- Eq. 2 and Eq. 5
+
+@dataclass
+class TrainerVertexGraph:
+    """The trainer-vertex graph of a pre-sampling pass (§3.1.2, Fig. 8c): ``weight[j, v]`` = w(t_j, v),
+    the N&M rows trainer j moves for vertex v in one epoch (dispatch + write-back, each at most once per
+    batch after Alg. 2)."""
+
+    weight: np.ndarray  # (M, N) int64
+
+    @property
+    def num_trainers(self) -> int:
+        return self.weight.shape[0]
+
+    @property
+    def num_nodes(self) -> int:
+        return self.weight.shape[1]
+
+    @classmethod
+    def from_keys(cls, keys: list[np.ndarray], num_trainers: int, num_nodes: int) -> "TrainerVertexGraph":
+        """From per-(batch, trainer) deduplicated key arrays ``trainer * num_nodes + vertex``."""
+        flat = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        counts = np.bincount(flat, minlength=num_trainers * num_nodes)
+        return cls(counts.reshape(num_trainers, num_nodes).astype(np.int64))
+
+
+def even_share(batch_events: int, rank: int, world_size: int) -> np.ndarray:
+    """Positions of the events ``rank`` computes in a batch: contiguous, sizes differ by at most one."""
+    return np.flatnonzero((np.arange(batch_events) * world_size) // max(batch_events, 1) == rank)
+
+
+def trainer_vertex_graph(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_trainers: int,
+                         batch_size: int) -> TrainerVertexGraph:
+    """The trainer-vertex graph of a stream without negatives or sampled neighbours: each batch's events
+    split evenly (:func:`even_share`), each trainer dispatching and writing back its events' endpoints
+    once per batch. (Runs build the full graph from the training plans: trainers/continuous/schemes/common.py.)"""
+    src, dst = _check_stream(src, dst, num_nodes, num_trainers)
+    batch = _batch_index(len(src), batch_size)
+    within = np.arange(len(src)) - batch * batch_size
+    sizes = np.minimum(batch_size, len(src) - batch * batch_size)
+    trainer = (within * num_trainers) // np.maximum(sizes, 1)
+    keys = []
+    for endpoint in (src, dst):
+        keys.append((batch * num_trainers + trainer) * num_nodes + endpoint)
+    per_batch = np.unique(np.concatenate(keys))  # one row per (batch, trainer, vertex): Alg. 2
+    trainer_vertex = per_batch % (num_trainers * num_nodes)
+    # one dispatch and one write-back per (batch, trainer, vertex)
+    return TrainerVertexGraph(2 * np.bincount(trainer_vertex, minlength=num_trainers * num_nodes)
+                              .reshape(num_trainers, num_nodes).astype(np.int64))
+
 
 @dataclass
 class BalanceReport:
-    """Communication of every rank when a stream is trained under one vertex partition.
+    """Communication per trainer under one vertex partition, on the trainer-vertex graph.
 
-    ``matrix[r, q]``: memory rows rank r fetches from owner q (deduplicated per batch); each is also
-    written back (aggregation), so rank r sends and receives ``matrix[r].sum() + matrix[:, r].sum()``.
-    """
+    ``matrix[i, j]``: rows trainer i moves for vertices owned by trainer j (i != j; the diagonal is
+    local and free). zeta_j (Eq. 5) = sum_i!=j matrix[i, j] + sum_k!=j matrix[j, k]: what others move
+    with j plus what j moves with others."""
 
     matrix: np.ndarray
-    send: np.ndarray
-    receive: np.ndarray
-    compute: np.ndarray
+    local: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def per_rank(self) -> np.ndarray:
-        return self.send + self.receive
+        return self.matrix.sum(axis=0) + self.matrix.sum(axis=1)
 
     @property
     def balance_cost(self) -> int:
-        """Eq. 5: the largest per-rank communication."""
-        return int(self.per_rank.max())
+        """Eq. 5: zeta(W) = max_j zeta(W_j)."""
+        return int(self.per_rank.max()) if self.per_rank.size else 0
 
     @property
     def residual(self) -> np.ndarray:
-        """Per-rank communication minus the even share (mean)."""
-        return self.per_rank - self.per_rank.mean()
+        """Eq. 2: R = J_{MxM} C_max - C over the off-diagonal (trainer-to-trainer) entries."""
+        c = self.matrix.astype(np.float64)
+        off = ~np.eye(len(c), dtype=bool)
+        residual = np.zeros_like(c)
+        residual[off] = c[off].max(initial=0.0) - c[off]
+        return residual
 
     @property
     def imbalance(self) -> float:
-        mean = self.per_rank.mean()
+        mean = self.per_rank.mean() if self.per_rank.size else 0.0
         return float(self.per_rank.max() / mean) if mean > 0 else 1.0
 
     def summary(self) -> dict[str, float]:
-        return {"balance_cost": self.balance_cost, "total": int(self.matrix.sum() * 2),
-                "max_residual": float(self.residual.max()), "imbalance": self.imbalance}
+        return {"balance_cost": self.balance_cost, "total": int(self.matrix.sum()),
+                "max_residual": float(self.residual.max(initial=0.0)), "imbalance": self.imbalance}
+
+    def as_record(self) -> dict:
+        return {**self.summary(), "per_rank": self.per_rank.tolist(), "matrix": self.matrix.tolist(),
+                "residual_matrix": self.residual.tolist()}
+
+
+def balance_report(graph: TrainerVertexGraph, owner: np.ndarray) -> BalanceReport:
+    """C of Eq. 2 and zeta of Eq. 5 for the partition ``owner`` of the graph's vertices."""
+    owner = np.asarray(owner, dtype=np.int64)
+    m = graph.num_trainers
+    if len(owner) != graph.num_nodes:
+        raise DgbenchError(f"owner has {len(owner)} vertices, the trainer-vertex graph {graph.num_nodes}")
+    by_owner = np.zeros((m, m), dtype=np.int64)
+    for j in range(m):
+        by_owner[:, j] = graph.weight[:, owner == j].sum(axis=1)
+    local = np.diag(by_owner).copy()
+    np.fill_diagonal(by_owner, 0)
+    return BalanceReport(by_owner, local)
+
+
+def balance_cost(graph: TrainerVertexGraph, owner: np.ndarray) -> int:
+    """Eq. 5's zeta(W) of ``owner``."""
+    return balance_report(graph, owner).balance_cost
 
 
 def _check_stream(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
@@ -259,56 +338,112 @@ def _batch_index(num_events: int, batch_size: int) -> np.ndarray:
     return np.arange(num_events, dtype=np.int64) // batch_size
 
 
-def communication_matrix(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_parts: int,
-                         batch_size: int) -> BalanceReport:
-    """Per-rank rows moved when the stream is trained in chronological batches under ``owner`` (Eq. 5).
+# --------------------------------------------------------------------------- baselines
 
-    Event e runs on ``owner[src[e]]`` and needs the memory of ``src[e]`` (local) and ``dst[e]``; a rank
-    fetches each remote row once per batch (Alg. 2) and writes it back once. Negatives and sampled
-    neighbours are not modelled (they depend on the sampler, not on the partition).
-    """
-    owner = np.asarray(owner, dtype=np.int64)
-    src, dst = _check_stream(src, dst, len(owner), num_parts)
-    num_nodes = len(owner)
-    batch = _batch_index(len(src), batch_size)
-    worker = owner[src]
-    if (int(batch[-1]) + 1 if len(batch) else 1) * num_parts * num_nodes >= 2**62:
-        raise DgbenchError("stream too large for the 64-bit (batch, rank, vertex) key")
-    keys = np.unique((batch * num_parts + worker) * num_nodes + dst)
-    rank, vertex = (keys // num_nodes) % num_parts, keys % num_nodes
-    remote = owner[vertex] != rank
-    matrix = np.bincount(rank[remote] * num_parts + owner[vertex[remote]],
-                         minlength=num_parts * num_parts).reshape(num_parts, num_parts)
-    moved = matrix.sum(axis=1) + matrix.sum(axis=0)  # dispatch one way, aggregation back
-    return BalanceReport(matrix=matrix, send=moved.copy(), receive=moved.copy(),
-                         compute=np.bincount(worker, minlength=num_parts))
-
-
-def balance_cost(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_parts: int, batch_size: int) -> int:
-    """Eq. 5: max over ranks of rows sent + received (see :func:`communication_matrix`)."""
-    return communication_matrix(src, dst, owner, num_parts, batch_size).balance_cost
-
-
-# --------------------------------------------------------------------------- partitioners
-
-def range_partition(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_parts: int) -> np.ndarray:
+def range_partition(num_nodes: int, num_parts: int) -> np.ndarray:
     """Baseline: P contiguous vertex-id ranges of (nearly) equal size."""
-    _check_stream(src, dst, num_nodes, num_parts)
-    return (np.arange(num_nodes, dtype=np.int64) * num_parts) // num_nodes
+    if num_parts < 1:
+        raise DgbenchError(f"num_parts must be at least 1 (got {num_parts})")
+    return (np.arange(num_nodes, dtype=np.int64) * num_parts) // max(num_nodes, 1)
 
 
-def interval_partition(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_parts: int) -> np.ndarray:
-    """Baseline: chronological intervals. Vertices are ordered by their first event (never-seen vertices
-    last, by id) and that order is cut into P contiguous intervals of (nearly) equal vertex count."""
-    src, dst = _check_stream(src, dst, num_nodes, num_parts)
-    first_event = np.full(num_nodes, len(src), dtype=np.int64)
-    event = np.arange(len(src), dtype=np.int64)
-    np.minimum.at(first_event, np.concatenate([src, dst]), np.concatenate([event, event]))
-    order = np.lexsort((np.arange(num_nodes), first_event))
-    owner = np.empty(num_nodes, dtype=np.int64)
-    owner[order] = (np.arange(num_nodes, dtype=np.int64) * num_parts) // num_nodes
-    return owner
+def interval_partition(num_nodes: int, num_parts: int, interval: int) -> np.ndarray:
+    """HPDC §3.1.2 interval partition: vertex ids cut at a constant interval granularity, intervals dealt
+    to the trainers in turn (owner = (v // interval) mod P), so hot and cold id regions interleave."""
+    if num_parts < 1 or interval < 1:
+        raise DgbenchError(f"num_parts and interval must be at least 1 (got {num_parts}, {interval})")
+    return (np.arange(num_nodes, dtype=np.int64) // interval) % num_parts
 
+
+# --------------------------------------------------------------------------- Alg. 3 Re-FlexBiCut
+
+def _assign_under_bound(weight: np.ndarray, delta: np.ndarray, active: np.ndarray, bound: float,
+                        max_rounds: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Alg. 3 for one guess B of the load bound (App. B): owners (-1 = unassigned) and zeta, or None when
+    a whole round assigns nothing while vertices remain (no Re-FlexBiCut within B).
+
+    Each trainer t_i in turn is the source of a source&sink graph whose sink are the other trainers.
+    On the bipartite trainer-vertex graph, moving v to t_i's side changes the capacity of the cut
+    around W_i by delta_i(v) = sum_{j != i} w(t_j, v) - w(t_i, v) (unassigned vertices count as cut
+    for every trainer), so the cut around t_i of capacity <= B holding the most unlabelled vertices
+    takes them in ascending delta_i while the capacity stays within B (line 6-7; exact for this
+    graph). Line 9-12: the vertices of W_j on t_i's side of the unbounded cut (delta_i < 0) are
+    reassigned to W_i when the balance cost does not grow (zeta' <= zeta)."""
+    m, _ = weight.shape
+    owner = np.where(active, -1, -2)  # -2: no edges, placed after the search
+    zeta = weight.sum(axis=1).astype(np.float64)  # every trainer starts fetching all it needs
+    for _ in range(max_rounds):
+        progress = False
+        for i in range(m):
+            unassigned = np.flatnonzero(owner == -1)
+            if len(unassigned):
+                d = delta[i, unassigned]
+                order = np.argsort(d, kind="stable")
+                capacity = zeta[i] + np.cumsum(d[order])
+                fits = np.flatnonzero(capacity <= bound)
+                if len(fits):
+                    take = int(fits[-1]) + 1
+                    owner[unassigned[order[:take]]] = i
+                    zeta[i] = capacity[take - 1]
+                    progress = True
+            wanted = delta[i] < 0
+            for j in range(m):
+                if j == i:
+                    continue
+                moving = wanted & (owner == j)
+                if not moving.any():
+                    continue
+                after = zeta.copy()
+                after[i] += delta[i, moving].sum()
+                after[j] -= delta[j, moving].sum()
+                if after.max() <= zeta.max():
+                    owner[moving] = i
+                    zeta = after
+                    progress = True
+        if not (owner == -1).any():
+            return owner, zeta
+        if not progress:
+            return None
+    return None
+
+
+def re_flexbicut(graph: TrainerVertexGraph, max_rounds: int | None = None) -> np.ndarray:
+    """Alg. 3 Re-FlexBiCut: owner trainer of every vertex minimising Eq. 5's balance cost (approximately).
+
+    App. B: binary search on the load bound B between a lower bound (every remote access moved once,
+    shared evenly: 2 sum_v (sum_j w - max_j w) / M) and the cost of a feasible partition (each vertex on
+    the trainer needing it most); for each guess, :func:`_assign_under_bound` runs the source&sink
+    bi-cuts and reassignments until every vertex is labelled. The smallest feasible B's partition is
+    returned (the fallback partition if no guess assigns everything). Vertices no trainer touches in the
+    pre-sampled epoch do not enter the cuts; they are dealt to the trainers in turn by id (memory rows
+    only, no traffic)."""
+    weight = graph.weight.astype(np.float64)
+    m, n = weight.shape
+    if m == 1:
+        return np.zeros(n, dtype=np.int64)
+    total = weight.sum(axis=0)
+    active = total > 0
+    delta = total[None, :] - 2 * weight  # sum_{j != i} w_j - w_i
+    rounds = max_rounds or (4 * int(np.ceil(np.log2(max(n, 2)))) + 2 * m)
+    fallback = np.argmax(weight, axis=0).astype(np.int64)
+    best = fallback
+    high = int(balance_report(graph, fallback).balance_cost)  # feasible
+    low = int(2 * (total - weight.max(axis=0, initial=0)).sum() // m) - 1  # below every feasible bound
+    while high - low > max(1, int(1e-4 * high)):
+        bound = (low + high) // 2
+        result = _assign_under_bound(weight, delta, active, float(bound), rounds)
+        if result is None:
+            low = bound
+            continue
+        owner, zeta = result
+        best, high = owner.copy(), min(int(zeta.max()), bound)
+    idle = np.flatnonzero(~active)
+    best = best.copy()
+    best[idle] = np.arange(len(idle)) % m
+    return best.astype(np.int64)
+
+
+# --------------------------------------------------------------------------- minmax-greedy (not Alg. 3)
 
 @dataclass
 class _PairGraph:
@@ -337,7 +472,7 @@ def _pair_graph(src: np.ndarray, dst: np.ndarray, num_nodes: int, batch_size: in
 
 
 class _MinMaxState:
-    """Loads under the pair surrogate of Eq. 5: a cut pair of weight w adds 2w to both owners' loads."""
+    """Loads under the pair surrogate: a cut pair of weight w adds 2w to both owners' loads."""
 
     def __init__(self, graph: _PairGraph, compute_weight: np.ndarray, num_parts: int, compute_cap: float,
                  vertex_cap: float):
@@ -381,7 +516,7 @@ class _MinMaxState:
         self.count[part] -= 1
 
 
-def _flexbicut_initial(state: _MinMaxState, order: np.ndarray) -> None:
+def _greedy_initial(state: _MinMaxState, order: np.ndarray) -> None:
     """Greedy placement, heaviest vertices first: each vertex goes where the resulting max load is lowest
     (ties: less added cut, then fewer vertices), within the caps."""
     for v in order:
@@ -419,8 +554,7 @@ def _max_load_excluding(load: np.ndarray, source: int) -> np.ndarray:
 
 
 def _best_move(state: _MinMaxState, v: int, conn: np.ndarray, rest: np.ndarray) -> int | None:
-    """Target part whose move of v lowers (max load, total load) lexicographically the most, or None.
-    ``rest[c]``: the largest load among parts other than v's part and c (they do not change)."""
+    """Target part whose move of v lowers (max load, total load) lexicographically the most, or None."""
     source = int(state.owner[v])
     total = conn.sum()
     new_source = state.load[source] + 2 * (2 * conn[source] - total)
@@ -438,10 +572,9 @@ def _best_move(state: _MinMaxState, v: int, conn: np.ndarray, rest: np.ndarray) 
     return int(candidates[np.lexsort((delta_total[candidates], new_max[candidates]))[0]])
 
 
-def _reassign(state: _MinMaxState, max_passes: int) -> int:
-    """Re- step of Alg. 3: passes over the vertices that could help (a neighbour part holds more of their
-    pair weight, or they sit on the bottleneck rank), largest cut reduction first, moving each vertex whose
-    move lowers (max load, total load); stops when a pass moves nothing."""
+def _single_vertex_moves(state: _MinMaxState, max_passes: int) -> int:
+    """Passes over the vertices that could help, largest cut reduction first, moving each vertex whose move
+    lowers (max load, total load); stops when a pass moves nothing."""
     connection = _connection_matrix(state)
     moves = 0
     for _ in range(max_passes):
@@ -471,24 +604,17 @@ def _reassign(state: _MinMaxState, max_passes: int) -> int:
     return moves
 
 
-def re_flexbicut(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_parts: int, *, batch_size: int = 200,
-                 compute_imbalance: float | None = 0.1, vertex_imbalance: float = 1.0,
-                 max_passes: int = 20) -> np.ndarray:
-    """Alg. 3 (our reading of Re-FlexBiCut): owner rank per vertex minimising the max per-rank communication.
+def minmax_greedy(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_parts: int, *, batch_size: int = 200,
+                  compute_imbalance: float | None = None, vertex_imbalance: float = 1.0,
+                  max_passes: int = 20) -> np.ndarray:
+    """``minmax-greedy`` (our heuristic, *not* Alg. 3; it was mislabelled "reflexbicut" before): on a
+    vertex-vertex co-occurrence surrogate of Eq. 5 (a pair interacting in w batches adds 2w to both
+    owners' loads when cut), place vertices heaviest first where the resulting maximum load is lowest,
+    then move single vertices while that lowers (max load, total load).
 
-    Surrogate of Eq. 5: vertices u, v that interact in a batch cost one fetch and one write-back, so a
-    pair weighted by the number of batches in which it interacts adds 2 * weight to the load of both
-    owners when cut. FlexBiCut places vertices heaviest first where the resulting maximum load is lowest
-    (a flexible, min-max version of BiCut's hub-first bipartite placement); Re- then reassigns single
-    vertices while that lowers (max load, total load).
-
-    Constraints. Events run on their source's owner, so the partition is also the work split: when
-    ``compute_imbalance`` is given (default 0.1) a rank computes at most (1 + compute_imbalance) * E / P
-    events (without it the cheapest partition piles most events on one rank). Every rank owns at most
-    (1 + vertex_imbalance) * N / P vertices (memory rows); this cap always holds. A vertex the greedy pass
-    cannot fit under both caps goes to the least-computing part with room, so the compute cap can then be
-    exceeded by that vertex's events.
-    """
+    ``compute_imbalance`` caps the events whose source a rank owns at (1 + c) E / P; it modelled the
+    old source-owner compute placement and is off by default now that events are split evenly. Every
+    rank owns at most (1 + vertex_imbalance) N / P vertices."""
     src, dst = _check_stream(src, dst, num_nodes, num_parts)
     if num_parts == 1:
         return np.zeros(num_nodes, dtype=np.int64)
@@ -499,6 +625,6 @@ def re_flexbicut(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_parts: in
     vertex_cap = np.ceil((1 + vertex_imbalance) * num_nodes / num_parts)
     state = _MinMaxState(graph, compute_weight, num_parts, compute_cap, vertex_cap)
     order = np.lexsort((np.arange(num_nodes), -compute_weight, -graph.degree))
-    _flexbicut_initial(state, order)
-    _reassign(state, max_passes)
+    _greedy_initial(state, order)
+    _single_vertex_moves(state, max_passes)
     return state.owner

@@ -21,4 +21,4 @@ class Single(ContinuousScheme[NoOptions]):
 
     def node_state(self, ctx: DistContext, layout: StateLayout, partition: Partition, options: NoOptions) -> NodeState:
         assert partition.owner is not None
-        return ResidentState(ctx, layout.width, layout.empty_rows, partition.owner)
+        return ResidentState(ctx, layout, partition.owner)
