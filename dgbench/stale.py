@@ -173,7 +173,8 @@ class StaleExchange:
     @staticmethod
     def _distances(cache: _Cache, current: torch.Tensor) -> torch.Tensor:
         """L2 distance of every row to its last transmitted copy; +inf for rows never sent."""
-        distance = torch.linalg.vector_norm((current - cache.sent).reshape(current.shape[0], -1), dim=1)
+        difference = (current - cache.sent).reshape(current.shape[0], max(1, current[0].numel()) if len(current) else 0)
+        distance = torch.linalg.vector_norm(difference, dim=1)
         return torch.where(cache.sent_valid, distance, torch.full_like(distance, math.inf))
 
     def _fresh(self, key: Hashable, distance: torch.Tensor) -> torch.Tensor:

@@ -69,13 +69,16 @@ class _Collectives:
     def exchange(self, send: torch.Tensor, exchange: Exchange, tag: str) -> torch.Tensor:
         return self.move(send, exchange.send_splits, exchange.recv_splits, tag)
 
-    def move(self, send: torch.Tensor, send_splits: list[int], recv_splits: list[int], tag: str) -> torch.Tensor:
+    def move(self, send: torch.Tensor, send_splits: list[int], recv_splits: list[int], tag: str,
+             embeddings: bool = True) -> torch.Tensor:
+        """``embeddings``: the rows are embeddings a receiver aggregates (stale aggregation may keep
+        them); the pair scores are not."""
         if self.token is not None:
             send = send + 0 * self.token
         key = (tag, self.calls)
         self.calls += 1
         stale = self.placement.stale
-        if stale is not None:
+        if stale is not None and embeddings:
             received = stale.exchange(key, send, send_splits, recv_splits, tag)
         else:
             received = all_to_all_autograd(send, self.placement.ctx.comm, send_splits, recv_splits, tag=tag)
@@ -328,7 +331,8 @@ class InstancePlacement(Placement):
         asked = comm.all_to_all_single(torch.from_numpy(wanted[order]).to(device).view(-1, 1), want_splits,
                                        asked_splits, tag="scores:ids").view(-1).cpu().numpy()
         served = flat[:, 1].index_select(0, torch.from_numpy(self._cells(asked)).to(device))
-        arrived = view.collectives.move(served.view(-1, 1), asked_splits, want_splits, "scores").view(-1)
+        arrived = view.collectives.move(served.view(-1, 1), asked_splits, want_splits, "scores",
+                                        embeddings=False).view(-1)
         by_wanted = arrived.index_select(0, torch.from_numpy(np.argsort(order, kind="stable")).to(device))
         zero = flat.new_zeros(1)
         u_values = self._own_or_zero(flat[:, 0], u_instance, zero)
