@@ -135,8 +135,13 @@ class LayoutSequence:
     def to_time(self, z: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def sequence_mask(self) -> SequenceMask | None:
+        """Which (step, row) instances of the vertex layout exist; None: all of them (the default)."""
+        return None
+
     def sequence(self, module: SequenceModule, y: torch.Tensor, carry: State) -> tuple[torch.Tensor, State]:
-        z, carry = module(self.to_vertex(y), carry)
+        mask = self.sequence_mask()
+        z, carry = module(self.to_vertex(y), carry) if mask is None else module(self.to_vertex(y), carry, mask)
         return self.to_time(z), carry
 
 

@@ -37,6 +37,9 @@ class TaskOptions(Options):
     hidden: int = option(6, "Hidden width of the discrete-time models (ESDG §6.4: 6).", positive=True)
     theta: float = option(0.1, "Fraction of each target snapshot's edges used as positives (ESDG §6.4).",
                           positive=True, upper=1.0)
+    presence: str = option("all", "Which vertex instances exist (DGC §2.1's V_t): all = every vertex in every "
+                                  "snapshot; edges = the vertices with an edge in it (trainers/discrete/presence.py).",
+                           choices=("all", "edges"))
     group_length: int = option(0, "Snapshot-group protocol (BLAD §3.1, Eq. 1): each target step is an independent "
                                   "sample, its L most recent snapshots run from a fresh state, loss on the last; "
                                   "0 = the whole-sequence protocol (ESDG §6.4).", minimum=0)
@@ -67,7 +70,15 @@ def _data(run: ResolvedRun) -> DiscreteData:
 
 
 def partition_problem(run: ResolvedRun) -> DiscreteData:
-    return _data(run)
+    from trainers.discrete.presence import apply_presence
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    data = _data(run)
+    apply_presence(data, task.presence)
+    # for schemes whose partition depends on the model (DGC §4.1: edge weights = the model's cut bytes)
+    data.build_model = lambda: run.model.build(run.model_options, in_features=data.in_features, hidden=task.hidden)
+    data.hidden = task.hidden
+    return data
 
 
 def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,

@@ -21,7 +21,7 @@ import torch
 
 from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
-from dgbench.models.contract import LayoutSequence
+from dgbench.models.contract import LayoutSequence, SequenceMask
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, graph_attention, spmm
 from dgbench.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
                                partition_vertices_detailed)
@@ -159,6 +159,15 @@ class TimeView(LayoutSequence):
 
     def _local_counts(self) -> list[int]:
         return [b - a for a, b in self.placement.local_ranges(self.block)]
+
+    def sequence_mask(self) -> SequenceMask | None:
+        """``--presence edges``: which (step, vertex) of this rank's vertex range exist (DGC §2.1's V_t)."""
+        present = getattr(self.placement.data, "present", None)
+        if present is None:
+            return None
+        a, b = self.placement.vertex_ranges[self.placement.rank]
+        return SequenceMask(present=torch.from_numpy(present[self.block.start:self.block.stop, a:b]).to(
+            self.first_input.device))
 
     def to_vertex(self, y: torch.Tensor) -> torch.Tensor:
         """[T_local, N, F] -> [T_block, N_local, F]: one all-to-all (ESDG §4.2 re-distribution)."""
@@ -348,6 +357,14 @@ class VertexView(LayoutSequence):
 
     def to_time(self, z: torch.Tensor) -> torch.Tensor:
         return z
+
+    def sequence_mask(self) -> SequenceMask | None:
+        """``--presence edges``: which (step, own vertex) instances exist (DGC §2.1's V_t)."""
+        present = getattr(self.placement.data, "present", None)
+        if present is None:
+            return None
+        rows = present[self.block.start:self.block.stop][:, self.placement.own]
+        return SequenceMask(present=torch.from_numpy(np.ascontiguousarray(rows)).to(self.halo.features.device))
 
 
 class VertexPlacement(Placement):
