@@ -59,8 +59,8 @@ def test_a_record_states_the_partition_that_ran(tmp_path: Path, stream_store: Pa
                                       "--out", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
     record = json.loads(next((tmp_path / "runs").glob("*.json")).read_text())
-    # depcomm takes no partition option (its owners are ranges): the record says what ran, not an option
-    assert "partition" not in record["hyperparameters"] and record["extra"]["partition"] == "range"
+    # depcomm's partition option defaults to sven's (HPDC §3.1.3): the record says what ran
+    assert record["hyperparameters"]["partition"] == record["extra"]["partition"] == "reflexbicut"
     sent = record["extra"]["balance"]["measured_nm_sent_bytes_per_rank"]
     assert len(sent) == 2 and record["extra"]["balance"]["measured_max_nm_sent_bytes"] == max(sent) > 0
     last = record["epochs"][-1]
