@@ -44,6 +44,7 @@ class ResolvedRun:
     model: ModelEntry
     model_options: Options
     task: Options  # the family protocol's options
+    fingerprint: str | None = None  # of the store when the run was resolved: every rank must train on it
 
     def hyperparameters(self) -> dict[str, Any]:
         """Exactly the options that applied: the run's, the protocol's, the scheme's and the model's."""
@@ -75,6 +76,11 @@ def family_hooks(family: Family) -> FamilyHooks:
 
 def _kind_of(config: RunConfig) -> str:
     return str(read_attrs(config.dataset)["kind"])
+
+
+def _fingerprint_of(config: RunConfig) -> str | None:
+    value = read_attrs(config.dataset).get("fingerprint")
+    return str(value) if value is not None else None
 
 
 def _wrong_kind(config: RunConfig, kind: str, family: Family) -> str | None:
@@ -114,7 +120,8 @@ def resolve(config: RunConfig) -> ResolvedRun:
                       build_options(scheme.Options, config.options, f"scheme '{scheme.name}'"),
                       model, build_options(model.options, config.options, f"model '{model.name}'"),
                       build_options(hooks.TaskOptions, _with_protocol_defaults(scheme, config.options),
-                                    f"the {family}-time protocol"))
+                                    f"the {family}-time protocol"),
+                      _fingerprint_of(config))
     world = int(os.environ.get("WORLD_SIZE", config.nproc))
     scheme.check_world(world)
     scheme.validate(run.scheme_options, world)
