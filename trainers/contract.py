@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the family modules import this one; annotations only
     from trainers.discrete.data import DiscreteData
     from trainers.discrete.placement import Placement
     from trainers.discrete.schedule import Schedule
+    from trainers.experiment import ResolvedRun
 
 Family = Literal["discrete", "continuous"]
 EventAssignment = Callable[[np.ndarray], np.ndarray]  # a batch's sources -> mask of this rank's events
@@ -88,8 +89,10 @@ class Scheme(ABC, Generic[OptionsT]):
     Options: ClassVar[type[Options]] = NoOptions
     world: ClassVar[WorldRule] = WorldRule()
     # option sets the registry-driven conformance suite runs besides the defaults (tests/test_conformance.py):
-    # each must train exactly like `single` and move the bytes the scheme predicts
+    # each must train exactly like its reference (see reference_options) and move the bytes it predicts
     conformance: ClassVar[tuple[dict[str, Any], ...]] = ()
+    # the models this scheme trains (None: every model of its family); a run of another is refused
+    models: ClassVar[tuple[str, ...] | None] = None
     # protocol options this scheme runs under unless the user gives them (BLAD trains snapshot groups:
     # {"group_length": 4}); recorded like any given option
     protocol_defaults: ClassVar[dict[str, Any]] = {}
@@ -105,6 +108,12 @@ class Scheme(ABC, Generic[OptionsT]):
     def record_extras(self, options: OptionsT, partition: Partition) -> dict[str, Any]:
         """What this scheme adds to the record's ``extra`` beyond the family's own."""
         return {}
+
+    def reference_options(self, options: dict[str, Any], world_size: int) -> dict[str, Any] | None:
+        """What the conformance suite holds a run on ``world_size`` ranks with ``options`` to: None (default),
+        `single`'s run of the same model; else the options of this scheme's own one-process run (a scheme
+        whose numbers depend on its partition by design: tgcn's grid order)."""
+        return None
 
     def check_world(self, world_size: int) -> None:
         problem = self.world.problem(self.name, world_size)
@@ -157,6 +166,13 @@ class ContinuousScheme(Scheme[OptionsT]):
     def predicted_volume(self, traffic: BatchTraffic) -> CommVolume | None:
         """The N&M bytes one rank should move for one batch under this scheme's mechanics (the per-rank
         form of Sven Eq. 7-9; ``traffic`` counts the rank's ids and widths), or None: no model."""
+        return None
+
+    def train_rank(self, ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem
+                   ) -> dict[str, Any] | None:
+        """This rank's results in the family's shape (figures, counters, losses, ...) when the scheme drives
+        training itself (tgcn's grid and swap schedule); None (default): the family's loop, through
+        :meth:`node_state` and the hooks above."""
         return None
 
 

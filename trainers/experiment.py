@@ -112,6 +112,8 @@ def resolve(config: RunConfig) -> ResolvedRun:
         raise DgbenchError(problem)
     scheme = scheme_of(family, config.scheme)
     model = model_of(family, config.model)
+    if scheme.models is not None and model.name not in scheme.models:
+        raise DgbenchError(f"scheme '{scheme.name}' trains {', '.join(scheme.models)}, not '{model.name}'")
     _check_run_level(config)
     refuse_foreign(config.options, (hooks.TaskOptions, scheme.Options, model.options),
                    f"the {family}-time protocol, scheme '{scheme.name}' or model '{model.name}'",

@@ -87,6 +87,11 @@ def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
 
 
 def _train(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
+    scheme = run.scheme
+    assert isinstance(scheme, ContinuousScheme)
+    own = scheme.train_rank(ctx, run, partition, problem)  # a scheme with its own driver (tgcn)
+    if own is not None:
+        return own
     trainer = build_trainer(ctx, run, partition, problem)
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
                          label=f"{run.scheme.name}/{run.model.name}", unit="events")
