@@ -17,6 +17,12 @@ label. Edge-life leaves the frames unchanged (ESDG smooths only the graph); othe
 Outputs are 50-80x the input on real graphs, so the transform streams: it keeps only the last w
 coalesced snapshots (peak memory O(w x largest snapshot)) and appends each output snapshot to the
 store writer as soon as it is built.
+
+ESDG Table 1 pairs each model with its smoothing (TM-GCN on the M-product, EvolveGCN on edge-life,
+CD-GCN on the raw graph; §5.4: TM-GCN's features are M-averaged too). :data:`MODEL_SMOOTHING` holds
+that pairing and :func:`smooth_adjacencies` / :func:`window_mean` apply it in memory, so a run can
+smooth its inputs while its link-prediction targets stay the raw next snapshots
+(trainers/discrete/data.py).
 """
 from __future__ import annotations
 
@@ -34,7 +40,9 @@ from dgbench.errors import DgbenchError
 from dgbench.progress import progress
 from dgbench.store import EDGE_COLUMNS, SNAPSHOTS, SnapshotStore, SnapshotStoreWriter, id_dtype, open_store
 
-EDGE_LIFE, M_PRODUCT = "edge-life", "m-product"
+EDGE_LIFE, M_PRODUCT, RAW = "edge-life", "m-product", "none"
+# ESDG Table 1 / §5.4: the smoothing each model is trained on (models not listed: the raw graph)
+MODEL_SMOOTHING = {"tmgcn": M_PRODUCT, "evolvegcn-o": EDGE_LIFE, "cdgcn": RAW}
 # Rows read from the input per Zarr call: many small snapshots are read together (one call per
 # snapshot costs more than the snapshot), large ones one at a time.
 READ_BLOCK_ROWS = 1 << 20
@@ -69,6 +77,39 @@ def window_sum(window: deque[WeightedAdjacency]) -> WeightedAdjacency:
     if len(window) == 1:
         return window[0]
     return coalesce(np.concatenate([a.keys for a in window]), np.concatenate([a.weights for a in window]))
+
+
+def smooth_adjacencies(snapshots: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]], num_nodes: int,
+                       name: str, window: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """In memory: (src, dst, weight) of every snapshot after edge-life (window sum) or the M-product
+    (window mean) over the last ``window`` snapshots; the same entries the streaming transform writes."""
+    if name not in (EDGE_LIFE, M_PRODUCT):
+        raise DgbenchError(f"unknown smoothing {name!r}; expected {EDGE_LIFE} or {M_PRODUCT}")
+    if window < 1:
+        raise DgbenchError(f"{name}: the window must be at least 1 snapshot (got {window})")
+    n = np.int64(num_nodes)
+    edges: deque[WeightedAdjacency] = deque(maxlen=window)
+    for src, dst, weight in snapshots:
+        keys = np.asarray(dst, dtype=np.int64) * n + np.asarray(src, dtype=np.int64)
+        weights = np.ones(len(keys)) if weight is None else np.asarray(weight, dtype=np.float64)
+        edges.append(coalesce(keys, weights))
+        smoothed = window_sum(edges)
+        values = smoothed.weights / len(edges) if name == M_PRODUCT else smoothed.weights
+        out_dst, out_src = np.divmod(smoothed.keys, n)
+        yield out_src, out_dst, values
+
+
+def window_mean(frames: list[np.ndarray], window: int) -> list[np.ndarray]:
+    """TM-GCN's M-product on a feature tensor: frame t becomes the mean of frames max(0, t-w+1)..t."""
+    return [np.mean(np.stack(frames[max(0, t - window + 1):t + 1]), axis=0, dtype=np.float64).astype(frame.dtype)
+            for t, frame in enumerate(frames)]
+
+
+def store_smoothing(store: SnapshotStore) -> str | None:
+    """The smoothing transform a store was written by (its provenance), or None for a raw store."""
+    names = [t.get("name") for t in store.provenance.get("transforms", []) if isinstance(t, dict)]
+    smoothed = [name for name in names if name in (EDGE_LIFE, M_PRODUCT)]
+    return smoothed[-1] if smoothed else None
 
 
 def _snapshot_adjacencies(store: SnapshotStore) -> Iterator[WeightedAdjacency]:
