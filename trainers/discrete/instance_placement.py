@@ -47,6 +47,14 @@ def instance_graph(data: DiscreteData) -> SuperGraph:
     return build_supergraph(input_edges(data), presence=getattr(data, "presence", "all"), num_vertices=data.num_nodes)
 
 
+def check_presence(data: DiscreteData, ends_with_time_encoder: bool | None) -> None:
+    """Under ``--presence edges`` a pair is scored with its vertices' latest present instances, which is
+    what ``single`` computes only when the model's output is a time encoder's (absent steps repeat it)."""
+    if getattr(data, "presence", "all") == "edges" and ends_with_time_encoder is False:
+        raise DgbenchError("--presence edges: this model's output is not a time encoder's, so an absent vertex "
+                           "has no latest-instance embedding; run it with --presence all")
+
+
 @dataclass(frozen=True)
 class FusionSettings:
     """Chunk fusion switches (§5.1): spatial (groups of chunks run as one batch under a byte budget)

@@ -42,7 +42,7 @@ from dgbench.partition.model_traffic import ModelTraffic, model_traffic
 from dgbench.stale import FORMULAS, INTENT, StalePolicy
 from trainers.contract import DiscreteScheme, Partition, register_scheme
 from trainers.discrete.data import DiscreteData
-from trainers.discrete.instance_placement import FusionSettings, InstancePlacement, instance_graph
+from trainers.discrete.instance_placement import FusionSettings, InstancePlacement, check_presence, instance_graph
 from trainers.discrete.placement import Placement
 from trainers.discrete.schedule import Schedule
 from trainers.discrete.stale_schedule import StaleSchedule
@@ -70,7 +70,7 @@ class DGCOptions(Options):
                                 choices=FORMULAS)
 
 
-def _traffic(problem: DiscreteData) -> ModelTraffic | None:
+def traffic_of(problem: DiscreteData) -> ModelTraffic | None:
     """The run's model's traffic profile (the family attaches a model builder to its problem)."""
     build = getattr(problem, "build_model", None)
     return model_traffic(build(), problem.in_features) if build is not None else None
@@ -89,7 +89,8 @@ class DGC(DiscreteScheme[DGCOptions]):
     def partition(self, problem: DiscreteData, parts: int, options: DGCOptions) -> Partition:
         started = time.perf_counter()
         graph = instance_graph(problem)
-        traffic = _traffic(problem)
+        traffic = traffic_of(problem)
+        check_presence(problem, traffic.ends_with_time_encoder if traffic else None)
         hidden = int(getattr(problem, "hidden", 6))
         profile = traffic.profile if traffic else TrafficProfile((hidden,), (hidden,))
         built = time.perf_counter()

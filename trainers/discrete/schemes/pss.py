@@ -16,9 +16,10 @@ import time
 from dgbench.dist import DistContext
 from dgbench.options import NoOptions
 from dgbench.partition.chunks import pss_parts
+from dgbench.partition.model_traffic import model_traffic
 from trainers.contract import DiscreteScheme, Partition, register_scheme
 from trainers.discrete.data import DiscreteData
-from trainers.discrete.instance_placement import FusionSettings, InstancePlacement, instance_graph
+from trainers.discrete.instance_placement import FusionSettings, InstancePlacement, check_presence, instance_graph
 from trainers.discrete.placement import Placement
 
 
@@ -29,6 +30,8 @@ class PSS(DiscreteScheme[NoOptions]):
 
     def partition(self, problem: DiscreteData, parts: int, options: NoOptions) -> Partition:
         started = time.perf_counter()
+        build = getattr(problem, "build_model", None)
+        check_presence(problem, model_traffic(build(), problem.in_features).ends_with_time_encoder if build else None)
         graph = instance_graph(problem)
         part = pss_parts(graph, parts)
         report = {"method": "pss", "instances": graph.num_instances, "presence": graph.presence,
