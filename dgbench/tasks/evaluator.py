@@ -6,7 +6,7 @@ A loop (or a baseline) scores each positive of an evaluation set and its K negat
 carry NaN — and :meth:`Evaluator.score` turns them into :class:`SplitFigures`:
 
 * ranking (TGB / OGB): MRR and Hits@{1,3,10} of each positive among its own negatives, ties averaged
-  (:mod:`dgbench.metrics`);
+  (:mod:`dgbench.metrics`); Hits@k only for k <= K (with K negatives every rank is at most K + 1);
 * classification, the 1:1 protocol of TGL, DyGLib and Poursafaei et al. (their AP/AUC tables): each
   positive against the *first* of its negatives (a uniform draw of the strategy), accuracy at logit 0;
 * the same for positives with a new node and with seen nodes only, where both exist;
@@ -45,7 +45,8 @@ class RankFigures:
         labels = np.r_[np.ones(len(positive)), np.zeros(len(first))]
         return cls(ap=average_precision(scores, labels), auc=roc_auc(scores, labels),
                    accuracy=accuracy(scores, labels), mrr=mean_reciprocal_rank(positive, negatives),
-                   hits={k: hits_at(positive, negatives, k) for k in HITS_AT}, scored=len(positive))
+                   hits={k: hits_at(positive, negatives, k) for k in HITS_AT if k <= negatives.shape[1]},
+                   scored=len(positive))
 
 
 @dataclass(frozen=True)
@@ -107,3 +108,34 @@ class Evaluator:
                 else None
         return SplitFigures(split, RankFigures.of(positive[scored], negative[scored]), positives=len(positive),
                             negatives=int((~missing).sum()), **groups)
+
+
+def pair_id(set_index: int, row: np.ndarray, column: np.ndarray, positives: int, k: int) -> np.ndarray:
+    """Where a scored pair goes among a split's scores: set ``set_index``'s (positives, 1 + k) matrix,
+    ``row`` a positive, ``column`` 0 for the positive itself and 1..k for its negatives."""
+    return (np.int64(set_index) * positives + np.asarray(row, np.int64)) * (k + 1) + np.asarray(column, np.int64)
+
+
+def split_name(split: str, index: int, evaluation: EvaluationSet) -> str:
+    """The metrics key of a split: ``val``/``test`` for the run's first set, ``test:historical`` etc. after."""
+    return split if index == 0 else f"{split}:{evaluation.spec.strategy}"
+
+
+def score_pairs(sets: list[EvaluationSet], split: str, ids: np.ndarray, scores: np.ndarray) -> dict[str, SplitFigures]:
+    """Figures of every set's ``split`` from scored pairs identified by :func:`pair_id` (gathered from
+    every rank, any order). Every positive and every present negative must have been scored once."""
+    ids, scores = np.asarray(ids, np.int64), np.asarray(scores, np.float64)
+    out = {}
+    for index, evaluation in enumerate(sets):
+        negatives = evaluation.get(split, "negatives")
+        n, k = negatives.shape
+        matrix = np.full(n * (k + 1), np.nan)
+        mine = (ids >= index * n * (k + 1)) & (ids < (index + 1) * n * (k + 1))
+        matrix[ids[mine] - index * n * (k + 1)] = scores[mine]
+        matrix = matrix.reshape(n, k + 1)
+        expected = np.c_[np.ones(n, bool), negatives >= 0]
+        if int(mine.sum()) != int(expected.sum()) or np.isnan(matrix[expected]).any():
+            raise ValueError(f"{split}: {int(mine.sum())} pairs scored for {int(expected.sum())} in set "
+                             f"{evaluation.spec.name}")
+        out[split_name(split, index, evaluation)] = Evaluator(evaluation).score(split, matrix[:, 0], matrix[:, 1:])
+    return out

@@ -117,8 +117,9 @@ def build_snapshot_set(store: SnapshotStore, spec: EvaluationSpec) -> tuple[dict
                 observed_nodes[keys % width] = True
         rng = _rng(spec, split)
         positives = keys_of[tau]
-        if len(positives) > MAX_SNAPSHOT_POSITIVES:
-            positives = np.sort(rng.choice(positives, MAX_SNAPSHOT_POSITIVES, replace=False))
+        if len(positives) > MAX_SNAPSHOT_POSITIVES:  # the same positives for every strategy
+            cap = np.random.default_rng([spec.seed, SPLIT_CODES[split], 99])
+            positives = np.sort(cap.choice(positives, MAX_SNAPSHOT_POSITIVES, replace=False))
         target = ns.SnapshotTarget(n, keys_of[tau], observed, positives // width, positives % width)
         negatives = ns.snapshot_negatives(spec.strategy, target, spec.negatives, rng)
         new_node = ns.snapshot_new_nodes(target, observed_nodes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -93,6 +93,10 @@ class BatchPlan:
     event_of_needed: np.ndarray  # index (into ``events``) of the event each needed position belongs to
     deliveries: np.ndarray | None = None  # neighbours mailed by the endpoints (row-major over [src, dst] roots)
     delivery_priority: np.ndarray | None = None  # the sending endpoint's priority 2 position + side
+    # an evaluation-set batch (BatchPlanner.candidates): each event's K negative pairs, and whether they
+    # keep the event's source (then the roots are [src, dst, K·dst'] instead of [src, dst, K·src', K·dst'])
+    candidates: int = 0
+    fixed_source: bool = True
 
     @property
     def roots(self) -> np.ndarray:
@@ -112,6 +116,9 @@ class BatchPlanner:
     route: Callable[[np.ndarray], FetchRoute | None]
     fetch_neighbors: bool = True  # sampled neighbours join the needed ids (their views are embedded)
     deliver_to_neighbors: bool = False  # the endpoints' sampled neighbours receive their mails
+    # split -> (negative sources, negative destinations), (events of the split, K): an evaluation set's
+    # negatives, scored instead of one random destination per event (MISSING slots: -1)
+    candidates: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def batch_bounds(self, split: str, batch_size: int) -> list[tuple[int, int]]:
         a, b = self.stream.ranges[split]
@@ -121,19 +128,27 @@ class BatchPlanner:
         s = self.stream
         size = stop - start
         rng = np.random.default_rng([self.seed, SPLIT_CODES[split], index])
-        all_negatives = s.negative_pool[rng.integers(0, len(s.negative_pool), size=size)]
         positions = np.flatnonzero(self.assign(s.src[start:stop]))
         events = start + positions
-        src, dst, negatives = s.src[events], s.dst[events], all_negatives[positions]
-        roots = np.concatenate([src, dst, negatives])
-        root_t = np.tile(s.t[events], 3)
+        src, dst = s.src[events], s.dst[events]
         b = len(events)
-        root_event = np.tile(np.arange(b), 3)
+        candidates, fixed_source = 0, True
+        if split in self.candidates:
+            blocks, fixed_source = self._candidate_roots(split, events, src, dst)
+            candidates = (len(blocks) - 2) // (1 if fixed_source else 2)
+            negatives = np.concatenate(blocks[2:]) if len(blocks) > 2 else np.empty(0, np.int64)
+        else:
+            negatives = s.negative_pool[rng.integers(0, len(s.negative_pool), size=size)][positions]
+            blocks = [src, dst, negatives]
+        count = len(blocks)
+        roots = np.concatenate([src, dst, negatives])
+        root_t = np.tile(s.t[events], count)
+        root_event = np.tile(np.arange(b), count)
         neighbors = deliveries = delivery_priority = None
         needed, query_times, event_of = roots, root_t, root_event
         if self.sampler is not None and self.neighbors > 0:
-            root_positions = np.concatenate([positions, size + positions, 2 * size + positions])
-            uniforms = rng.random((3 * size, self.neighbors))[root_positions]  # rank-independent draws
+            root_positions = np.concatenate([block * size + positions for block in range(count)])
+            uniforms = rng.random((count * size, self.neighbors))[root_positions]  # rank-independent draws
             neighbors = self.sampler.sample(roots, root_t, self.neighbors, self.strategy, uniforms)
             mask = neighbors.mask
             if self.fetch_neighbors:
@@ -146,7 +161,22 @@ class BatchPlanner:
                 deliveries = neighbors.nodes[:2 * b][mask[:2 * b]]
                 delivery_priority = np.broadcast_to(endpoint_priority[:, None], mask[:2 * b].shape)[mask[:2 * b]]
         return BatchPlan(split, index, size, positions, events, src, dst, negatives, neighbors, needed,
-                         query_times, self.route(needed), event_of, deliveries, delivery_priority)
+                         query_times, self.route(needed), event_of, deliveries, delivery_priority, candidates,
+                         fixed_source)
+
+    def _candidate_roots(self, split: str, events: np.ndarray, src: np.ndarray, dst: np.ndarray
+                         ) -> tuple[list[np.ndarray], bool]:
+        """Root blocks of an evaluation batch: [src, dst, dst'_1..dst'_K] when every negative keeps its
+        event's source (the random strategy), else [src, dst, src'_1..src'_K, dst'_1..dst'_K]; an empty
+        slot scores the event's own pair there (its score is dropped: the set has no negative there)."""
+        neg_src, neg_dst = self.candidates[split]
+        rows = events - self.stream.ranges[split][0]
+        neg_src, neg_dst = neg_src[rows], neg_dst[rows]
+        present = neg_dst >= 0
+        neg_src = np.where(present, neg_src, src[:, None])
+        neg_dst = np.where(present, neg_dst, dst[:, None])
+        fixed = bool((neg_src == src[:, None]).all())
+        return [src, dst, *([] if fixed else list(neg_src.T)), *list(neg_dst.T)], fixed
 
 
 class Prefetcher:

@@ -20,8 +20,12 @@ from dgbench.models.temporal import TemporalModel
 from dgbench.options import Options, option
 from dgbench.records import build_record, dataset_entry
 from dgbench.store import STREAM, EdgeStreamStore, open_store
+from dgbench.tasks.baselines import Baseline, evaluate_baseline
+from dgbench.tasks.evalset import EvaluationSet
+from dgbench.tasks.options import (eval_negatives_option, evaluation_block, evaluation_sets, extra_negatives_option,
+                                   negatives_option)
 from trainers.continuous.data import EventStream, StreamProblem
-from trainers.continuous.loop import ContinuousTrainer, LoopOptions
+from trainers.continuous.loop import BatchCounters, ContinuousTrainer, LoopOptions
 from trainers.continuous.sampler import STRATEGIES, TemporalSampler
 from trainers.contract import ContinuousScheme, Partition
 from trainers.epochs import merge_rank_epochs, run_epochs
@@ -42,6 +46,9 @@ class TaskOptions(Options):
     memory_dim: int = option(100, "Node memory width (even: two attention heads).", positive=True)
     max_events: int | None = option(None, "Train on the first N events only (split in the store's proportions).",
                                     positive=True)
+    negatives: str = negatives_option()
+    extra_negatives: str | None = extra_negatives_option()
+    eval_negatives: int = eval_negatives_option()
 
 
 def open_stream(path: Path) -> EdgeStreamStore:
@@ -55,6 +62,14 @@ def check(run: ResolvedRun) -> None:
     assert isinstance(task, TaskOptions)
     if task.memory_dim % 2:
         raise DgbenchError(f"--memory-dim must be even (two attention heads), got {task.memory_dim}")
+    _evaluation(run)  # written beside the store before any rank starts (dgbench/tasks/evalset.py)
+
+
+def _evaluation(run: ResolvedRun) -> list[EvaluationSet]:
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    return evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives, task.eval_negatives,
+                           task.max_events)
 
 
 def partition_problem(run: ResolvedRun) -> StreamProblem:
@@ -83,10 +98,34 @@ def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
     assert isinstance(model, TemporalModel)
     options = LoopOptions(batch_size=task.batch_size, neighbors=task.neighbors, sampler=task.sampler,
                           lr=run.config.lr, seed=run.config.seed, prefetch=int(run.config.extra.get("prefetch", 2)))
-    return ContinuousTrainer(ctx, stream, model, scheme, run.scheme_options, partition, options)
+    trainer = ContinuousTrainer(ctx, stream, model, scheme, run.scheme_options, partition, options)
+    trainer.evaluation = _evaluation(run)  # validation and test: the run's fixed evaluation sets
+    return trainer
+
+
+def _baseline_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, baseline: Baseline) -> dict[str, Any]:
+    """A baseline (dgbench/tasks/baselines.py) reads the store and scores the evaluation sets; it trains
+    nothing (work 0: no throughput or scaling rows) and every rank computes the same."""
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    baseline.index(run.config.dataset, task.max_events)
+    sets = _evaluation(run)
+    figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=lambda epoch, timer: (0.0, 0),
+                         evaluate=lambda: evaluate_baseline(baseline, sets),
+                         label=f"{run.scheme.name}/{run.model.name}", unit="events")
+    for f in figures:
+        f["iterations"] = 0
+    return {"figures": figures, "counters": BatchCounters().summary(), "microbatches": {}, "losses": [],
+            "state_row_width": 0, "parameters": 0, "partition": partition if ctx.is_main else None,
+            "baseline": baseline.describe()}
 
 
 def _train(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=problem.stream.edge_dim)
+    if isinstance(probe, Baseline):
+        return _baseline_rank(ctx, run, partition, probe)
     scheme = run.scheme
     assert isinstance(scheme, ContinuousScheme)
     own = scheme.train_rank(ctx, run, partition, problem)  # a scheme with its own driver (tgcn)
@@ -184,9 +223,12 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
              "microbatches": per_rank[0]["microbatches"], "state_row_width": per_rank[0]["state_row_width"],
              "parameters": per_rank[0]["parameters"], "events_used": len(stream.src),
              "batch_losses_last_epoch": per_rank[0]["losses"],
+             **({"baseline": per_rank[0]["baseline"]} if "baseline" in per_rank[0] else {}),
              **run.scheme.record_extras(run.scheme_options, partition)}
     backend = run.config.resolved_backend() or default_backend()  # --device cpu is gloo even where CUDA is
-    return build_record(family="continuous", task=TASK, scheme=run.scheme.name, model=run.model.name,
-                        dataset=dataset_entry(store), hyperparameters=run.hyperparameters(), world_size=world,
-                        backend=backend, device=torch.device("cuda" if backend == "nccl" else "cpu"),
-                        epochs=epochs, final_metrics=last["metrics"], started_at=started, extra=extra)
+    result = build_record(family="continuous", task=TASK, scheme=run.scheme.name, model=run.model.name,
+                          dataset=dataset_entry(store), hyperparameters=run.hyperparameters(), world_size=world,
+                          backend=backend, device=torch.device("cuda" if backend == "nccl" else "cpu"),
+                          epochs=epochs, final_metrics=last["metrics"], started_at=started, extra=extra)
+    result["evaluation"] = evaluation_block(_evaluation(run))  # the sets every figure above scored
+    return result

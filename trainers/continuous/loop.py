@@ -29,6 +29,8 @@ from dgbench.metrics import link_prediction_metrics
 from dgbench.models.temporal import BatchInputs, TemporalModel
 from dgbench.options import Options
 from dgbench.progress import bar as progress_bar
+from dgbench.tasks.evalset import EvaluationSet
+from dgbench.tasks.evaluator import Evaluator, SplitFigures, split_name
 from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
 from trainers.continuous.sampler import TemporalSampler
 from trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
@@ -103,6 +105,7 @@ class ContinuousTrainer:
                                       staleness=scheme.gradient_staleness(scheme_options))
         self.losses: list[float] = []
         self.microbatch_choice: dict[str, Any] = {}
+        self.evaluation: list[EvaluationSet] = []  # the run's evaluation sets (set by the family)
 
     # ------------------------------------------------------------------ one batch
     def _inputs(self, plan: BatchPlan, rows: torch.Tensor | None) -> BatchInputs:
@@ -285,11 +288,85 @@ class ContinuousTrainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:
-        """Validation then test, memory carried on from training (TGL)."""
+        """Validation then test, memory carried on from training (TGL). With evaluation sets, each set is
+        scored from the same post-training memory (restored between sets): its negatives ranked against
+        every positive through the one evaluator of both families (dgbench/tasks/evaluator.py)."""
         self.model.eval()
-        return {split: self._evaluate_split(split) for split in ("val", "test")}
+        if not self.evaluation:
+            return {split: self._evaluate_split(split) for split in ("val", "test")}
+        trained = self.state.table.clone()
+        out = {}
+        for index, evaluation in enumerate(self.evaluation):
+            self.state.table = trained.clone()
+            for split in ("val", "test"):
+                figures = self._evaluate_set(evaluation, split)
+                out[split_name(split, index, evaluation)] = figures.as_metrics()
+        return out
+
+    def _evaluate_set(self, evaluation: EvaluationSet, split: str) -> SplitFigures:
+        """Every positive of ``split`` and its K negatives scored batch by batch (memory updated by each
+        batch's events after scoring it, as in training), gathered from every rank."""
+        negatives = evaluation.get(split, "negatives")
+        self.planner.candidates = {split: (evaluation.get(split, "negative_src"), negatives)}
+        first = self.stream.ranges[split][0]
+        scores = np.full((len(negatives), 1 + negatives.shape[1]), np.nan)
+        try:
+            for plan in Prefetcher(self.planner, split, self.options.batch_size, self.options.prefetch):
+                rows = self._gather_candidate_scores(plan, self._score_candidates(plan))
+                scores[rows[:, 0].astype(np.int64) - first] = rows[:, 1:]
+        finally:
+            self.planner.candidates = {}
+        negative = np.where(negatives >= 0, scores[:, 1:], np.nan)
+        return Evaluator(evaluation).score(split, scores[:, 0], negative)
+
+    def _candidate_inputs(self, plan: BatchPlan, rows: torch.Tensor | None) -> BatchInputs:
+        """:meth:`_inputs` for an evaluation batch, whose roots are [src, dst, negatives...]."""
+        device, s = self.ctx.device, self.stream
+        count = len(plan.roots)
+        t = torch.from_numpy(s.t[plan.events]).to(device, self.dtype)
+        inputs = BatchInputs(rows[:count] if rows is not None else None, t,
+                             torch.from_numpy(s.edge_features[plan.events]).to(device, self.dtype))
+        if plan.neighbors is not None:
+            nbr = plan.neighbors
+            inputs.neighbor_mask = torch.from_numpy(nbr.mask).to(device)
+            if self.model.uses_neighbors:
+                root_t = np.tile(s.t[plan.events], count // max(len(plan.events), 1))
+                inputs.neighbor_rows = rows[count:] if rows is not None else None
+                inputs.neighbor_dt = torch.from_numpy(np.where(nbr.mask, root_t[:, None] - nbr.times, 0.0)).to(
+                    device, self.dtype)
+                inputs.neighbor_edge_features = torch.from_numpy(
+                    s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
+        return inputs
+
+    def _score_candidates(self, plan: BatchPlan) -> torch.Tensor:
+        """(b, 1 + K) logits of this rank's events: the positive, then each negative pair. The model's own
+        parts — node views, :meth:`~dgbench.models.temporal.TemporalModel.embed` per root, the edge
+        predictor — run over the roots [src, dst, negatives...] once, so the K negatives cost K roots each
+        (``forward`` would embed [src, dst, negative] again for every negative); then the batch's write-back."""
+        views, rows = self._views(plan)
+        b, k = len(plan.events), plan.candidates
+        if b == 0:
+            self._begin_write(plan, None, None, None).finish()
+            return torch.zeros(0, 1 + k, dtype=torch.float64, device=self.ctx.device)
+        inputs = self._candidate_inputs(plan, rows)
+        count = len(plan.roots)
+        root_t = torch.from_numpy(np.tile(self.stream.t[plan.events], count // b)).to(self.ctx.device, self.dtype)
+        neighbor_view = views[count:] if self.model.uses_neighbors and len(views) > count else None
+        h = self.model.embed(inputs, views[:count], root_t, neighbor_view)
+        sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
+        first_dst = 2 if plan.fixed_source else 2 + k
+        logits = [self.model.predictor(h[:b], h[b:2 * b])]
+        logits += [self.model.predictor(sources[j], h[(first_dst + j) * b:(first_dst + j + 1) * b]) for j in range(k)]
+        self._begin_write(plan, inputs, views, None).finish()
+        return torch.stack(logits, dim=1).double()
+
+    def _gather_candidate_scores(self, plan: BatchPlan, logits: torch.Tensor) -> np.ndarray:
+        """(global event id, positive logit, K negative logits) of the whole batch on every rank."""
+        local = torch.cat([torch.from_numpy(plan.events).to(logits.device, torch.float64)[:, None], logits], dim=1)
+        return self.ctx.comm.all_gather_uneven(local, tag="eval_scores").cpu().numpy()
 
     def _evaluate_split(self, split: str) -> dict[str, float]:
+        """Without evaluation sets (tests of the loop alone): each batch's random negatives, 1:1."""
         gathered = []
         for plan in Prefetcher(self.planner, split, self.options.batch_size, self.options.prefetch):
             _, outputs = self._step(plan, train=False, timer=None)

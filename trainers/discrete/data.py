@@ -31,6 +31,8 @@ import torch
 from dgbench.errors import DgbenchError
 from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
 from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
+from dgbench.tasks.evalset import EvaluationSet
+from dgbench.tasks.evaluator import pair_id
 
 TRAIN, VAL, TEST = "train", "val", "test"
 _SPLIT_CODE = {TRAIN: 0, VAL: 1, TEST: 2}
@@ -40,15 +42,39 @@ NEGATIVE_DRAW_ROUNDS = 20
 
 @dataclass
 class PairBatch:
-    """Scored pairs of one step: endpoints and 0/1 labels (positives first)."""
+    """Scored pairs of one step: endpoints and 0/1 labels (positives first). Evaluation pairs also carry
+    ``ids``: each pair's place in its evaluation set (:func:`dgbench.tasks.evaluator.pair_id`), kept
+    through ``select``."""
 
     step: int
     src: np.ndarray
     dst: np.ndarray
     label: np.ndarray
+    ids: np.ndarray | None = None
 
     def select(self, mask: np.ndarray) -> "PairBatch":
-        return PairBatch(self.step, self.src[mask], self.dst[mask], self.label[mask])
+        return PairBatch(self.step, self.src[mask], self.dst[mask], self.label[mask],
+                         None if self.ids is None else self.ids[mask])
+
+
+def evaluation_pairs(evaluation: "list[EvaluationSet]", split: str) -> list[PairBatch]:
+    """The pairs of every evaluation set's ``split`` (positives, then each present negative), one batch
+    per input step, with their ids; every set of a run scores the same positives."""
+    batches = []
+    for index, chosen in enumerate(evaluation):
+        steps, src, dst = chosen.get(split, "steps"), chosen.get(split, "src"), chosen.get(split, "dst")
+        neg_src, neg_dst = chosen.get(split, "negative_src"), chosen.get(split, "negatives")
+        n, k = neg_dst.shape
+        rows, columns = np.nonzero(neg_dst >= 0)
+        pair_src = np.concatenate([src, neg_src[rows, columns]]).astype(np.int64)
+        pair_dst = np.concatenate([dst, neg_dst[rows, columns]]).astype(np.int64)
+        label = np.r_[np.ones(n, np.float32), np.zeros(len(rows), np.float32)]
+        ids = pair_id(index, np.r_[np.arange(n), rows], np.r_[np.zeros(n, np.int64), columns + 1], n, k)
+        step = np.r_[steps, steps[rows]]
+        for t in np.unique(step):
+            mine = step == t
+            batches.append(PairBatch(int(t), pair_src[mine], pair_dst[mine], label[mine], ids[mine]))
+    return batches
 
 
 @dataclass
@@ -128,6 +154,7 @@ class DiscreteData:
         self.edges_per_step = store.edges_per_snapshot()[:self.num_steps].astype(np.int64)
         self.first_layer_input = self._precompute_first_aggregation()
         self._targets: dict[str, SplitTargets] = {}
+        self.evaluation: list[EvaluationSet] = []  # the run's evaluation sets (validation and test pairs)
 
     @property
     def in_features(self) -> int:
@@ -159,7 +186,11 @@ class DiscreteData:
 
     def split_pairs(self, split: str, epoch: int = 0) -> list[PairBatch]:
         """Per step of ``split``: positives (fraction θ of target t+1's edges) and as many random
-        non-edges, seeded by (seed, split, epoch) only — identical on every rank and scheme."""
+        non-edges, seeded by (seed, split, epoch) only — identical on every rank and scheme. The
+        validation and test splits of a run with evaluation sets (``self.evaluation``, set by the family)
+        are those sets' fixed pairs instead (:func:`evaluation_pairs`)."""
+        if split != TRAIN and self.evaluation:
+            return evaluation_pairs(self.evaluation, split)
         targets = self._split_targets(split)
         rng = np.random.default_rng((self.seed, _SPLIT_CODE[split], epoch if split == TRAIN else 0))
         positives = targets.keys[_distinct_per_segment(targets.starts, targets.counts, rng)]

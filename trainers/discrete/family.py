@@ -18,6 +18,9 @@ from dgbench.errors import DgbenchError
 from dgbench.options import Options, option
 from dgbench.records import build_record, dataset_entry
 from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
+from dgbench.tasks.baselines import Baseline, evaluate_baseline
+from dgbench.tasks.options import (eval_negatives_option, evaluation_block, evaluation_sets, extra_negatives_option,
+                                   negatives_option)
 from trainers.contract import DiscreteScheme, Partition
 from trainers.discrete.data import TRAIN, DiscreteData
 from trainers.discrete.placement import CommProfile
@@ -43,6 +46,9 @@ class TaskOptions(Options):
     group_length: int = option(0, "Snapshot-group protocol (BLAD §3.1, Eq. 1): each target step is an independent "
                                   "sample, its L most recent snapshots run from a fresh state, loss on the last; "
                                   "0 = the whole-sequence protocol (ESDG §6.4).", minimum=0)
+    negatives: str = negatives_option()
+    extra_negatives: str | None = extra_negatives_option()
+    eval_negatives: int = eval_negatives_option()
 
 
 def check(run: ResolvedRun) -> None:
@@ -61,12 +67,26 @@ def check(run: ResolvedRun) -> None:
     if task.group_length and blocks > 1:
         raise DgbenchError(f"--blocks {blocks}: the group protocol (--group-length {task.group_length}) runs each "
                            f"group whole; leave --blocks at 1")
+    _evaluation(run)  # written beside the store before any rank starts (dgbench/tasks/evalset.py)
+
+
+def _evaluation(run: ResolvedRun) -> list:
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    return evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives, task.eval_negatives)
+
+
+def is_baseline(run: ResolvedRun) -> bool:
+    """Whether the run's model is a baseline (dgbench/tasks/baselines.py), which the loop does not train."""
+    return isinstance(run.model.build(run.model_options, in_features=2, hidden=2), Baseline)
 
 
 def _data(run: ResolvedRun) -> DiscreteData:
     task = run.task
     assert isinstance(task, TaskOptions)
-    return DiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed, group_length=task.group_length)
+    data = DiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed, group_length=task.group_length)
+    data.evaluation = _evaluation(run)  # validation and test pairs: the run's fixed evaluation sets
+    return data
 
 
 def partition_problem(run: ResolvedRun) -> DiscreteData:
@@ -76,7 +96,8 @@ def partition_problem(run: ResolvedRun) -> DiscreteData:
     data = _data(run)
     apply_presence(data, task.presence)
     # for schemes whose partition depends on the model (DGC §4.1: edge weights = the model's cut bytes)
-    data.build_model = lambda: run.model.build(run.model_options, in_features=data.in_features, hidden=task.hidden)
+    data.build_model = None if is_baseline(run) else \
+        (lambda: run.model.build(run.model_options, in_features=data.in_features, hidden=task.hidden))
     data.hidden = task.hidden
     return data
 
@@ -100,6 +121,8 @@ def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
 
 def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: DiscreteData) -> dict[str, Any]:
     """Everything one rank does for one run (``problem``: the data the partition step read)."""
+    if is_baseline(run):
+        return _baseline_rank(ctx, run, problem)
     trainer = build_rank(ctx, run, partition, problem)
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
                          label=f"{run.scheme.name}/{run.model.name}", unit="edges")
@@ -108,6 +131,21 @@ def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
                                                     trainer.data.split_pairs(TRAIN, run.config.epochs - 1))
     if predicted is not None:  # the last training epoch's, all ranks together, by tag
         extra["predicted_comm_elements"] = predicted
+    return {"epochs": figures, "extra": extra, "device": str(ctx.device), "backend": ctx.backend,
+            "world_size": ctx.world_size}
+
+
+def _baseline_rank(ctx: DistContext, run: ResolvedRun, data: DiscreteData) -> dict[str, Any]:
+    """A baseline (dgbench/tasks/baselines.py) reads the store and scores the evaluation sets; it trains
+    nothing (work 0: no throughput or scaling rows) and every rank computes the same."""
+    baseline = run.model.build(run.model_options, in_features=data.in_features, hidden=2)
+    assert isinstance(baseline, Baseline)
+    baseline.index(run.config.dataset)
+    figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=lambda epoch, timer: (0.0, 0),
+                         evaluate=lambda: evaluate_baseline(baseline, data.evaluation),
+                         label=f"{run.scheme.name}/{run.model.name}", unit="edges")
+    extra = {"peak_saved_activation_bytes": 0, "predicted_comm_elements": {}, "parameters": 0,
+             "baseline": baseline.describe()}
     return {"epochs": figures, "extra": extra, "device": str(ctx.device), "backend": ctx.backend,
             "world_size": ctx.world_size}
 
@@ -127,8 +165,10 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
     extra["peak_saved_activation_bytes"] = max(r["extra"]["peak_saved_activation_bytes"] for r in per_rank)
     extra["input_steps"] = int(store.num_snapshots - 1)
     main = per_rank[0]
-    return build_record(family="discrete", task=TASK, scheme=run.scheme.name, model=run.model.name,
-                        dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
-                        world_size=main["world_size"], backend=main["backend"], device=torch.device(main["device"]),
-                        epochs=epochs, final_metrics=epochs[-1]["metrics"] if epochs else {}, started_at=started,
-                        extra=extra)
+    result = build_record(family="discrete", task=TASK, scheme=run.scheme.name, model=run.model.name,
+                          dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
+                          world_size=main["world_size"], backend=main["backend"], device=torch.device(main["device"]),
+                          epochs=epochs, final_metrics=epochs[-1]["metrics"] if epochs else {}, started_at=started,
+                          extra=extra)
+    result["evaluation"] = evaluation_block(_evaluation(run))  # the sets every figure above scored
+    return result

@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 from dgbench.dist import PhaseTimer
-from dgbench.metrics import link_prediction_metrics
 from trainers.discrete.data import TEST, TRAIN, VAL, PairBatch
 from trainers.discrete.placement import CommProfile, pair_logits
 from trainers.discrete.schedule import Schedule
@@ -91,8 +90,7 @@ class GroupSchedule(Schedule):
                 mine = [trainer.placement.owned_in(batch, steps)]
                 table, first = trainer.placement.score_table(view, halves, mine)
                 logits = pair_logits(table, first, mine, trainer.model.scorer.bias)
-                labels = torch.from_numpy(mine[0].label).to(logits.device)
-                rows.append(torch.stack([logits.double(), labels.double()], dim=1))
+                rows.append(trainer.pair_rows(logits, mine))
             gathered = trainer.ctx.comm.all_gather_uneven(torch.cat(rows), tag="evaluation")
-            out[split] = link_prediction_metrics(*gathered.t())
+            out.update(trainer.split_metrics(split, gathered))
         return out

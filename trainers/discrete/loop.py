@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from dgbench.dist import DistContext, PhaseTimer
 from dgbench.metrics import link_prediction_metrics
 from dgbench.models.discrete import DynamicGNN, State
+from dgbench.tasks.evaluator import score_pairs
 from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData, PairBatch
 from trainers.discrete.placement import Placement, pair_logits
 from trainers.discrete.schedule import BlockSchedule, Schedule
@@ -109,12 +110,13 @@ class DiscreteTrainer:
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:
-        """Accuracy, AP and AUC on the validation and test steps, gathered from every rank."""
+        """Scores of the validation and test pairs (the run's evaluation sets), gathered from every rank."""
         self.model.eval()
         own = self.schedule.evaluate(self)
         if own is not None:
             return own
-        splits = {split: [self.placement.owned(batch) for batch in self.data.split_pairs(split)] for split in (VAL, TEST)}
+        splits = {split: [self.placement.owned(batch) for batch in self.data.split_pairs(split)]
+                  for split in (VAL, TEST)}
         scored: dict[str, list[torch.Tensor]] = {VAL: [], TEST: []}
         timer = PhaseTimer(self.ctx.device)
         state = self.initial_state()
@@ -126,13 +128,31 @@ class DiscreteTrainer:
             table, first = self.placement.score_table(view, halves, [p for pairs in inside.values() for p in pairs])
             for split in splits:
                 logits = pair_logits(table, first, inside[split], self.model.scorer.bias)
-                labels = torch.from_numpy(np.concatenate([x.label for x in inside[split]]) if inside[split]
-                                          else np.zeros(0, np.float32)).to(logits.device)
-                scored[split].append(torch.stack([logits.double(), labels.double()], dim=1))
-        return {split: link_prediction_metrics(*self._gather(torch.cat(rows)).t()) for split, rows in scored.items()}
+                scored[split].append(self.pair_rows(logits, inside[split]))
+        out: dict[str, dict[str, float]] = {}
+        for split, rows in scored.items():
+            out.update(self.split_metrics(split, self._gather(torch.cat(rows))))
+        return out
+
+    def pair_rows(self, logits: torch.Tensor, batches: list[PairBatch]) -> torch.Tensor:
+        """Rows every rank's scores are gathered in: (logit, pair id) for evaluation-set pairs (they carry
+        ids), else (logit, 0/1 label)."""
+        column = [b.ids if b.ids is not None else b.label for b in batches]
+        values = np.concatenate(column).astype(np.float64) if column else np.zeros(0)
+        return torch.stack([logits.double(), torch.from_numpy(values).to(logits.device)], dim=1)
+
+    def split_metrics(self, split: str, gathered: torch.Tensor) -> dict[str, dict[str, float]]:
+        """Metrics of ``split`` from every rank's :meth:`pair_rows`: through the one evaluator of both
+        families for the run's evaluation sets (``val``/``test``, and ``test:historical``... for further
+        sets), else accuracy / AP / AUC of the labelled pairs."""
+        rows = gathered.cpu().numpy()
+        if not self.data.evaluation:
+            return {split: link_prediction_metrics(rows[:, 0], rows[:, 1])}
+        figures = score_pairs(self.data.evaluation, split, rows[:, 1].astype(np.int64), rows[:, 0])
+        return {name: f.as_metrics() for name, f in figures.items()}
 
     def _gather(self, rows: torch.Tensor) -> torch.Tensor:
-        """Every rank's (logit, label) rows on every rank."""
+        """Every rank's (logit, label or pair id) rows on every rank."""
         return self.ctx.comm.all_gather_uneven(rows, tag="evaluation")
 
     def extra(self) -> dict[str, Any]:
