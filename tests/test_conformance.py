@@ -34,11 +34,23 @@ def models(family: str) -> list[str]:
 
 
 def cases(family: str, world: int) -> list[tuple[str, dict[str, Any]]]:
-    """(scheme, options) pairs allowed at ``world`` ranks: defaults and each declared option set."""
+    """(scheme, options) pairs allowed at ``world`` ranks: defaults and each declared option set; on one
+    rank also `single` under every protocol another scheme runs by default (its reference)."""
     out = []
     for scheme in schemes(family):
         if scheme.world.problem(scheme.name, world) is None:
             out += [(scheme.name, dict(variant)) for variant in ({}, *scheme.conformance)]
+    if world == 1:
+        out += [("single", dict(protocol)) for protocol in protocols(family) if protocol]
+    return out
+
+
+def protocols(family: str) -> list[dict[str, Any]]:
+    """The protocol option sets schemes of ``family`` run under by default (the default protocol first)."""
+    out: list[dict[str, Any]] = [{}]
+    for scheme in schemes(family):
+        if scheme.protocol_defaults and scheme.protocol_defaults not in out:
+            out.append(dict(scheme.protocol_defaults))
     return out
 
 
@@ -121,8 +133,12 @@ def continuous_runs(event_store) -> dict[int, dict]:
     return {world: _train("continuous", event_store, world, CONTINUOUS, extra) for world in WORLDS}
 
 
-def _reference(runs: dict[int, dict], model: str) -> dict:
-    return next(r for (scheme, m, options), r in runs[1].items() if scheme == "single" and m == model and not options)
+def _reference(runs: dict[int, dict], model: str, record: dict | None = None) -> dict:
+    """`single` on one rank under the protocol ``record`` ran (the protocol options it recorded)."""
+    wanted = {name: record["hyperparameters"].get(name)
+              for protocol in protocols(record["family"]) for name in protocol} if record else {}
+    return next(r for (scheme, m, options), r in runs[1].items() if scheme == "single" and m == model
+                and {name: r["hyperparameters"].get(name) for name in wanted} == wanted)
 
 
 @pytest.mark.parametrize("world", WORLDS)
@@ -131,7 +147,7 @@ def test_discrete_schemes_train_like_single_and_move_what_they_predict(discrete_
     assert runs, f"no discrete scheme runs on {world} ranks"
     for (scheme, model, options), record in runs.items():
         where = f"{scheme} {dict(options)} {model} P={world}"
-        np.testing.assert_allclose(losses(record), losses(_reference(discrete_runs, model)), rtol=1e-5,
+        np.testing.assert_allclose(losses(record), losses(_reference(discrete_runs, model, record)), rtol=1e-5,
                                    err_msg=where)
         assert record["world_size"] == world
         predicted = record["extra"].get("predicted_comm_elements")
