@@ -158,11 +158,17 @@ def test_dysat_output_at_t_reads_no_later_snapshot():
     assert not torch.allclose(after[4:], before[4:])
 
 
-def test_feature_widths_are_what_the_temporal_modules_move():
-    names = ("tgcn", "tgcn-pygt", "wdgcn", "mpnn-lstm", "dysat")
-    widths = {name: build(name, hidden=4).feature_widths() for name in names}
-    assert widths == {"tgcn": [(0, 0), (4, 4)], "tgcn-pygt": [(0, 0), (12, 4)], "wdgcn": [(0, 0), (4, 4)],
-                      "mpnn-lstm": [(0, 0), (8, 4)], "dysat": [(4, 4)]}
+def test_declared_widths_are_what_the_layers_move():
+    """temporal_widths: moved to/from the vertex layout; spatial_widths: each neighbour exchange
+    (the first layer's Ã X⁰ is precomputed; an attention exchange carries a score per head and values)."""
+    names = ("tgcn", "tgcn-pygt", "wdgcn", "wdgcn-1", "mpnn-lstm", "dysat", "dysat-2heads")
+    models = {name: build(name, hidden=4) for name in names}
+    assert {n: m.feature_widths() for n, m in models.items()} == {
+        "tgcn": [(0, 0), (4, 4)], "tgcn-pygt": [(0, 0), (12, 4)], "wdgcn": [(0, 0), (4, 4)], "wdgcn-1": [(4, 4)],
+        "mpnn-lstm": [(0, 0), (8, 4)], "dysat": [(4, 4)], "dysat-2heads": [(4, 4)]}
+    assert {n: m.spatial_widths() for n, m in models.items()} == {
+        "tgcn": [(), (4,)], "tgcn-pygt": [(), (4,)], "wdgcn": [(), (4,)], "wdgcn-1": [()],
+        "mpnn-lstm": [(), (4,)], "dysat": [(1 + 4,)], "dysat-2heads": [(2 + 4,)]}
 
 
 def test_bad_model_options_are_one_line_errors():

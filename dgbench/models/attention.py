@@ -15,6 +15,8 @@ sequences, is every earlier step's input.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -23,6 +25,7 @@ from dgbench.errors import DgbenchError
 from dgbench.models.contract import BlockView, State
 from dgbench.models.discrete import DynamicGNN
 from dgbench.models.sequence import CausalSelfAttention
+from dgbench.options import Options, option
 from dgbench.registry import register_model
 
 
@@ -40,6 +43,10 @@ class DySATLayer(nn.Module):
         self.temporal = CausalSelfAttention(out_features, heads, max_steps)
         self.temporal_widths = (out_features, out_features)
 
+    def spatial_widths(self, first: bool) -> tuple[int, ...]:
+        """One attention exchange: each neighbour's score per head and its values (H + H·F/H)."""
+        return (self.heads + self.heads * self.head_width,)
+
     def initial_state(self, vertex_rows: int) -> State:
         return self.temporal.initial_carry(vertex_rows)
 
@@ -56,7 +63,15 @@ class DySATLayer(nn.Module):
         return view.sequence(self.temporal, self.structural(x, view), state)
 
 
-@register_model("dysat", family="discrete",
+@dataclass(frozen=True)
+class DySATOptions(Options):
+    heads: int = option(1, "DySAT: attention heads of the GAT and the temporal attention (DGC does not say; 1).",
+                        positive=True)
+    max_steps: int = option(1024, "DySAT: rows of the learned position-embedding table (the longest sequence).",
+                            positive=True)
+
+
+@register_model("dysat", family="discrete", options=DySATOptions,
                 summary="DySAT: GAT on every snapshot, then causal temporal self-attention (DGC §6)")
 def dysat(in_features: int = 2, hidden: int = 6, window: int = 3, heads: int = 1, max_steps: int = 1024) -> DynamicGNN:
     """One DySAT block (DGC §6). ``heads``: attention heads of both layers (DGC does not say; 1);

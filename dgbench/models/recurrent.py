@@ -7,9 +7,12 @@ layer's Ã X⁰ precomputed, ESDG §5.5) followed by a per-vertex recurrent time
 ``GCNConv`` (glorot weight, zero-initialised bias), as DGC §6 implements them.
 
 * ``tgcn`` (DGC §4.1: "two GCN layers and one GRU layer for each DGNN block"): GCN → ReLU → GCN →
-  ReLU → GRU. ``variant="pygt"``: PyTorch Geometric Temporal's ``TGCN`` cell (one GCN per GRU gate,
-  Zhao et al.'s T-GCN in PGT's form) on top of the first GCN layer, so each gate reads a two-layer
-  GCN whose first layer is shared — our reading of DGC §6's "three 2-layer GCN" and a 1-layer GRU.
+  GRU. The second GCN's output enters the GRU's gates directly, as the graph convolution does in
+  Zhao et al.'s T-GCN cell (a ReLU there let some seeds die on CollegeMsg: every unit at zero, the
+  scores constant, AUC 0.5 — measured, seed 1). ``variant="pygt"``: PyTorch Geometric Temporal's
+  ``TGCN`` cell (one GCN per GRU gate, Zhao et al.'s T-GCN in PGT's form) on top of the first GCN
+  layer, so each gate reads a two-layer GCN whose first layer is shared — our reading of DGC §6's
+  "three 2-layer GCN" and a 1-layer GRU.
 * ``wdgcn`` (BLAD §7.1; Manessi et al., Pattern Recognition 2020, "waterfall" dynamic GCN): the
   same GCN on every snapshot (shared weights), then one LSTM per vertex. BLAD: "each GCN model has
   two layers", so ``gcn_layers=2`` (default) stacks two; ``gcn_layers=1`` is Manessi's single
@@ -21,6 +24,7 @@ layer's Ã X⁰ precomputed, ESDG §5.5) followed by a per-vertex recurrent time
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -29,6 +33,7 @@ from dgbench.errors import DgbenchError
 from dgbench.models.contract import BlockView, SequenceModule, State
 from dgbench.models.discrete import DynamicGNN
 from dgbench.models.sequence import GateWiseGRUSequence, GRUSequence, LSTMSequence
+from dgbench.options import Options, option
 from dgbench.registry import register_model
 
 TGCN_VARIANTS = ("dgc", "pygt")
@@ -53,6 +58,10 @@ class GraphConvolution(nn.Module):
         out = torch.addmm(self.bias, ax.reshape(-1, ax.shape[-1]), self.weight)
         return out.view(*ax.shape[:-1], self.weight.shape[1])
 
+    def spatial_widths(self, first: bool) -> tuple[int, ...]:
+        """One aggregation of the input's width; none for the first layer (Ã X⁰ is precomputed)."""
+        return () if first else (self.weight.shape[0],)
+
     def initial_state(self, vertex_rows: int) -> State:
         return ()
 
@@ -61,21 +70,28 @@ class GraphConvolution(nn.Module):
 
 
 class ConvolvedSequence(nn.Module):
-    """A GCN layer, ReLU, then a per-vertex recurrent module over its output (``concatenate``: over
-    ``[x, ReLU(Ã x W + b)]``, MPNN-LSTM's concatenation of every GCN layer's output)."""
+    """A GCN layer, optionally ReLU, then a per-vertex recurrent module over its output
+    (``concatenate``: over ``[x, ReLU(Ã x W + b)]``, MPNN-LSTM's concatenation of every GCN layer's
+    output)."""
 
-    def __init__(self, in_features: int, out_features: int, temporal: SequenceModule, concatenate: bool = False):
+    def __init__(self, in_features: int, out_features: int, temporal: SequenceModule, concatenate: bool = False,
+                 activation: bool = True):
         super().__init__()
         self.convolution = GraphConvolution(in_features, out_features)
         self.temporal = temporal
-        self.concatenate = concatenate
+        self.concatenate, self.activation = concatenate, activation
         self.temporal_widths = (temporal.in_width, temporal.out_width)
+
+    def spatial_widths(self, first: bool) -> tuple[int, ...]:
+        return self.convolution.spatial_widths(first)
 
     def initial_state(self, vertex_rows: int) -> State:
         return self.temporal.initial_carry(vertex_rows)
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
-        h = torch.relu(self.convolution.convolve(x, view))
+        h = self.convolution.convolve(x, view)
+        if self.activation:
+            h = torch.relu(h)
         if self.concatenate:
             h = torch.cat([view.aggregate(None) if x is None else x, h], dim=-1)
         return view.sequence(self.temporal, h, state)
@@ -100,16 +116,22 @@ class GateWiseTGCNLayer(nn.Module):
         self.temporal = GateWiseGRUSequence(out_features)
         self.temporal_widths = (3 * out_features, out_features)
 
+    def spatial_widths(self, first: bool) -> tuple[int, ...]:
+        """One aggregation for the three gates (of the input's width); none on Ã X⁰."""
+        return () if first else (self.gate_weight.shape[0],)
+
     def initial_state(self, vertex_rows: int) -> State:
         return self.temporal.initial_carry(vertex_rows)
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
         ax = view.aggregate(x)
         steps, rows, width = ax.shape
-        width_out = self.temporal.out_width
-        gates = torch.addmm(self.gate_bias, ax.reshape(-1, width), self.gate_weight).view(-1, 3, width_out)
-        inputs = torch.baddbmm(self.input_bias.view(3, 1, -1), gates.transpose(0, 1), self.input_weight.transpose(1, 2))
-        return view.sequence(self.temporal, inputs.transpose(0, 1).reshape(steps, rows, 3 * width_out), state)
+        # U = (Ã X W + b) K + c for the three gates at once: K is block-diagonal over the gates
+        blocks = torch.block_diag(*self.input_weight.transpose(1, 2).unbind(0))
+        weight = self.gate_weight @ blocks
+        bias = torch.addmm(self.input_bias, self.gate_bias[None], blocks)[0]
+        inputs = torch.addmm(bias, ax.reshape(-1, width), weight)
+        return view.sequence(self.temporal, inputs.view(steps, rows, 3 * self.temporal.out_width), state)
 
 
 def _check_hidden(hidden: int) -> None:
@@ -117,19 +139,32 @@ def _check_hidden(hidden: int) -> None:
         raise DgbenchError(f"--hidden {hidden}: must be >= 1")
 
 
-@register_model("tgcn", family="discrete",
-                summary="T-GCN: two GCN layers then a per-vertex GRU (DGC §4.1; variant pygt: a GCN per gate)")
+@dataclass(frozen=True)
+class TGCNOptions(Options):
+    variant: str = option("dgc", "T-GCN form: dgc = two GCN layers then a GRU (DGC §4.1); pygt = a GCN, then "
+                          "PyTorch Geometric Temporal's TGCN cell (one GCN per GRU gate).", flag="--tgcn-variant",
+                          choices=TGCN_VARIANTS)
+
+
+@dataclass(frozen=True)
+class WDGCNOptions(Options):
+    gcn_layers: int = option(2, "WD-GCN: GCN layers before the per-vertex LSTM (2: BLAD §7.1's backbone; "
+                             "1: Manessi et al.'s single wd-GC layer).", positive=True)
+
+
+@register_model("tgcn", family="discrete", options=TGCNOptions,
+                summary="T-GCN: two GCN layers then a per-vertex GRU (DGC §4.1; --tgcn-variant pygt: a GCN per gate)")
 def tgcn(in_features: int = 2, hidden: int = 6, window: int = 3, variant: str = "dgc") -> DynamicGNN:
     """``variant``: "dgc" (GCN, GCN, GRU; DGC §4.1) or "pygt" (GCN, then PGT's TGCN cell)."""
     _check_hidden(hidden)
     if variant not in TGCN_VARIANTS:
         raise DgbenchError(f"T-GCN variant '{variant}': choose one of {', '.join(TGCN_VARIANTS)}")
-    second = ConvolvedSequence(hidden, hidden, GRUSequence(hidden, hidden)) if variant == "dgc" \
+    second = ConvolvedSequence(hidden, hidden, GRUSequence(hidden, hidden), activation=False) if variant == "dgc" \
         else GateWiseTGCNLayer(hidden, hidden)
     return DynamicGNN([GraphConvolution(in_features, hidden), second], hidden)
 
 
-@register_model("wdgcn", family="discrete",
+@register_model("wdgcn", family="discrete", options=WDGCNOptions,
                 summary="WD-GCN: shared-weight GCN on every snapshot, then a per-vertex LSTM (Manessi; BLAD)")
 def wdgcn(in_features: int = 2, hidden: int = 6, window: int = 3, gcn_layers: int = 2) -> DynamicGNN:
     """``gcn_layers``: GCN layers before the LSTM (2: BLAD §7.1's backbone; 1: Manessi's WD-GCN)."""
