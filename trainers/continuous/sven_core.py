@@ -368,7 +368,8 @@ def _assign_under_bound(weight: np.ndarray, delta: np.ndarray, active: np.ndarra
     for every trainer), so the cut around t_i of capacity <= B holding the most unlabelled vertices
     takes them in ascending delta_i while the capacity stays within B (line 6-7; exact for this
     graph). Line 9-12: the vertices of W_j on t_i's side of the unbounded cut (delta_i < 0) are
-    reassigned to W_i when the balance cost does not grow (zeta' <= zeta)."""
+    reassigned to W_i when the balance cost does not grow (zeta' <= zeta). A guess is feasible when every
+    vertex is labelled and every cut stays within B."""
     m, _ = weight.shape
     owner = np.where(active, -1, -2)  # -2: no edges, placed after the search
     zeta = weight.sum(axis=1).astype(np.float64)  # every trainer starts fetching all it needs
@@ -381,8 +382,9 @@ def _assign_under_bound(weight: np.ndarray, delta: np.ndarray, active: np.ndarra
                 order = np.argsort(d, kind="stable")
                 capacity = zeta[i] + np.cumsum(d[order])
                 fits = np.flatnonzero(capacity <= bound)
-                if len(fits):
-                    take = int(fits[-1]) + 1
+                # no cut within B yet: still take the vertices t_i needs more than all others (delta < 0)
+                take = int(fits[-1]) + 1 if len(fits) else int((d < 0).sum())
+                if take:
                     owner[unassigned[order[:take]]] = i
                     zeta[i] = capacity[take - 1]
                     progress = True
@@ -401,7 +403,7 @@ def _assign_under_bound(weight: np.ndarray, delta: np.ndarray, active: np.ndarra
                     zeta = after
                     progress = True
         if not (owner == -1).any():
-            return owner, zeta
+            return (owner, zeta) if zeta.max() <= bound else None  # every cut within B (App. B)
         if not progress:
             return None
     return None
