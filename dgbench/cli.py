@@ -27,6 +27,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("dgbench.leaderboard.cli", "compare_command"),
     "verify": ("dgbench.leaderboard.verify", "verify_command"),
     "costmodel": ("dgbench.costmodel_cli", "costmodel_command"),
+    "project": ("dgbench.project.cli", "project_command"),
     "tasks": ("dgbench.tasks.cli", "tasks_command"),
 }
 

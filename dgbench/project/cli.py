@@ -1,0 +1,227 @@
+"""``dgbench project``: dry runs, calibration and scaling projections (see docs/projection.md).
+
+    dgbench project dryrun STORE --scheme S --model M --nproc P [--set NAME=VALUE ...] [-o DRY.json]
+    dgbench project calibrate -o PROFILE.json [--discrete-models ...] [--continuous-models ...] [--quick]
+    dgbench project strong STORE --scheme S --model M --worlds 1,2,4,... --profile NAME|FILE [-o OUT.json]
+    dgbench project weak --scheme S --model M --worlds 1,2,4,... --profile NAME|FILE --stores DIR [-o OUT.json]
+    dgbench project profiles
+
+A projection's JSON is record-like (command, store fingerprints, code commit, profile) and marked
+``"projected": true``; ``dgbench leaderboard --update`` shows the files under the board's
+``projected/`` folder in their own section, never among measured rows.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dgbench.errors import DgbenchError
+
+ESDG_NODES_PER_RANK, ESDG_STEPS, ESDG_EDGE_FACTOR = 2 ** 14, 256, 3.0  # ESDG §6.1's weak-scaling family
+
+
+def _command() -> str:
+    return shlex.join(["dgbench", *sys.argv[1:]])
+
+
+def _value(text: str) -> Any:
+    """An option value as the run CLI would type it: int, float, true/false, else the string."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def _settings(pairs: tuple[str, ...]) -> dict[str, Any]:
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise DgbenchError(f"--set {pair}: expected NAME=VALUE (an option of the run's protocol, scheme or model)")
+        name, value = pair.split("=", 1)
+        out[name.strip().replace("-", "_")] = _value(value.strip())
+    return out
+
+
+def _worlds(text: str) -> list[int]:
+    try:
+        worlds = sorted({int(w) for w in text.split(",") if w.strip()})
+    except ValueError as exc:
+        raise DgbenchError(f"--worlds {text}: expected comma-separated rank counts, e.g. 1,2,4,8") from exc
+    if not worlds or worlds[0] < 1 or worlds[-1] > 1024:
+        raise DgbenchError(f"--worlds {text}: rank counts must lie in 1..1024")
+    return worlds
+
+
+def _config(store: Path, scheme: str, model: str, world: int, epochs: int, seed: int, settings: dict[str, Any]) -> Any:
+    from trainers.config import RunConfig
+    return RunConfig(scheme, model, store, nproc=world, epochs=epochs, seed=seed, **settings)
+
+
+def _write(document: dict[str, Any], out: Path | None) -> None:
+    text = json.dumps(document, indent=1, allow_nan=False)
+    if out is None:
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n")
+    click.echo(f"wrote {out}", err=True)
+
+
+@click.group("project")
+def project_command() -> None:
+    """Dry-run communication counts and epoch-time projections for P = 1 ... 1024 (docs/projection.md)."""
+
+
+SCHEME = click.option("--scheme", required=True, help="A registered scheme (dgbench list).")
+MODEL = click.option("--model", required=True, help="A registered model of the store's family.")
+SETTINGS = click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+                        help="An option of the run's protocol, scheme or model (e.g. --set blocks=2).")
+EPOCHS = click.option("--epochs", type=click.IntRange(1), default=1, show_default=True,
+                      help="Epochs of the run described (the dry run counts its last one).")
+SEED = click.option("--seed", type=int, default=0, show_default=True)
+PROFILE = click.option("--profile", required=True, help="A built-in profile (dgbench project profiles) or a file.")
+BASIS = click.option("--compute-from", "basis", type=click.Path(exists=True, path_type=Path), default=None,
+                     help="A calibrated profile whose rates a spec-sheet profile scales (roofline).")
+OUT = click.option("-o", "--out", type=click.Path(path_type=Path), default=None, help="Write the JSON here.")
+KEEP = click.option("--keep-dryruns", type=click.Path(path_type=Path), default=None,
+                    help="Also write each world's full dry run (JSON) into this folder.")
+
+
+@project_command.command("dryrun")
+@click.argument("store", type=click.Path(exists=True, path_type=Path))
+@SCHEME
+@MODEL
+@click.option("--nproc", type=click.IntRange(1, 1024), required=True, help="Ranks P to count for.")
+@SETTINGS
+@EPOCHS
+@SEED
+@click.option("--eq12-n", type=click.IntRange(1), default=None,
+              help="Sven with --microbatches 0: the n its run chose by Eq. 12 (counted n = 1 otherwise).")
+@OUT
+@click.option("--matrices", type=click.Path(path_type=Path), default=None,
+              help="Write every tag's (sender, receiver) element matrix to this .npz.")
+def dryrun_command(store: Path, scheme: str, model: str, nproc: int, settings: tuple[str, ...], epochs: int,
+                   seed: int, eq12_n: int | None, out: Path | None, matrices: Path | None) -> None:
+    """Count one training epoch at P ranks without training: bytes per tag, per rank, per pair."""
+    import numpy as np
+    from dgbench.project.dryrun import dry_run
+    result = dry_run(_config(store, scheme, model, nproc, epochs, seed, _settings(settings)), eq12_n=eq12_n)
+    document = {**result.as_json(), "command": _command()}
+    click.echo(f"{result.family} {result.scheme}/{result.model} at P = {nproc}: {result.total_bytes():,} bytes per "
+               f"epoch ({result.units} {result.unit}{'es' if result.unit == 'batch' and result.units != 1 else ''}; "
+               f"peak RSS {result.peak_rss_bytes / 2 ** 30:.2f} GiB)")
+    for tag, volume in sorted(result.tags.items()):
+        click.echo(f"  {tag:<24} {volume.kind:<10} {volume.bytes:>16,} B  {int(volume.calls.sum()):>7} calls  "
+                   f"{volume.pattern}")
+    for note in result.notes:
+        click.echo(f"  note: {note}")
+    _write(document, out)
+    if matrices is not None:
+        np.savez_compressed(matrices, **{tag.replace(":", "__"): v.pairs for tag, v in result.tags.items()})
+        click.echo(f"wrote {matrices}", err=True)
+
+
+@project_command.command("calibrate")
+@click.option("-o", "--out", type=click.Path(path_type=Path), required=True, help="Profile file to write.")
+@click.option("--discrete-models", default="cdgcn,tmgcn,evolvegcn-o", show_default=True,
+              help="Comma-separated discrete models to time ('' for none).")
+@click.option("--continuous-models", default="tgn,apan,jodie", show_default=True,
+              help="Comma-separated continuous models to time ('' for none).")
+@click.option("--quick", is_flag=True, help="Fewer, smaller calibration runs (less accurate).")
+def calibrate_command(out: Path, discrete_models: str, continuous_models: str, quick: bool) -> None:
+    """Measure this machine: compute rates per model, memory bandwidth, link alpha-beta."""
+    from dgbench.project.calibrate import calibrate
+    path = calibrate(out, [m for m in discrete_models.split(",") if m], [m for m in continuous_models.split(",") if m],
+                     quick=quick)
+    click.echo(f"wrote {path}")
+
+
+def _projection(mode: str, configs: dict[int, Any], profile: str, basis: Path | None, out: Path | None,
+                keep: Path | None) -> None:
+    from dgbench.project.hardware import load_profile
+    from dgbench.project.projection import project_curve
+    document = project_curve(mode, configs, load_profile(profile), load_profile(basis) if basis else None, _command(),
+                             keep=keep)
+    click.echo(f"{mode} scaling of {document['scheme']}/{document['model']} on {document['profile']['name']} "
+               f"({document['profile']['source']}):")
+    click.echo(f"  {'P':>5} {'epoch s':>11} {'compute s':>11} {'comm s':>11} {'speedup':>9} {'efficiency':>10}")
+    for p in document["points"]:
+        click.echo(f"  {p['world_size']:>5} {p['time_s']:>11.4g} {p['compute_s']:>11.4g} {p['communication_s']:>11.4g} "
+                   f"{p['speedup']:>9.3g} {p['efficiency']:>10.3g}")
+    _write(document, out)
+
+
+@project_command.command("strong")
+@click.argument("store", type=click.Path(exists=True, path_type=Path))
+@SCHEME
+@MODEL
+@click.option("--worlds", default="1,2,4,8,16,32,64,128", show_default=True, help="Rank counts to project.")
+@PROFILE
+@BASIS
+@SETTINGS
+@EPOCHS
+@SEED
+@OUT
+@KEEP
+def strong_command(store: Path, scheme: str, model: str, worlds: str, profile: str, basis: Path | None,
+                   settings: tuple[str, ...], epochs: int, seed: int, out: Path | None,
+                   keep_dryruns: Path | None) -> None:
+    """Strong scaling: one store, P = each of --worlds."""
+    given = _settings(settings)
+    configs = {w: _config(store, scheme, model, w, epochs, seed, given) for w in _worlds(worlds)}
+    _projection("strong", configs, profile, basis, out, keep_dryruns)
+
+
+def weak_store(folder: Path, world: int, nodes_per_rank: int, steps: int, edge_factor: float, seed: int) -> Path:
+    """ESDG §6.1's weak-scaling store for P = ``world``: N = nodes_per_rank · P vertices, ``steps`` input
+    steps (one more snapshot is the last target), m = N · f uniform pairs per snapshot; made once."""
+    from dgbench.store import open_store
+    from generators.esdg_random import build
+    nodes = nodes_per_rank * world
+    path = folder / f"esdg-weak-N{nodes}-T{steps}-f{edge_factor:g}-s{seed}.zarr"
+    if path.exists():
+        open_store(path)
+        return path
+    return build(out=path, nodes=nodes, snapshots=steps + 1, edge_factor=edge_factor, seed=seed)
+
+
+@project_command.command("weak")
+@SCHEME
+@MODEL
+@click.option("--worlds", default="1,2,4,8,16", show_default=True, help="Rank counts to project.")
+@PROFILE
+@BASIS
+@click.option("--stores", type=click.Path(path_type=Path), required=True,
+              help="Folder for the generated weak-scaling stores (made once, reused).")
+@click.option("--nodes-per-rank", type=click.IntRange(1), default=ESDG_NODES_PER_RANK, show_default=True,
+              help="N / P (ESDG §6.1: 2^14).")
+@click.option("--steps", type=click.IntRange(3), default=ESDG_STEPS, show_default=True, help="T (ESDG: 256).")
+@click.option("--edge-factor", type=click.FloatRange(min=0, min_open=True), default=ESDG_EDGE_FACTOR,
+              show_default=True, help="f, edges per vertex per snapshot (ESDG: 3).")
+@SETTINGS
+@EPOCHS
+@SEED
+@OUT
+@KEEP
+def weak_command(scheme: str, model: str, worlds: str, profile: str, basis: Path | None, stores: Path,
+                 nodes_per_rank: int, steps: int, edge_factor: float, settings: tuple[str, ...], epochs: int,
+                 seed: int, out: Path | None, keep_dryruns: Path | None) -> None:
+    """Weak scaling over ESDG §6.1's family: N = 2^14 · P, T = 256, f = 3 (knobs to change them)."""
+    given = _settings(settings)
+    configs = {w: _config(weak_store(stores, w, nodes_per_rank, steps, edge_factor, seed), scheme, model, w, epochs,
+                          seed, given) for w in _worlds(worlds)}
+    _projection("weak", configs, profile, basis, out, keep_dryruns)
+
+
+@project_command.command("profiles")
+def profiles_command() -> None:
+    """List the built-in spec-sheet profiles."""
+    from dgbench.project.hardware import builtin_profiles, load_profile
+    for name in builtin_profiles():
+        click.echo(f"{name}: {load_profile(name).document['description']}")
