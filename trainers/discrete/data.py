@@ -31,6 +31,7 @@ import torch
 from dgbench.errors import DgbenchError
 from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
 from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
+from loaders.smoothing import M_PRODUCT, RAW, smooth_adjacencies, window_mean
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import pair_id
 
@@ -128,7 +129,8 @@ def _distinct(ascending: np.ndarray) -> np.ndarray:
 class DiscreteData:
     """Normalised adjacency and features of the input snapshots, and the link-prediction targets."""
 
-    def __init__(self, store_path: str | Path, theta: float = 0.1, seed: int = 0, group_length: int = 0):
+    def __init__(self, store_path: str | Path, theta: float = 0.1, seed: int = 0, group_length: int = 0,
+                 smoothing: str = RAW, smoothing_window: int = 3, fixed_training_pairs: bool = False):
         if group_length < 0:
             raise DgbenchError(f"--group-length {group_length}: must be >= 0 (0: the whole-sequence protocol)")
         store = open_store(store_path, kind=SNAPSHOTS)
@@ -137,24 +139,39 @@ class DiscreteData:
             raise DgbenchError(f"{store.path}: link prediction needs at least {MIN_SNAPSHOTS} snapshots "
                                f"(train, validation and test targets), the store has {store.num_snapshots}")
         self.store, self.theta, self.seed, self.group_length = store, theta, seed, group_length
+        self.smoothing, self.smoothing_window = smoothing, smoothing_window
+        self.fixed_training_pairs = fixed_training_pairs  # ESDG §6.4: one training set, drawn once
         self.num_nodes = store.num_nodes
         self.num_steps = store.num_snapshots - 1  # input snapshots; the last one is only a target
-        self.adjacency: list[CsrArrays] = []
-        self.degree_features: list[np.ndarray] = []
         self.target_keys: dict[int, np.ndarray] = {}
-        for snap in store.snapshots():
-            keys = np.unique(snap.src.astype(np.int64) * self.num_nodes + snap.dst)
-            if snap.index >= 1:
-                self.target_keys[snap.index] = keys
-            if snap.index < self.num_steps:
-                self.adjacency.append(gcn_normalize(snap.src, snap.dst, snap.weight, self.num_nodes))
-                self.degree_features.append(np.stack(
-                    [np.bincount(snap.dst, minlength=self.num_nodes), np.bincount(snap.src, minlength=self.num_nodes)],
-                    axis=1).astype(np.float32))  # in- and out-degree per snapshot (ESDG §6.4)
-        self.edges_per_step = store.edges_per_snapshot()[:self.num_steps].astype(np.int64)
+        self._read_inputs_and_targets()
         self.first_layer_input = self._precompute_first_aggregation()
         self._targets: dict[str, SplitTargets] = {}
         self.evaluation: list[EvaluationSet] = []  # the run's evaluation sets (validation and test pairs)
+
+    def _read_inputs_and_targets(self) -> None:
+        """Inputs (Ã_t, degree features) of steps 0..T-2, smoothed when the run pairs its model with a
+        smoothing (ESDG Table 1, §5.4: TM-GCN's features are M-averaged too), and targets (edges of
+        snapshots 1..T-1) from the raw snapshots: a smoothed target would carry the previous snapshots'
+        edges over as trivial positives. ``edges_per_step`` counts the inputs the model aggregates."""
+        n, steps = self.num_nodes, self.num_steps
+        raw: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
+        self.degree_features: list[np.ndarray] = []
+        for snap in self.store.snapshots():
+            if snap.index >= 1:
+                self.target_keys[snap.index] = np.unique(snap.src.astype(np.int64) * n + snap.dst)
+            if snap.index < steps:
+                raw.append((snap.src, snap.dst, snap.weight))
+                self.degree_features.append(np.stack(
+                    [np.bincount(snap.dst, minlength=n), np.bincount(snap.src, minlength=n)],
+                    axis=1).astype(np.float32))  # in- and out-degree per snapshot (ESDG §6.1)
+        inputs = raw if self.smoothing == RAW else list(
+            smooth_adjacencies(iter(raw), n, self.smoothing, self.smoothing_window))
+        if self.smoothing == M_PRODUCT:
+            self.degree_features = window_mean(self.degree_features, self.smoothing_window)
+        self.adjacency: list[CsrArrays] = [gcn_normalize(src, dst, w, n) for src, dst, w in inputs]
+        self.edges_per_step = np.array([len(src) for src, _, _ in inputs], dtype=np.int64)
+        self.raw_edges_per_step = self.store.edges_per_snapshot()[:steps].astype(np.int64)
 
     @property
     def in_features(self) -> int:
@@ -192,7 +209,8 @@ class DiscreteData:
         if split != TRAIN and self.evaluation:
             return evaluation_pairs(self.evaluation, split)
         targets = self._split_targets(split)
-        rng = np.random.default_rng((self.seed, _SPLIT_CODE[split], epoch if split == TRAIN else 0))
+        drawn = epoch if split == TRAIN and not self.fixed_training_pairs else 0  # §6.4: one fixed training set
+        rng = np.random.default_rng((self.seed, _SPLIT_CODE[split], drawn))
         positives = targets.keys[_distinct_per_segment(targets.starts, targets.counts, rng)]
         negatives = self._non_edges(targets, rng)
         square = np.int64(self.num_nodes) ** 2

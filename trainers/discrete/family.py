@@ -26,6 +26,7 @@ from trainers.discrete.data import TRAIN, DiscreteData
 from trainers.discrete.placement import CommProfile
 from trainers.discrete.loop import DiscreteTrainer
 from trainers.epochs import merge_rank_epochs, run_epochs
+from loaders.smoothing import EDGE_LIFE, M_PRODUCT, MODEL_SMOOTHING, RAW, store_smoothing
 
 if TYPE_CHECKING:
     from trainers.experiment import ResolvedRun
@@ -49,14 +50,38 @@ class TaskOptions(Options):
     negatives: str = negatives_option()
     extra_negatives: str | None = extra_negatives_option()
     eval_negatives: int = eval_negatives_option()
+    smoothing: str = option("auto", "Temporal smoothing of the input snapshots (ESDG Table 1, §5.4); targets stay "
+                                    "the raw next snapshots. auto = the model's pairing: tmgcn m-product, "
+                                    "evolvegcn-o edge-life, others none.", choices=("auto", RAW, EDGE_LIFE, M_PRODUCT))
+    smoothing_window: int = option(3, "Window of --smoothing: edge-life l / M-product w (snapshots).", positive=True)
+    paper_protocol: bool = option(False, "ESDG §6.4's training pairs: one training set drawn once and reused every "
+                                         "epoch (default: redrawn each epoch).")
+
+
+def smoothing_of(run: ResolvedRun) -> str:
+    """The smoothing a run applies to its inputs: --smoothing, or with ``auto`` the model's ESDG Table 1
+    pairing. A store that is already smoothed is refused unless the run applies none: its next snapshots
+    are smoothed too, so it cannot give raw link-prediction targets."""
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    applied = MODEL_SMOOTHING.get(run.model.name, RAW) if task.smoothing == "auto" else task.smoothing
+    store = open_store(run.config.dataset, kind=SNAPSHOTS)
+    assert isinstance(store, SnapshotStore)
+    already = store_smoothing(store)
+    if already is not None and applied != RAW:
+        raise DgbenchError(f"{run.config.dataset}: the store is already smoothed ({already}); give the raw store "
+                           f"(the run applies {applied} to its inputs and keeps the raw next snapshots as targets) "
+                           f"or --smoothing none to train on it as it is")
+    return applied
 
 
 def check(run: ResolvedRun) -> None:
     """The protocol and the scheme's schedule must agree: a group schedule needs --group-length, and
-    the group protocol runs each group whole (no checkpoint blocks)."""
+    the group protocol runs each group whole (no checkpoint blocks); the smoothing must be applicable."""
     from trainers.discrete.groups import GroupSchedule
     task, name = run.task, run.scheme.name
     assert isinstance(task, TaskOptions) and isinstance(run.scheme, DiscreteScheme)
+    smoothing_of(run)
     schedule = run.scheme.schedule(run.scheme_options)
     if task.group_length and schedule is not None and not isinstance(schedule, GroupSchedule):
         raise DgbenchError(f"--group-length {task.group_length}: scheme '{name}' has its own schedule, which runs "
@@ -84,7 +109,9 @@ def is_baseline(run: ResolvedRun) -> bool:
 def _data(run: ResolvedRun) -> DiscreteData:
     task = run.task
     assert isinstance(task, TaskOptions)
-    data = DiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed, group_length=task.group_length)
+    data = DiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed, group_length=task.group_length,
+                        smoothing=smoothing_of(run), smoothing_window=task.smoothing_window,
+                        fixed_training_pairs=task.paper_protocol)
     data.evaluation = _evaluation(run)  # validation and test pairs: the run's fixed evaluation sets
     return data
 
@@ -164,6 +191,13 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
         extra["transfer_bytes_per_epoch"] = extra["transfer_bytes_by_epoch"][-1]
     extra["peak_saved_activation_bytes"] = max(r["extra"]["peak_saved_activation_bytes"] for r in per_rank)
     extra["input_steps"] = int(store.num_snapshots - 1)
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    applied = smoothing_of(run)
+    extra["smoothing"] = {"applied": applied, "window": task.smoothing_window if applied != RAW else None,
+                          "chosen_by": "model pairing (ESDG Table 1)" if task.smoothing == "auto" else "--smoothing",
+                          "targets": "raw next snapshot", "features_smoothed": applied == M_PRODUCT}
+    extra["training_pairs"] = "fixed (ESDG §6.4)" if task.paper_protocol else "redrawn every epoch"
     main = per_rank[0]
     result = build_record(family="discrete", task=TASK, scheme=run.scheme.name, model=run.model.name,
                           dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
