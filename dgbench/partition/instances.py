@@ -132,11 +132,12 @@ def _runs(graph: SuperGraph, part: np.ndarray) -> _Runs:
                  first_of_vertex)
 
 
-def build_instance_plans(graph: SuperGraph, part: np.ndarray, num_parts: int,
-                         adjacency: list[CsrArrays]) -> list[InstancePlan]:
-    """The plan of every rank for instance placement ``part`` (instance -> rank). ``adjacency[t]`` is
-    snapshot t's normalised Ã (rows = destination, columns = source), as :mod:`trainers.discrete.data`
-    builds it; its entries must join instances (presence of every vertex it reads)."""
+def build_instance_plans(graph: SuperGraph, part: np.ndarray, num_parts: int, adjacency: list[CsrArrays],
+                         ranks: list[int] | None = None) -> list[InstancePlan]:
+    """The plans of ``ranks`` (default: every rank) for instance placement ``part`` (instance -> rank).
+    ``adjacency[t]`` is snapshot t's normalised Ã (rows = destination, columns = source), as
+    :mod:`trainers.discrete.data` builds it; its entries must join instances (presence of every vertex
+    it reads)."""
     part = np.asarray(part, dtype=np.int64)
     if part.shape != (graph.num_instances,):
         raise DgbenchError(f"part must give one rank per instance ({graph.num_instances}), got shape {part.shape}")
@@ -148,7 +149,7 @@ def build_instance_plans(graph: SuperGraph, part: np.ndarray, num_parts: int,
     spatial = _spatial_pairs(graph, part, num_parts)
     history = _history_pairs(graph, runs, num_parts)
     plans = []
-    for p in range(num_parts):
+    for p in range(num_parts) if ranks is None else ranks:
         rows = rows_of[p]
         cell = _Cells(graph, rows)
         exchange = _exchange(spatial, part, p, num_parts, cell)
@@ -202,6 +203,27 @@ def _history_pairs(graph: SuperGraph, runs: _Runs, num_parts: int) -> tuple[np.n
     sizes = runs.length[earlier]
     first = np.repeat(runs.start[earlier], sizes) + np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     return runs.order[first], np.repeat(reader, sizes)
+
+
+def window_exchange(graph: SuperGraph, part: np.ndarray, plan: InstancePlan, reach: int) -> tuple[Exchange, np.ndarray]:
+    """For a window module reading the ``reach`` previous instances of a vertex (TM-GCN's M-transform,
+    reach w-1): the distinct (earlier instance, reading rank) rows ``plan``'s rank sends and receives,
+    and the cells the received rows go to."""
+    part = np.asarray(part, np.int64)
+    order = np.lexsort((graph.step, graph.vertex))
+    vertex = graph.vertex[order]
+    earlier, reader = [], []
+    for shift in range(1, reach + 1):
+        same = vertex[shift:] == vertex[:-shift]
+        before, after = order[:-shift][same], order[shift:][same]
+        crossing = part[before] != part[after]
+        earlier.append(before[crossing])
+        reader.append(part[after[crossing]])
+    keys = np.unique(np.concatenate(earlier) * np.int64(plan.num_parts) + np.concatenate(reader)) if earlier \
+        else np.empty(0, np.int64)
+    cell = _Cells(graph, plan.rows)
+    exchange = _exchange((keys // plan.num_parts, keys % plan.num_parts), part, plan.rank, plan.num_parts, cell)
+    return exchange, cell(exchange.recv_instances)
 
 
 def _exchange(pairs: tuple[np.ndarray, np.ndarray], part: np.ndarray, rank: int, num_parts: int,
