@@ -52,6 +52,7 @@ class DiscreteShape:
     control: dict[str, np.ndarray]  # tag -> [P, P] elements over the epoch (every call of the unit)
     edges: np.ndarray  # [P] normalised-Ã nonzeros aggregated, in forward-equivalents of the epoch
     cells: np.ndarray  # [P] vertex-steps computed, in forward-equivalents
+    steps: np.ndarray  # [P] timesteps run (per-step overheads: kernel launches, the models' step loops)
     pattern: str = PLAN
 
 
@@ -96,7 +97,7 @@ def _time_shape(placement: Any, units: list[range], passes: list[int]) -> Discre
     rows = np.array([b - a for a, b in placement.vertex_ranges], np.int64)
     nnz = np.array([a.val.size for a in data.adjacency], np.int64)
     forward, backward = np.zeros((world, world), np.int64), np.zeros((world, world), np.int64)
-    edges, cells = np.zeros(world), np.zeros(world)
+    edges, cells, step_work = np.zeros(world), np.zeros(world), np.zeros(world)
     for unit, runs in zip(units, passes):
         ranges = placement.local_ranges(unit)
         steps = np.array([b - a for a, b in ranges], np.int64)
@@ -106,8 +107,9 @@ def _time_shape(placement: Any, units: list[range], passes: list[int]) -> Discre
         weight = (runs + 2) / FORWARD_EQUIVALENTS
         edges += weight * np.array([nnz[a:b].sum() for a, b in ranges])
         cells += weight * (steps * data.num_nodes + len(unit) * rows) / 2
+        step_work += weight * (steps + len(unit)) / 2  # the graph layer runs local steps, the temporal one all
     return DiscreteShape({"to_vertex:forward": forward, "to_vertex:backward": backward.T,
-                          "to_time:forward": forward.T, "to_time:backward": backward}, {}, edges, cells)
+                          "to_time:forward": forward.T, "to_time:backward": backward}, {}, edges, cells, step_work)
 
 
 def _asks(asker: np.ndarray, holder: np.ndarray, key: np.ndarray, world: int) -> np.ndarray:
@@ -134,7 +136,7 @@ def _vertex_shape(placement: Any, units: list[range], passes: list[int], pairs: 
     for t, a in enumerate(data.adjacency):
         own_nnz[t] = np.bincount(owner, weights=np.diff(a.rowptr), minlength=world).astype(np.int64)
     sizes = np.array([len(v) for v in plan.owned], np.int64)
-    edges, cells = np.zeros(world), np.zeros(world)
+    edges, cells, steps = np.zeros(world), np.zeros(world), np.zeros(world)
     for unit, runs in zip(units, passes):
         halo = plan.send_counts[unit.start:unit.stop].sum(0)
         forward += runs * halo
@@ -142,6 +144,7 @@ def _vertex_shape(placement: Any, units: list[range], passes: list[int], pairs: 
         weight = (runs + 2) / FORWARD_EQUIVALENTS
         edges += weight * own_nnz[unit.start:unit.stop].sum(0)
         cells += weight * len(unit) * sizes
+        steps += weight * len(unit)
     askers, keys = [], []
     for batch in pairs:
         crossing = owner[batch.src] != owner[batch.dst]
@@ -150,7 +153,8 @@ def _vertex_shape(placement: Any, units: list[range], passes: list[int], pairs: 
     asker = np.concatenate(askers) if askers else np.zeros(0, np.int64)
     key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
     scores, control = _score_patterns(_asks(asker, owner[key % data.num_nodes], key, world), len(units), world)
-    return DiscreteShape({"halo:forward": forward, "halo:backward": backward.T, **scores}, control, edges, cells)
+    return DiscreteShape({"halo:forward": forward, "halo:backward": backward.T, **scores}, control, edges, cells,
+                         steps)
 
 
 def _instance_shape(placement: Any, units: list[range], pairs: list[Any]) -> DiscreteShape:
@@ -199,7 +203,8 @@ def _instance_shape(placement: Any, units: list[range], pairs: list[Any]) -> Dis
     scores, control = _score_patterns(_asks(asker, part[key], key, world), len(units), world)
     edges = np.array([p.operator.val.size for p in plans], np.float64)
     cells = np.array([p.own.sum() for p in plans], np.float64)
-    return DiscreteShape({**patterns, **scores}, control, edges, cells)
+    steps = np.array([p.own.any(1).sum() for p in plans], np.float64)  # steps where the rank has instances
+    return DiscreteShape({**patterns, **scores}, control, edges, cells, steps)
 
 
 def _even_shape(trainer: Any, units: list[range], passes: list[int], world: int) -> DiscreteShape:
@@ -207,7 +212,9 @@ def _even_shape(trainer: Any, units: list[range], passes: list[int], world: int)
     nnz = np.array([a.val.size for a in data.adjacency], np.int64)
     edges = sum((runs + 2) / FORWARD_EQUIVALENTS * nnz[u.start:u.stop].sum() for u, runs in zip(units, passes))
     cells = sum((runs + 2) / FORWARD_EQUIVALENTS * len(u) * data.num_nodes for u, runs in zip(units, passes))
-    return DiscreteShape({}, {}, np.full(world, edges / world), np.full(world, cells / world), UNIFORM)
+    steps = sum((runs + 2) / FORWARD_EQUIVALENTS * len(u) for u, runs in zip(units, passes))
+    return DiscreteShape({}, {}, np.full(world, edges / world), np.full(world, cells / world), np.full(world, steps),
+                         UNIFORM)
 
 
 def discrete_shape(trainer: Any, units: list[range], passes: list[int], pairs: list[Any]) -> DiscreteShape:
@@ -294,7 +301,7 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
                      f"other ranks and the work split evenly (dgbench/project/plans.py)")
     return DryRun("discrete", run.scheme.name, run.model.name, world, store_entry(run.config.dataset),
                   run.hyperparameters(), "epoch", 1, counter.tags,
-                  {"edges": shape.edges, "cells": shape.cells}, shape.pattern, parameters, notes,
+                  {"edges": shape.edges, "cells": shape.cells, "steps": shape.steps}, shape.pattern, parameters, notes,
                   {"units": len(units), "forward_passes": passes, "epoch_of_pairs": epoch,
                    "edges_total": int(sum(a.val.size for a in trainer.data.adjacency)),
                    "cells_total": int(trainer.data.num_steps * trainer.data.num_nodes)})

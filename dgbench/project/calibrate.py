@@ -1,0 +1,180 @@
+"""``dgbench project calibrate``: a hardware profile of the machine at hand, measured.
+
+* **compute**: ``single`` runs of every chosen model on a few generated stores of different shapes
+  (ESDG's random snapshots, §6.1; an edge stream of users and items), one core per rank (a rank of a
+  job here gets cpu_count / nproc threads, so one thread is what P = cpu_count ranks see), timed
+  over their epochs after the first; each model's rates are the non-negative least-squares fit of
+  those epoch times to the dry run's work counts of the same runs (relative errors weighted
+  equally), and the fit's residuals are kept in the profile;
+* **memory bandwidth**: a timed copy of a large tensor (read + write bytes over the median time);
+* **link**: an all-to-all between two local ranks (gloo), timed over message sizes and fitted to
+  alpha + n / bandwidth. This machine has no second node, so the inter-node link is the same
+  measured loopback link, and the profile says so.
+
+The profile is written through :func:`dgbench.costmodel.save_fitted`, with this machine's identity.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dgbench.dist import DistContext
+from dgbench.project.hardware import SCHEMA, VERSION, save_calibrated
+
+DISCRETE_STORES = ((1024, 17, 3.0), (4096, 17, 3.0), (1024, 33, 12.0), (2048, 9, 24.0), (8192, 9, 2.0))
+QUICK_DISCRETE_STORES = ((1024, 9, 3.0), (4096, 9, 3.0), (1024, 17, 12.0))
+STREAM = dict(users=400, items=300, events=6000, edge_dim=8, seed=1)
+CONTINUOUS_SETTINGS = ((200, 5), (600, 5), (600, 10), (1500, 10))  # (batch size, neighbours)
+LINK_SIZES = (8, 1024, 16 * 1024, 256 * 1024, 2 * 2 ** 20, 8 * 2 ** 20)
+EPOCHS = 3
+
+
+def nonnegative_fit(features: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    """Least squares with non-negative coefficients, each point's error relative to its target (the
+    exact solution for a handful of columns: the best non-negative least-squares fit over supports)."""
+    scale = 1.0 / np.maximum(target, 1e-12)
+    x, y = features * scale[:, None], target * scale
+    best, best_error = np.zeros(features.shape[1]), float("inf")
+    for support in itertools.product((False, True), repeat=features.shape[1]):
+        columns = np.flatnonzero(support)
+        if not len(columns):
+            continue
+        coefficients, *_ = np.linalg.lstsq(x[:, columns], y, rcond=None)
+        if (coefficients < 0).any():
+            continue
+        error = float(((x[:, columns] @ coefficients - y) ** 2).sum())
+        if error < best_error:
+            best, best_error = np.zeros(features.shape[1]), error
+            best[columns] = coefficients
+    predicted = features @ best
+    relative = (predicted - target) / target
+    return best, {"points": len(target), "max_relative_error": float(np.abs(relative).max()),
+                  "mean_relative_error": float(np.abs(relative).mean()),
+                  "relative_errors": relative.round(4).tolist()}
+
+
+def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
+    """Bytes per second of a large copy (read + write)."""
+    source = torch.ones(megabytes * 2 ** 20 // 4)
+    target = torch.empty_like(source)
+    target.copy_(source)
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        target.copy_(source)
+        seconds.append(time.perf_counter() - start)
+    return 2 * source.numel() * 4 / statistics.median(seconds)
+
+
+def _time_all_to_all(ctx: DistContext, sizes: tuple[int, ...], repeats: int) -> list[float]:
+    """Median seconds of an all-to-all sending ``size`` bytes to every other rank (rank-level function)."""
+    out = []
+    for size in sizes:
+        per_peer = max(1, size // 4)
+        tensor = torch.zeros(per_peer * ctx.world_size, 1)
+        splits = [per_peer] * ctx.world_size
+        ctx.comm.all_to_all_single(tensor, splits, splits, "warm-up")
+        seconds = []
+        for _ in range(repeats):
+            ctx.comm.barrier()
+            start = time.perf_counter()
+            ctx.comm.all_to_all_single(tensor, splits, splits, "timed")
+            seconds.append(time.perf_counter() - start)
+        out.append(statistics.median(seconds))
+    return out
+
+
+def link(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = 15) -> dict[str, Any]:
+    """alpha and bandwidth of an all-to-all between two local gloo ranks."""
+    from dgbench.launch import launch
+    per_rank = launch(_time_all_to_all, nproc=2, args=(sizes, repeats), backend="gloo")
+    seconds = np.maximum(per_rank[0], per_rank[1])
+    sent = np.array([max(1, s // 4) * 4 for s in sizes], np.float64)
+    (alpha, beta), _ = nonnegative_fit(np.stack([np.ones_like(sent), sent], 1), seconds)
+    return {"alpha_s": float(alpha), "bandwidth": float(1 / beta) if beta > 0 else float("inf"),
+            "points": [{"bytes": int(b), "seconds": float(t)} for b, t in zip(sent, seconds)]}
+
+
+def _median_epoch(record: dict[str, Any]) -> float:
+    return statistics.median(e["time_s"] for e in record["epochs"][1:])
+
+
+def _fit_family(configs: list[Any], keys: tuple[str, ...], work_of: Any) -> dict[str, dict[str, Any]]:
+    """Train every config, fit each model's rates to (work counts, median epoch seconds)."""
+    from dgbench.project.dryrun import dry_run
+    from trainers.experiment import run_experiments
+    records = run_experiments(configs)
+    by_model: dict[str, list[tuple[list[float], float]]] = {}
+    for config, record in zip(configs, records):
+        by_model.setdefault(config.model, []).append((work_of(dry_run(config)), _median_epoch(record)))
+    out = {}
+    for model, rows in by_model.items():
+        features = np.array([w for w, _ in rows], np.float64)
+        seconds = np.array([t for _, t in rows], np.float64)
+        coefficients, fit = nonnegative_fit(features, seconds)
+        out[model] = {**dict(zip(keys, coefficients.tolist())), "fit": {**fit, "seconds": seconds.tolist()}}
+    return out
+
+
+def _discrete_work(dry: Any) -> list[float]:
+    return [float(dry.work["edges"][0]), float(dry.work["cells"][0]), float(dry.work["steps"][0])]
+
+
+def _continuous_work(dry: Any) -> list[float]:
+    return [float(dry.work["events"].sum()), float(dry.work["computed"].sum()), float(dry.units)]
+
+
+def calibrate(out: str | Path, discrete_models: list[str], continuous_models: list[str], quick: bool = False,
+              work_dir: str | Path | None = None) -> Path:
+    """Measure this machine and write its profile to ``out`` (see the module docstring)."""
+    from generators.esdg_random import build as snapshots
+    from generators.stream import build as stream
+    from trainers.config import RunConfig
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
+            root = Path(scratch)
+            compute: dict[str, Any] = {}
+            if discrete_models:
+                stores = [snapshots(out=root / f"s{n}-{t}-{f}.zarr", nodes=n, snapshots=t, edge_factor=f, seed=3)
+                          for n, t, f in (QUICK_DISCRETE_STORES if quick else DISCRETE_STORES)]
+                configs = [RunConfig("single", m, s, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs")
+                           for m in discrete_models for s in stores]
+                compute["discrete"] = _fit_family(configs, ("per_edge_s", "per_cell_s", "per_step_s"),
+                                                  _discrete_work)
+            if continuous_models:
+                events = stream(out=root / "stream.zarr", **STREAM)
+                settings = CONTINUOUS_SETTINGS[:3] if quick else CONTINUOUS_SETTINGS
+                configs = [RunConfig("single", m, events, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs",
+                                     batch_size=b, neighbors=k) for m in continuous_models for b, k in settings]
+                compute["continuous"] = _fit_family(configs, ("per_event_s", "per_position_s", "per_batch_s"),
+                                                    _continuous_work)
+    finally:
+        torch.set_num_threads(before)
+    bandwidth = memory_bandwidth()
+    measured = link()
+    loopback = {"alpha_s": measured["alpha_s"], "bandwidth": measured["bandwidth"],
+                "what": "gloo all-to-all between two local ranks (loopback)", "source": "measured",
+                "points": measured["points"]}
+    cores = os.cpu_count() or 1
+    document = {"schema": SCHEMA, "version": VERSION, "name": "this-machine", "source": "calibrated",
+                "description": f"this machine, one core per rank ({cores} cores): compute fitted on single runs, "
+                               f"link measured between two local ranks; no second node here, so the inter-node "
+                               f"link is the same measured loopback link",
+                "ranks_per_node": cores,
+                "device": {"name": "cpu", "memory_bandwidth": bandwidth, "source": "measured copy"},
+                "links": {"intra": loopback, "inter": {**loopback, "what": "assumed equal to the measured "
+                                                                           "loopback link (no second node)"}},
+                "compute": compute, "citations": []}
+    fit = {family: {model: rates["fit"]["max_relative_error"] for model, rates in models.items()}
+           for family, models in compute.items()}
+    return save_calibrated(out, document, {"max_relative_error": fit, "threads_per_rank": 1})

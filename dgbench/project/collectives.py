@@ -1,0 +1,119 @@
+"""What a collective costs on a two-level network: alpha-beta (Hockney) links per kind.
+
+A link kind k has a start-up latency alpha_k (seconds per message) and a bandwidth B_k = 1/beta_k
+(bytes per second). Intra-node links are per rank (each GPU has its own NVLink / PCIe ports);
+the inter-node link is per node (the node's NICs, shared by its ranks). Ranks are numbered node
+by node (rank r is on node r // ranks_per_node), as launchers place them.
+
+Formulas (p ranks, n bytes):
+
+* **all-to-all**, pairwise exchange (Thakur, Rabenseifner & Gropp, "Optimization of Collective
+  Communication Operations in MPICH", IJHPCA 19(1), 2005, §3): T = (p-1) alpha + n beta, n the bytes
+  one process sends. dgbench's exchanges are uneven and cross two link kinds, so the bandwidth term is
+  the busiest port (our generalisation, the h-relation of BSP): T = (p-1) alpha + max(max_r S_r^intra
+  beta_intra, max_r R_r^intra beta_intra, max_node S_node^inter beta_inter, max_node R_node^inter
+  beta_inter), alpha = alpha_inter when the job spans nodes. NCCL's all-to-all (grouped send/receive)
+  has the same bus-bandwidth factor (p-1)/p (nccl-tests doc/PERFORMANCE.md).
+* **all-gather**, ring (Thakur et al. 2005, §3.1): T = (p-1) alpha + ((p-1)/p) n beta, n the bytes
+  gathered; with uneven blocks each of the p-1 steps waits for the largest block:
+  T = (p-1) (alpha + max_r b_r beta). A ring through nodes crosses each node's NIC once per step.
+* **all-reduce**: ring, T = 2(p-1) alpha + 2((p-1)/p) n beta (Patarasuk & Yuan, JPDC 69(2), 2009;
+  nccl-tests doc/PERFORMANCE.md: t = (S/B) 2(n-1)/n); tree / recursive halving-doubling,
+  T = 2 ceil(log2 p) alpha + 2((p-1)/p) n beta (Rabenseifner's algorithm, Thakur et al. 2005, §4.4;
+  NCCL's double binary trees have the same latency order). The cheaper of the two is taken, as
+  NCCL chooses by size.
+* **point to point**: T = alpha + n beta.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link kind: latency (s) and bandwidth (bytes/s), and what it is."""
+
+    alpha_s: float
+    bandwidth: float
+    what: str = ""
+
+    @property
+    def beta(self) -> float:
+        return 1.0 / self.bandwidth
+
+
+@dataclass(frozen=True)
+class Network:
+    """Intra-node links per rank, one inter-node port per node."""
+
+    intra: Link
+    inter: Link
+    ranks_per_node: int
+
+    def nodes(self, world: int) -> int:
+        return -(-world // self.ranks_per_node)
+
+    def alpha(self, world: int) -> float:
+        return self.inter.alpha_s if self.nodes(world) > 1 else self.intra.alpha_s
+
+    def slowest_beta(self, world: int) -> float:
+        return max(self.intra.beta, self.inter.beta) if self.nodes(world) > 1 else self.intra.beta
+
+    def node_of(self, world: int) -> np.ndarray:
+        return np.arange(world) // self.ranks_per_node
+
+
+def inter_fractions(pairs: np.ndarray, network: Network) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank: the fraction of what it sends, and of what it receives, that crosses nodes."""
+    world = len(pairs)
+    node = network.node_of(world)
+    crossing = node[:, None] != node[None, :]
+    sent, received = pairs.sum(1), pairs.sum(0)
+    out = np.divide((pairs * crossing).sum(1), sent, out=np.zeros(world), where=sent > 0)
+    into = np.divide((pairs * crossing).sum(0), received, out=np.zeros(world), where=received > 0)
+    return out, into
+
+
+def all_to_all(sent: np.ndarray, received: np.ndarray, out_inter: np.ndarray, in_inter: np.ndarray,
+               network: Network) -> float:
+    """One uneven all-to-all: ``sent[r]`` / ``received[r]`` bytes of rank r, the given fractions of
+    them crossing nodes (pairwise exchange, busiest port; see the module docstring)."""
+    world = len(sent)
+    if world <= 1:
+        return 0.0
+    node = network.node_of(world)
+    nodes = int(node.max()) + 1
+    intra = max(float((sent * (1 - out_inter)).max()), float((received * (1 - in_inter)).max())) * network.intra.beta
+    inter = 0.0
+    if nodes > 1:
+        leaving = np.bincount(node, weights=sent * out_inter, minlength=nodes)
+        arriving = np.bincount(node, weights=received * in_inter, minlength=nodes)
+        inter = max(float(leaving.max()), float(arriving.max())) * network.inter.beta
+    return (world - 1) * network.alpha(world) + max(intra, inter)
+
+
+def all_gather(block: np.ndarray, network: Network) -> float:
+    """One ring all-gather of per-rank blocks ``block[r]`` bytes."""
+    world = len(block)
+    if world <= 1:
+        return 0.0
+    return (world - 1) * (network.alpha(world) + float(block.max()) * network.slowest_beta(world))
+
+
+def all_reduce(size: float, world: int, network: Network) -> float:
+    """One all-reduce of ``size`` bytes per rank: the cheaper of ring and Rabenseifner / tree."""
+    if world <= 1:
+        return 0.0
+    alpha, beta = network.alpha(world), network.slowest_beta(world)
+    bandwidth = 2 * (world - 1) / world * size * beta
+    ring = 2 * (world - 1) * alpha + bandwidth
+    tree = 2 * math.ceil(math.log2(world)) * alpha + bandwidth
+    return min(ring, tree)
+
+
+def point_to_point(size: float, same_node: bool, network: Network) -> float:
+    link = network.intra if same_node else network.inter
+    return link.alpha_s + size * link.beta

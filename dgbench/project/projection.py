@@ -1,0 +1,173 @@
+"""Epoch time, speedup and efficiency at P ranks: a dry run's counts priced by a hardware profile.
+
+Epoch model (both families run their steps one after another, ESDG §6.5: "Our current implementation
+executes the four steps sequentially"):
+
+* **compute** — the slowest rank's work at the profile's rates. Discrete: per rank
+  ``per_edge_s · edges + per_cell_s · cells + per_step_s · steps`` (edges of the normalised Ã it
+  aggregates, vertex-steps it computes and timesteps it runs, in forward-equivalents of the epoch).
+  Continuous: per batch ``per_batch_s + max_r(per_event_s · events_r + per_position_s · positions_r)``
+  (positions: the views a rank computes — its own dispatch list, or under DepComm what the owners
+  compute for everyone), summed over the epoch's batches.
+* **communication** — every tag's collectives priced by :mod:`dgbench.project.collectives` from the
+  per-rank bytes of each call and the share of them crossing nodes (from the (sender, receiver)
+  matrix, ranks placed node by node).
+* ``time_s`` = compute + communication (nothing overlapped); ``time_overlap_bound_s`` =
+  max(compute, communication), what a perfect overlap (Sven's §3.3.2 pipeline, ESDG §6.5's proposal)
+  could reach at best. Host-to-device transfers are not modelled (resident snapshots).
+
+Scaling (ESDG §6.3): strong — one store, speedup T(P_0)·P_0 / T(P) against the smallest P run
+(P_0 = 1 normally); weak — the store grows with P (ESDG §6.1: N = 2^14 · P, T = 256, f = 3), speedup
+= throughput(P) / throughput(P_0) · P_0 with throughput = edges (events) per second of an epoch.
+Efficiency = speedup / P.
+"""
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dgbench.project import collectives
+from dgbench.project.dryrun import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, DryRun
+from dgbench.project.hardware import HardwareProfile
+
+SCHEMA, VERSION = "dgbench.projection", 1
+DISPATCH_TAG = "nm_dispatch"
+
+
+def compute_seconds(dry: DryRun, rates: dict[str, float]) -> dict[str, float]:
+    """The slowest rank's compute of one epoch, and the mean rank's (their ratio is the imbalance)."""
+    if dry.family == "discrete":
+        per_rank = (rates["per_edge_s"] * dry.work["edges"] + rates["per_cell_s"] * dry.work["cells"]
+                    + rates["per_step_s"] * dry.work["steps"])
+        return {"compute_s": float(per_rank.max()), "mean_rank_compute_s": float(per_rank.mean())}
+    per_rank = rates["per_event_s"] * dry.work["events"] + rates["per_position_s"] * dry.work["computed"]
+    batches = dry.units * rates["per_batch_s"]
+    return {"compute_s": float(per_rank.max(1).sum() + batches), "mean_rank_compute_s": float(per_rank.mean(1).sum()
+                                                                                                + batches)}
+
+
+def eq12_microbatches(dry: DryRun, network: collectives.Network) -> int | None:
+    """Sven's n (Eq. 12) as the trainer would choose it on this network: eta(bs) = A + B/bs from the dry
+    run's first batch, S = bandwidth x latency / dispatch bytes per event (sven_core.granularity)."""
+    eq12 = dry.extra.get("eq12")
+    if not eq12 or not eq12.get("dispatch_bytes_per_event"):
+        return None
+    from trainers.continuous.sven_core import granularity
+    world = dry.world_size
+    multi = network.nodes(world) > 1
+    link = network.inter if multi else network.intra
+    latency = collectives.all_to_all(np.full(world, 8.0), np.full(world, 8.0), np.zeros(world), np.zeros(world),
+                                     network)  # one row-count exchange, as the trainer times it
+    speed = link.bandwidth * latency / eq12["dispatch_bytes_per_event"]
+    return granularity(eq12["A"], eq12["B"], int(dry.extra["batch_size"]), speed)
+
+
+def communication_seconds(dry: DryRun, network: collectives.Network,
+                          calls_override: dict[str, int] | None = None) -> dict[str, float]:
+    """Seconds per tag of one epoch (see :mod:`dgbench.project.collectives`)."""
+    out: dict[str, float] = {}
+    world = dry.world_size
+    for tag, volume in dry.tags.items():
+        size = volume.element_bytes
+        out_inter, in_inter = collectives.inter_fractions(volume.pairs, network)
+        seconds = 0.0
+        for unit in range(volume.sent.shape[0]):
+            calls = int((calls_override or {}).get(tag, volume.calls[unit]))
+            sent, received = volume.sent[unit] * size, volume.received[unit] * size
+            if calls == 0:
+                if not sent.any():
+                    continue
+                calls = 1
+            sent, received = sent / calls, received / calls
+            if volume.kind == ALL_REDUCE:
+                one = collectives.all_reduce(float(sent.max()), world, network)
+            elif volume.kind == ALL_GATHER:
+                one = collectives.all_gather(sent / max(world - 1, 1), network)
+            elif volume.kind == ALL_TO_ALL:
+                one = collectives.all_to_all(sent, received, out_inter, in_inter, network)
+            else:  # point to point between the two processes of a device (BLAD): inside a node
+                one = collectives.point_to_point(float(sent.max()), True, network)
+            seconds += calls * one
+        out[tag] = seconds
+    return out
+
+
+def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile | None = None) -> dict[str, Any]:
+    """One epoch of ``dry`` on ``profile``'s hardware."""
+    rates, how = profile.rates(dry.family, dry.model, basis)
+    network = profile.network
+    compute = compute_seconds(dry, rates)
+    override, notes = {}, []
+    n = eq12_microbatches(dry, network) if dry.family == "continuous" else None
+    if n is not None and DISPATCH_TAG in dry.tags:
+        override[DISPATCH_TAG] = n
+        notes.append(f"Sven's micro-batches n = {n} from Eq. 12 on this profile's link")
+    by_tag = communication_seconds(dry, network, override)
+    communication = float(sum(by_tag.values()))
+    work = float(dry.work["edges"].sum() if dry.family == "discrete" else dry.work["events"].sum())
+    if dry.family == "discrete":  # throughput counts each input edge once per epoch (ESDG §6.3)
+        work = float(dry.extra.get("edges_total", work))
+    return {"world_size": dry.world_size, "time_s": compute["compute_s"] + communication,
+            "time_overlap_bound_s": max(compute["compute_s"], communication), **compute,
+            "communication_s": communication, "communication_by_tag_s": by_tag,
+            "bytes": dry.total_bytes(), "bytes_by_tag": dry.bytes_by_tag(), "work": work,
+            "max_rank_sent_bytes": int(max((v.sent.sum(0) * v.element_bytes).max(initial=0)
+                                           for v in dry.tags.values()) if dry.tags else 0),
+            "rates": rates, "rates_source": how, "microbatches": n, "notes": notes + dry.notes,
+            "dry_run": {"store": dry.store, "seconds": dry.seconds, "peak_rss_bytes": dry.peak_rss_bytes,
+                        "work_pattern": dry.work_pattern}}
+
+
+def scaling(points: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    """Speedup and efficiency of each point against the smallest world (see the module docstring)."""
+    points = sorted(points, key=lambda p: p["world_size"])
+    base = points[0]
+    for point in points:
+        p, p0 = point["world_size"], base["world_size"]
+        if mode == "strong":
+            speedup = base["time_s"] * p0 / point["time_s"]
+        else:
+            speedup = (point["work"] / point["time_s"]) / (base["work"] / base["time_s"]) * p0
+        point["throughput"] = point["work"] / point["time_s"]
+        point["speedup"] = speedup
+        point["efficiency"] = speedup / p
+    return points
+
+
+def projection_document(mode: str, head: DryRun, profile: HardwareProfile, points: list[dict[str, Any]],
+                        command: str, notes: Iterable[str] = ()) -> dict[str, Any]:
+    """The record-like JSON of one projected curve (never a measured record: ``projected`` is true)."""
+    from dgbench.records import git_state
+    return {"schema": SCHEMA, "version": VERSION, "projected": True, "mode": mode, "family": head.family,
+            "scheme": head.scheme, "model": head.model, "hyperparameters": head.hyperparameters,
+            "profile": profile.describe(), "command": command, "code": git_state(),
+            "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "points": scaling(points, mode), "notes": sorted(set(notes))}
+
+
+def project_curve(mode: str, configs: dict[int, Any], profile: HardwareProfile, basis: HardwareProfile | None,
+                  command: str, dry: Callable[[Any], DryRun] | None = None,
+                  keep: Path | None = None) -> dict[str, Any]:
+    """Dry-run every world of ``configs`` (world -> RunConfig) and project each; ``keep``: a folder
+    for the dry runs' JSON."""
+    import json
+    from dgbench.project.dryrun import dry_run
+    dry = dry or dry_run
+    points, head, notes = [], None, []
+    for world in sorted(configs):
+        result = dry(configs[world])
+        head = head or result
+        point = project_epoch(result, profile, basis)
+        notes += point.pop("notes")
+        points.append(point)
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"dryrun-{result.scheme}-{result.model}-P{world}.json").write_text(
+                json.dumps(result.as_json(), indent=1))
+        del result
+    assert head is not None
+    return projection_document(mode, head, profile, points, command, notes)
