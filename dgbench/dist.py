@@ -28,6 +28,7 @@ from dgbench.memory import peak_rss_bytes
 
 DEFAULT_TIMEOUT_S = 300.0
 SETUP_TIMEOUT_S = 24 * 3600.0  # how long ranks wait for rank 0's one-off setup work (e.g. partitioning)
+DRY_RUN_BACKEND = "dry-run"  # dgbench.project's dry runs: a world that counts collectives and moves nothing
 
 
 @dataclass
@@ -273,6 +274,11 @@ class Comm:
     def reset(self) -> None:
         self.stats.clear()
 
+    def axis(self, rank: int, size: int) -> "Comm":
+        """This comm's kind over a sub-group of ``size`` ranks in a dry run's counting world (no process
+        group is made there), counting into the same stats (dgbench.project)."""
+        return Comm(rank, size, self.device, self.stats)
+
 
 @dataclass
 class Mesh:
@@ -300,6 +306,9 @@ def make_mesh(ctx: DistContext, **shape: int) -> Mesh:
     coordinate = {name: coordinate[name] for name in shape}
     if ctx.world_size == 1:
         return Mesh(dict(shape), coordinate, {name: ctx.comm for name in shape})
+    if ctx.backend == DRY_RUN_BACKEND:  # dgbench.project's counting world: axes count too, no groups are made
+        return Mesh(dict(shape), coordinate,
+                    {name: ctx.comm.axis(coordinate[name], size) for name, size in shape.items()})
     from torch.distributed.device_mesh import init_device_mesh
     mesh = init_device_mesh(ctx.device.type, tuple(sizes), mesh_dim_names=tuple(shape))
     comms = {name: Comm(coordinate[name], size, ctx.device, ctx.comm.stats, mesh.get_group(name))
