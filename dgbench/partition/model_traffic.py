@@ -44,6 +44,17 @@ class _RecordingView:
     def input_features(self) -> torch.Tensor:
         return torch.zeros(1, 1, self.in_features)
 
+    def convolve(self, x: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        """Ã x W (+ b): aggregate first, then one product over every local step (the contract's default)."""
+        ax = self.aggregate(x)
+        if weight.dim() == 3:
+            out = torch.bmm(ax, weight)
+            return out if bias is None else out + bias
+        flat = ax.reshape(-1, ax.shape[-1])
+        out = flat @ weight if bias is None else torch.addmm(bias, flat, weight)
+        return out.view(*ax.shape[:-1], weight.shape[-1])
+
     def attend(self, dst_score: torch.Tensor, src_score: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         self.last_op = "attend"
         self.structure_ops.append("gat")
