@@ -18,7 +18,9 @@ one does, and writes its endpoints after every earlier reader. Events of one wav
 so the batch's result equals processing its events one at a time (tests check it against batch size 1);
 gradients flow through the within-batch chain and stop at batch boundaries (TGL's truncation). This needs
 the roots' vertex ids (``BatchInputs.root_ids``); without them every root row is its own vertex, which is
-the batch-parallel (TGL) approximation.
+the batch-parallel (TGL) approximation — which is what the family's shared loop gives it (it passes no
+ids), the only semantics schemes that split a batch's events across ranks can reproduce exactly; the
+``tgcn`` scheme passes ids (immediate updates within its mini-batches).
 
 **What T-GCN leaves to Ma et al. (SIGIR'20) and what we chose.** The paper gives only Eq. 3-7.
 * Update internals: DyGNN's update unit follows T-LSTM (Baytas et al., KDD'17): the cell's short-term
@@ -43,6 +45,7 @@ import torch
 from torch import nn
 
 from dgbench.models.temporal import BatchInputs, BatchOutputs, EdgePredictor, StateLayout, TemporalModel
+from dgbench.registry import register_model
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,11 @@ class DyGNNLayout(StateLayout):
         rows = torch.zeros(count, self.width)
         rows[:, 4 * self.memory_dim:] = -1.0
         return rows
+
+    def split(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(state, t_s, no mails (R, 0, 0), no mail times (R, 0)): DyGNN has no mailbox."""
+        return rows[:, :self.state_dim], rows[:, self.memory_ts_col], rows.new_zeros(len(rows), 0, 0), \
+            rows.new_zeros(len(rows), 0)
 
 
 class TimeAwareLSTM(nn.Module):
@@ -91,7 +99,8 @@ def wave_schedule(src: np.ndarray, dst: np.ndarray, neg: np.ndarray, count: int)
 
 
 class DyGNN(TemporalModel):
-    """See the module docstring. Fits the continuous loop: ``updated_state`` is the identity (no mailbox)."""
+    """See the module docstring. In the continuous loop a vertex's view is its row and its update row the
+    whole new row (no mailbox to merge)."""
 
     uses_neighbors = False
 
@@ -111,23 +120,40 @@ class DyGNN(TemporalModel):
     def updated_state(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
         return rows[:, :self.layout.state_dim]
 
+    @property
+    def view_width(self) -> int:
+        return self.layout.width
+
+    def node_view(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
+        """The whole row (both roles' states and times): nothing to update before the event (no mailbox)."""
+        return rows[:, :self.layout.width]
+
     def merge(self, h_s: torch.Tensor, h_g: torch.Tensor) -> torch.Tensor:
         return self.merge_s(h_s) + self.merge_g(h_g)
+
+    def embed(self, inputs: BatchInputs, root_view: torch.Tensor, root_t: torch.Tensor,
+              neighbor_view: torch.Tensor | None) -> torch.Tensor:
+        """E_v(t-) of Eq. 6/7 from each root's row (what scoring without updating needs)."""
+        d = self.memory_dim
+        return self.merge(root_view[:, :d], root_view[:, 2 * d:3 * d])
 
     def _delta(self, t: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         return torch.where(last >= 0, (t - last).clamp_min(0) / self.time_scale, torch.zeros_like(t))
 
-    def forward(self, inputs: BatchInputs, updated: torch.Tensor | None = None) -> BatchOutputs:
+    def forward(self, inputs: BatchInputs, views: torch.Tensor | None = None) -> BatchOutputs:
+        """Scores and the roots' new rows (update rows = whole rows: no mailbox). ``views``: the roots'
+        :meth:`node_view` (their rows) when the caller has them instead of ``inputs.root_rows``."""
         b, d = len(inputs.t), self.memory_dim
+        roots = inputs.root_rows if views is None else views[:3 * b]
         root_ids = getattr(inputs, "root_ids", None)
         ids = np.arange(3 * b) if root_ids is None else np.asarray(torch.as_tensor(root_ids).cpu())
         unique, first, slot = np.unique(ids, return_index=True, return_inverse=True)
-        rows = inputs.root_rows[torch.from_numpy(first).to(inputs.root_rows.device)]
+        rows = roots[torch.from_numpy(first).to(roots.device)]
         h_s, c_s, h_g, c_g = (rows[:, k * d:(k + 1) * d] for k in range(4))
         t_g, t_s = rows[:, 4 * d], rows[:, 4 * d + 1]
         src, dst, neg = slot[:b], slot[b:2 * b], slot[2 * b:]
         waves = wave_schedule(src, dst, neg, len(unique))
-        device = inputs.root_rows.device
+        device = roots.device
         order, pos_parts, neg_parts = [], [], []
         for wave in range(int(waves.max(initial=-1)) + 1):
             events = np.flatnonzero(waves == wave)
@@ -150,6 +176,8 @@ class DyGNN(TemporalModel):
         return BatchOutputs(pos, neg_logits, final[endpoints])
 
 
+@register_model("dygnn", family="continuous",
+                summary="DyGNN (T-GCN §2.2): interact, time-aware S-/G-update LSTMs, merge; immediate updates")
 def dygnn(memory_dim: int, edge_dim: int, time_shift: float = 0.0, time_scale: float = 1.0) -> DyGNN:
-    """Factory with the continuous family's arguments (see :func:`dgbench.models.temporal.build_temporal_model`)."""
+    """The continuous family's factory arguments; ``time_scale`` normalises Δt (time_shift is unused)."""
     return DyGNN(memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale)
