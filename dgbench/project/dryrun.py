@@ -39,12 +39,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from dgbench.dist import Comm, DistContext
+from dgbench.dist import DRY_RUN_BACKEND, Comm, DistContext
 from dgbench.errors import DgbenchError
 from dgbench.memory import peak_rss_bytes
 
 SCHEMA, VERSION = "dgbench.dryrun", 1
-DRY_BACKEND = "dry-run"
 INT_BYTES = 8  # ids and row counts travel as int64
 ALL_TO_ALL, ALL_REDUCE, ALL_GATHER, POINT_TO_POINT = "all_to_all", "all_reduce", "all_gather", "p2p"
 PLAN, UNIFORM, COLLECTIVE = "plan", "uniform (assumed)", "collective"
@@ -117,11 +116,15 @@ class CountingComm(Comm):
     def barrier(self) -> None:
         return None
 
+    def axis(self, rank: int, size: int) -> "CountingComm":
+        """A sub-group's counting comm (dgbench.dist.make_mesh in a dry run), counting into the same stats."""
+        return CountingComm(rank, size, self.device, self.stats)
+
 
 def dry_context(rank: int, world_size: int) -> DistContext:
     """Rank ``rank`` of a counting world of ``world_size`` ranks, computing on the CPU."""
     device = torch.device("cpu")
-    return DistContext(rank, world_size, DRY_BACKEND, device, CountingComm(rank, world_size, device))
+    return DistContext(rank, world_size, DRY_RUN_BACKEND, device, CountingComm(rank, world_size, device))
 
 
 # --------------------------------------------------------------------------- results

@@ -54,6 +54,7 @@ class DiscreteShape:
     cells: np.ndarray  # [P] vertex-steps computed, in forward-equivalents
     steps: np.ndarray  # [P] timesteps run (per-step overheads: kernel launches, the models' step loops)
     pattern: str = PLAN
+    kinds: dict[str, str] = dataclasses.field(default_factory=dict)  # tags that are not all-to-alls
 
 
 def _units(trainer: Any) -> tuple[list[range], list[int]]:
@@ -81,7 +82,7 @@ def _probe_forward(trainer: Any, first: range, notes: list[str]) -> tuple[dict[s
     except DryRunUnsupported as exc:
         notes.append(f"probe forward stopped: {exc}")
     calls = {tag: stats.calls for tag, stats in comm.stats.items()}
-    kinds = {tag: (POINT_TO_POINT if tag.startswith("intra:") else ALL_TO_ALL) for tag in comm.peers}
+    kinds = {tag: ALL_TO_ALL for tag in comm.peers}
     comm.reset()
     comm.peers.clear()
     return calls, kinds
@@ -207,6 +208,34 @@ def _instance_shape(placement: Any, units: list[range], pairs: list[Any]) -> Dis
     return DiscreteShape({**patterns, **scores}, control, edges, cells, steps)
 
 
+def _blad_shape(trainer: Any) -> DiscreteShape:
+    """BLAD §5: each device runs whole groups; with two processes per device, p1 (rank 2d) hands the state
+    after its p_i snapshots to p2 (rank 2d+1) point to point, preceded by its shape, and gets the gradient
+    back. The two processes share one device, so each is given the device's whole work (no overlap
+    credited: an upper bound on BLAD's compute, which §6 overlaps)."""
+    placement, data = trainer.placement, trainer.data
+    plan, world = placement.plan, trainer.ctx.world_size
+    nnz = np.array([a.val.size for a in data.adjacency], np.int64)
+    state, grads, control = (np.zeros((world, world), np.int64) for _ in range(3))
+    dims = sum(t.dim() for layer in trainer.initial_state() for t in layer)
+    edges, cells, steps = np.zeros(plan.devices), np.zeros(plan.devices), np.zeros(plan.devices)
+    for index, target in enumerate(plan.targets):
+        device, group = int(plan.device_of[index]), data.group_of(target)
+        edges[device] += nnz[group.start:group.stop].sum()
+        cells[device] += len(group) * data.num_nodes
+        steps[device] += len(group)
+        k = int(plan.p1_steps[index])
+        if plan.procs == 2 and 0 < k < len(group):
+            first, second = device * 2, device * 2 + 1
+            state[first, second] += 1
+            grads[second, first] += 1
+            control[first, second] += dims
+    spread = np.repeat(np.arange(plan.devices), plan.procs)
+    return DiscreteShape({"intra:state": state, "intra:state_grad": grads}, {"counts": control} if dims else {},
+                         edges[spread], cells[spread], steps[spread], PLAN,
+                         {"intra:state": POINT_TO_POINT, "intra:state_grad": POINT_TO_POINT, "counts": POINT_TO_POINT})
+
+
 def _even_shape(trainer: Any, units: list[range], passes: list[int], world: int) -> DiscreteShape:
     data = trainer.data
     nnz = np.array([a.val.size for a in data.adjacency], np.int64)
@@ -228,6 +257,8 @@ def discrete_shape(trainer: Any, units: list[range], passes: list[int], pairs: l
         return _vertex_shape(placement, units, passes, pairs)
     if isinstance(placement, InstancePlacement) and passes == [1]:
         return _instance_shape(placement, units, pairs)
+    if getattr(placement, "plan", None) is not None and type(placement).__name__ == "BladPlacement":
+        return _blad_shape(trainer)
     return _even_shape(trainer, units, passes, world)
 
 
@@ -281,7 +312,8 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
             n = calls[f"{base}:forward"] * len(units)
         else:
             n = len(units)
-        counter.matrix(tag, kinds.get(tag, ALL_TO_ALL), _element_bytes(tag, float_bytes), pairs_matrix, n, kind)
+        counter.matrix(tag, kinds.get(tag, shape.kinds.get(tag, ALL_TO_ALL)), _element_bytes(tag, float_bytes),
+                       pairs_matrix, n, kind)
     for tag in sorted(set(calls) | set(shape.patterns)):  # exchanges that ran but moved nothing still cost calls
         base = tag.rsplit(":", 1)[0]
         if world > 1 and tag not in counter.tags and not predicted.get(tag):
@@ -291,7 +323,7 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
                            np.zeros((world, world), np.int64), n, PLAN)
     for tag, matrix in shape.control.items():
         if world > 1:
-            counter.matrix(tag, ALL_TO_ALL, INT_BYTES, matrix, len(units), PLAN)
+            counter.matrix(tag, shape.kinds.get(tag, ALL_TO_ALL), INT_BYTES, matrix, len(units), PLAN)
     if world > 1:
         for rank in range(world):
             counter.reduce("gradients", float_bytes, 0, rank, parameters)
