@@ -41,9 +41,10 @@ the events trained.
 **Baseline.** ``--live`` (one grid range) reads live S- and G-state everywhere: DyGNN as its own paper
 trains it, one event after another, which T-GCN compares against on one device (§6.2).
 
-**Evaluation.** After each epoch the states are gathered (counted) and validation then test run on every
-rank with the family's protocol (its negatives; DyGNN's immediate updates with live state), so AP is
-comparable with the other schemes' runs of DyGNN.
+**Evaluation.** After each epoch the states are gathered and every rank scores the run's fixed evaluation
+sets through the evaluator of every scheme (dgbench/tasks/evaluator.py): a batch's positives and
+negatives from the embeddings at the batch's start, as the family's loop scores, then the batch's
+interactions update their endpoints (DyGNN, immediately); the state is restored between sets.
 """
 from __future__ import annotations
 
@@ -59,11 +60,13 @@ from torch.nn import functional as F
 
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
-from dgbench.metrics import link_prediction_metrics
 from dgbench.models.dygnn import DyGNN
 from dgbench.models.temporal import BatchInputs, StateLayout
 from dgbench.options import Options, option
-from trainers.continuous.data import BatchPlanner, EventStream, StreamProblem
+from dgbench.tasks.evalset import EvaluationSet
+from dgbench.tasks.evaluator import Evaluator, SplitFigures, split_name
+from dgbench.tasks.options import evaluation_sets
+from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, StreamProblem
 from trainers.continuous.loop import BatchCounters
 from trainers.continuous.sampler import TemporalSampler
 from trainers.continuous.sampling.reference import METHODS
@@ -253,6 +256,7 @@ class GridTrainer:
         self.loader = ThreadPoolExecutor(max_workers=1) if not options.no_pipeline else None
         self.homes: dict[int, HomeRange] = {}
         self.events_trained = 0
+        self.evaluation: list[EvaluationSet] = []  # the run's fixed evaluation sets (set by train_grid)
 
     # ---- data
     def epoch_grid(self, epoch: int) -> Grid:
@@ -449,7 +453,7 @@ class GridTrainer:
         params = sum(p.numel() for p in self.model.parameters())
         return {SWAP_LIVE_TAG: block, SWAP_SNAPSHOT_TAG: block, GRAD_TAG: len(self.losses) * (params + 1) * size}
 
-    # ---- evaluation: gathered state, the family's protocol
+    # ---- evaluation: gathered state, the run's evaluation sets
     def full_rows(self) -> torch.Tensor:
         if self.ctx.world_size == 1:
             return torch.cat([self.homes[r].rows() for r in self.local])
@@ -457,31 +461,44 @@ class GridTrainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:
+        """Validation then test of every evaluation set from the same trained state (restored between
+        sets), through the evaluator every scheme uses; every rank computes the same."""
         self.model.eval()
-        rows = self.full_rows()
+        trained = self.full_rows()
+        out = {}
+        for index, evaluation in enumerate(self.evaluation):
+            rows = trained.clone()
+            for split in ("val", "test"):
+                out[split_name(split, index, evaluation)] = self._evaluate_set(evaluation, split, rows).as_metrics()
+        return out
+
+    def _evaluate_set(self, evaluation: EvaluationSet, split: str, rows: torch.Tensor) -> SplitFigures:
+        negatives = evaluation.get(split, "negatives")
         planner = BatchPlanner(self.stream, None, 0, "recent", self.seed, lambda src: np.ones(len(src), dtype=bool),
                                lambda ids: None)
-        return {split: self._evaluate_split(planner, split, rows) for split in ("val", "test")}
-
-    def _evaluate_split(self, planner: BatchPlanner, split: str, rows: torch.Tensor) -> dict[str, float]:
-        pos, neg = [], []
+        planner.candidates = {split: (evaluation.get(split, "negative_src"), negatives)}
+        first = self.stream.ranges[split][0]
+        scores = np.full((len(negatives), 1 + negatives.shape[1]), np.nan)
         for index, (a, b) in enumerate(planner.batch_bounds(split, self.batch_size)):
             plan = planner.plan(split, index, a, b)
-            ids = np.concatenate([plan.src, plan.dst, plan.negatives])
-            id_tensor = torch.from_numpy(ids)
-            inputs = BatchInputs(rows[id_tensor], torch.from_numpy(self.stream.t[plan.events]).to(self.dtype),
-                                 torch.zeros(len(plan.events), self.model.edge_dim))
-            inputs.root_ids = id_tensor
-            out = self.model(inputs)
-            endpoints = torch.from_numpy(np.concatenate([plan.src, plan.dst]))
-            rows.index_copy_(0, endpoints, out.new_rows)
-            pos.append(out.pos_logits.double().numpy())
-            neg.append(out.neg_logits.double().numpy())
-        if not pos:
-            return {"accuracy": float("nan"), "ap": float("nan"), "auc": float("nan")}
-        logits = np.concatenate(pos + neg)
-        labels = np.concatenate([np.ones(sum(len(p) for p in pos)), np.zeros(sum(len(p) for p in neg))])
-        return link_prediction_metrics(logits, labels)
+            scores[plan.events - first] = self._score_then_update(plan, rows)
+        return Evaluator(evaluation).score(split, scores[:, 0], np.where(negatives >= 0, scores[:, 1:], np.nan))
+
+    def _score_then_update(self, plan: BatchPlan, rows: torch.Tensor) -> np.ndarray:
+        """(b, 1 + K) logits from every root's E(t-) at the batch's start (as the family's loop scores), then
+        the batch's interactions update their endpoints (immediately, DyGNN)."""
+        b, k = len(plan.events), plan.candidates
+        h = self.model.embed(None, rows[torch.from_numpy(plan.roots)], None, None)
+        sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
+        first_dst = 2 if plan.fixed_source else 2 + k
+        logits = [self.model.predictor(h[:b], h[b:2 * b])]
+        logits += [self.model.predictor(sources[j], h[(first_dst + j) * b:(first_dst + j + 1) * b]) for j in range(k)]
+        ids = torch.from_numpy(np.concatenate([plan.src, plan.dst, plan.dst]))  # no negative needed to update
+        inputs = BatchInputs(rows[ids], torch.from_numpy(self.stream.t[plan.events]).to(self.dtype),
+                             torch.zeros(b, self.model.edge_dim))
+        inputs.root_ids = ids
+        rows.index_copy_(0, ids[:2 * b], self.model(inputs).new_rows)
+        return torch.stack(logits, dim=1).double().numpy()
 
 
 # ---------------------------------------------------------------- the scheme
@@ -559,6 +576,8 @@ def train_grid(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
     if not isinstance(model, DyGNN):
         raise DgbenchError(f"scheme 'tgcn' trains DyGNN (§2.2), not '{run.model.name}'")
     trainer = GridTrainer(ctx, stream, model, options, task.batch_size, run.config.lr, run.config.seed)
+    trainer.evaluation = evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives, task.eval_negatives,
+                                         task.max_events)
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
                          label=f"tgcn/{run.model.name}", unit="events")
     steps = options.intervals * trainer.parts
