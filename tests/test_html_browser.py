@@ -21,7 +21,7 @@ from dgbench.leaderboard.board import default_board
 from dgbench.leaderboard.render import render
 from dgbench.leaderboard.tables import number
 from dgbench.records import REPO_ROOT
-from leaderboard_records import populate_board
+from leaderboard_records import make_record, official_dataset, populate_board, reseal, write
 
 ARTIFACTS = REPO_ROOT / "artifacts"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -45,9 +45,20 @@ def page(tmp_path_factory) -> Path:
     board.mkdir()
     shutil.copy(REPO_ROOT / "leaderboards" / "official_stores.json", board)
     populate_board(board, root / "staging")
+    _add_time_to_quality_rows(board, root / "staging")
     path = root / "index.html"
     path.write_text(render(board, "html"))
     return path
+
+
+def _add_time_to_quality_rows(board: Path, staging: Path) -> None:
+    """Three seeds on the registry's store with a quality target, reaching it at different epochs."""
+    from dgbench.leaderboard.board import submit
+    for seed in (0, 1, 2):
+        record = make_record(seed=seed, epochs=4, dataset=official_dataset("communities (defaults)"))
+        for index, epoch in enumerate(record["epochs"]):
+            epoch["metrics"]["val"]["ap"] = 0.5 + 0.05 * index * (seed + 1)
+        submit(write(reseal(record), staging / f"quality-{seed}.json"), board)
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +137,9 @@ def test_page_renders_and_sorts_in_chromium(page: Path):
     assert dom.body.get("data-ready") == "1", "the page's script did not run"
     assert int(dom.body["data-images-total"]) == 2
     assert dom.body["data-images-loaded"] == dom.body["data-images-total"], "an embedded plot did not decode"
-    assert {"throughput-official", "throughput-unofficial", "scaling-official", "accuracy-official"} <= set(dom.tables)
+    assert {"throughput-official", "throughput-unofficial", "scaling-official", "accuracy-official",
+            "time-to-quality-official"} <= set(dom.tables)
+    assert "<th" in page.read_text() and "Test MRR" in page.read_text()  # the accuracy tables' rank column
     table = dom.tables["throughput-official"]
     speeds = column(table, 5, numeric=True)
     assert speeds == sorted(initial_speeds, reverse=True)
@@ -136,6 +149,9 @@ def test_page_renders_and_sorts_in_chromium(page: Path):
     dom = PageDom(run_chromium(page, "--dump-dom", fragment="#sort=scaling-official:3:asc"))  # text column, 2 clicks
     schemes = column(dom.tables["scaling-official"], 3, numeric=False)
     assert schemes == sorted(schemes) and schemes[0] != schemes[-1]
+
+    seconds = column(dom.tables["time-to-quality-official"], 8, numeric=True)  # laid out by the browser
+    assert len(seconds) == 1 and seconds[0] > 0  # three seeds, one row: the median seconds to the target
 
 
 def test_screenshot_is_kept_as_an_artefact(page: Path):

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from dgbench.errors import DgbenchError
 from dgbench.options import Options, click_options
 from dgbench.registry import MODELS, SCHEMES, load_plugins
 from trainers.config import RunConfig
@@ -41,7 +42,8 @@ def _owners() -> list[tuple[str, type[Options]]]:
     load_plugins("trainers")
     from trainers.continuous.family import TaskOptions as ContinuousTask
     from trainers.discrete.family import TaskOptions as DiscreteTask
-    owners: list[tuple[str, type[Options]]] = [("run", RunConfig), ("discrete", DiscreteTask),
+    from trainers.seeds import SeedsOptions
+    owners: list[tuple[str, type[Options]]] = [("run", RunConfig), ("run", SeedsOptions), ("discrete", DiscreteTask),
                                                ("continuous", ContinuousTask)]
     owners += [(scheme.name, scheme.Options) for scheme in SCHEMES.values()]  # type: ignore[attr-defined]
     owners += [(model.name, model.options) for model in MODELS.values()]
@@ -62,15 +64,20 @@ def _summary(record: dict[str, Any], path: Path) -> str:
 def _run_command() -> click.Command:
     def callback(scheme: str, model: str, dataset: Path, **given: Any) -> None:
         """Train MODEL with SCHEME on DATASET and write a result record."""
+        from trainers.seeds import parse_seeds, run_seeds
+        seeds = given.pop("seeds", None)
+        if seeds is not None and given.get("seed") is not None:
+            raise DgbenchError("--seed and --seeds: give one (--seeds runs one record per seed)")
         config = RunConfig(scheme, model, dataset, **given)
-        record, path = run(config)
-        if path is None:
-            return
-        click.echo(_summary(record, path))
-        final = record.get("final_metrics", {})
-        click.echo(json.dumps({"scheme": record["scheme"], "model": record["model"],
-                               "world_size": record["world_size"],
-                               "fingerprint": record["dataset"]["fingerprint"][:16], **final}, sort_keys=True))
+        runs = run_seeds(config, parse_seeds(seeds)) if seeds is not None else [run(config)]
+        for record, path in runs:
+            if path is None:
+                continue
+            click.echo(_summary(record, path))
+            final = record.get("final_metrics", {})
+            click.echo(json.dumps({"scheme": record["scheme"], "model": record["model"],
+                                   "world_size": record["world_size"], "seed": record["hyperparameters"].get("seed"),
+                                   "fingerprint": record["dataset"]["fingerprint"][:16], **final}, sort_keys=True))
 
     params: list[click.Parameter] = [
         click.Option(["--scheme"], required=True, help="Training scheme (see `dgbench list`)."),

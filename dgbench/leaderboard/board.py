@@ -53,6 +53,7 @@ class Entry:
     record: dict[str, Any]
     official: dict[str, Any] | None  # the registry entry of its store, None when unofficial
     reproduction: dict[str, Any] | None = None  # `dgbench verify`'s filed outcome (verify.read_reproduction)
+    unofficial_reason: str | None = None  # why a record on a registered store is not ranked officially
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Submission:
     paths: list[Path]
     official: dict[str, Any] | None
     skipped: dict[str, list[Problem]] = field(default_factory=dict)  # track -> why the record is not on it
+    unofficial: dict[str, str] = field(default_factory=dict)  # track -> why it is filed but not ranked officially
 
 
 # --------------------------------------------------------------------------- official stores
@@ -153,8 +155,16 @@ def submit(source: str | Path, board: str | Path | None = None, *, tracks: list[
         for path in paths:  # all tracks or none: a half-filed record would block its own resubmission
             path.unlink(missing_ok=True)
         raise
-    return Submission(digest, paths, load_official_stores(board).get(record["dataset"]["fingerprint"]),
-                      skipped_tracks(record, chosen, tracks))
+    registered = load_official_stores(board).get(record["dataset"]["fingerprint"])
+    return Submission(digest, paths, registered, skipped_tracks(record, chosen, tracks),
+                      {track: reason for track in chosen if (reason := ranking_problem(track, record, registered))})
+
+
+def ranking_problem(track: str, record: dict[str, Any], registered: dict[str, Any] | None) -> str | None:
+    """Why a record on a registered store is not ranked officially on ``track`` (None: it is): an accuracy
+    record must have scored one of the store's official evaluation sets (dgbench/leaderboard/evaluation.py)."""
+    from dgbench.leaderboard.evaluation import evaluation_problem
+    return evaluation_problem(record, registered) if track == "accuracy" else None
 
 
 def skipped_tracks(record: dict[str, Any], chosen: list[str], tracks: list[str] | None) -> dict[str, list[Problem]]:
@@ -205,8 +215,10 @@ def load_board(board: str | Path | None = None) -> list[Entry]:
         if track not in TRACKS:
             raise DgbenchError(f"{path}: {track!r} is not a track ({', '.join(TRACKS)})")
         record = _read_filed(path)
-        entries.append(Entry(track, path.stem, path, record, official.get(record["dataset"]["fingerprint"]),
-                             read_reproduction(board, record, path.stem)))
+        registered = official.get(record["dataset"]["fingerprint"])
+        reason = ranking_problem(track, record, registered)
+        entries.append(Entry(track, path.stem, path, record, None if reason else registered,
+                             read_reproduction(board, record, path.stem), reason))
     return entries
 
 

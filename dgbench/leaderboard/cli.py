@@ -33,7 +33,9 @@ def submit_command(results: tuple[Path, ...], board: Path | None, tracks: tuple[
         status = (f"official: {submission.official.get('label', submission.official['name'])}"
                   if submission.official else "unofficial: store fingerprint not in the registry")
         for path in submission.paths:
-            click.echo(f"accepted {result} -> {path}  ({status})")
+            track = path.parent.name
+            shown = f"unofficial: {submission.unofficial[track]}" if track in submission.unofficial else status
+            click.echo(f"accepted {result} -> {path}  ({shown})")
         for track, problems in submission.skipped.items():
             click.echo(f"not entered on {track}: {result}: {'; '.join(str(p) for p in problems)}")
     if refused:

@@ -7,7 +7,11 @@ deterministic, so their entries are recomputed (``refresh``); the esdg-random we
 datasets are added with ``add`` once their loader has prepared the store with default options.
 
     python -m dgbench.leaderboard.official refresh [--board DIR]
-    python -m dgbench.leaderboard.official add STORE --command "dgbench prepare NAME" [--board DIR]
+    python -m dgbench.leaderboard.official add STORE --command "dgbench prepare NAME" [--target-ap A] [--board DIR]
+
+Each entry also lists the store's official evaluation sets (``evaluation_sets``: name -> fingerprint; the
+accuracy track ranks officially only records that scored one of them, dgbench/leaderboard/evaluation.py)
+and, where set, the validation AP its time-to-quality view times runs to (``quality_target``).
 """
 from __future__ import annotations
 
@@ -28,14 +32,21 @@ GENERATED: list[tuple[str, dict[str, Any], str]] = [
     ("nonuniform", {}, "nonuniform (defaults)"),
     ("static-to-dynamic", {}, "static-to-dynamic (defaults)"),
     ("stream", {}, "stream (defaults)"),
+    ("communities", {}, "communities (defaults)"),
     *[("esdg-random", {"nodes": 1024 * p}, f"esdg-random weak p={p}") for p in (2, 4, 8)],
 ]
 
 
-def store_entry(path: Path, command: str, label: str, source: str, options: dict[str, Any]) -> dict[str, Any]:
+# validation AP targets of the time-to-quality view, by label (ESDG's uniform graphs have none: AP 0.5)
+QUALITY_TARGETS: dict[str, float] = {"communities (defaults)": 0.6}
+
+
+def store_entry(path: Path, command: str, label: str, source: str, options: dict[str, Any],
+                target_ap: float | None = None) -> dict[str, Any]:
     """The registry entry of ``path``, after validating it in full: the fingerprint registered is the one
     recomputed from the store's content, so a store relabelled with another's fingerprint is refused."""
     from dgbench.errors import DgbenchError
+    from dgbench.leaderboard.evaluation import official_evaluation_sets
     from dgbench.records import dataset_entry
     from dgbench.store import open_store
     from dgbench.validate import validate_store
@@ -45,7 +56,11 @@ def store_entry(path: Path, command: str, label: str, source: str, options: dict
     dataset = dataset_entry(open_store(path))
     entry = {"fingerprint": dataset["fingerprint"], "name": dataset["name"], "label": label, "source": source,
              "command": command, "options": options,
-             **{k: dataset[k] for k in ("kind", "num_nodes", "num_edges", "num_snapshots") if k in dataset}}
+             **{k: dataset[k] for k in ("kind", "num_nodes", "num_edges", "num_snapshots") if k in dataset},
+             "evaluation_sets": official_evaluation_sets(path)}
+    target = target_ap if target_ap is not None else QUALITY_TARGETS.get(label)
+    if target is not None:
+        entry["quality_target"] = {"split": "val", "metric": "ap", "value": target}
     return entry
 
 
@@ -93,11 +108,13 @@ def refresh(board: Path | None) -> None:
 @click.argument("store", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--command", "command", required=True, help="The default-options command that prepared STORE.")
 @click.option("--label", default=None, help="Name shown in tables (default: the store's dataset name).")
+@click.option("--target-ap", type=click.FloatRange(0, 1), default=None,
+              help="Validation AP the time-to-quality view times runs to.")
 @click.option("--board", type=click.Path(file_okay=False, path_type=Path), default=None)
-def add(store: Path, command: str, label: str | None, board: Path | None) -> None:
+def add(store: Path, command: str, label: str | None, target_ap: float | None, board: Path | None) -> None:
     """Register a dataset store prepared by its official loader with default options."""
     board = board or default_board()
-    entry = store_entry(store, command, label or "", "dataset", {})
+    entry = store_entry(store, command, label or "", "dataset", {}, target_ap)
     entry["label"] = label or entry["name"]
     stores = [s for s in read_registry(board) if s["fingerprint"] != entry["fingerprint"]]
     click.echo(f"wrote {write_registry(board, stores + [entry])}  ({entry['label']}: {entry['fingerprint'][:16]})")

@@ -111,8 +111,10 @@ def build_view(entries: list[Entry]) -> BoardView:
             throughput_runs = runs
         series = scaling_series(pick("scaling"), official)
         scaling += series
+        from dgbench.leaderboard.quality import time_to_quality_table  # it builds on this module's cells
         built = {"throughput": throughput_table(runs, section), "scaling": scaling_table(series, section),
-                 **accuracy_tables(pick("accuracy"), section)}
+                 **accuracy_tables(pick("accuracy"), section),
+                 "time-to-quality": time_to_quality_table(pick("accuracy"), section)}
         for track, table in built.items():
             if table.rows or (official and track in TRACKS):
                 tables.setdefault(track, []).append(table)
@@ -275,7 +277,8 @@ def scaling_table(series: list[ScalingSeries], section: str) -> Table:
 # --------------------------------------------------------------------------- accuracy
 
 ACCURACY_COLUMNS = ["Dataset", "Task", "Model", "Scheme", "World", "Seeds", "Test AP", "Test AUC",
-                    "Test accuracy", "Setup"]
+                    "Test accuracy", "Test MRR", "Setup"]
+ACCURACY_FIGURES = (*ACCURACY_METRICS, "mrr")  # MRR: rank among the evaluation set's negatives (dgbench/tasks)
 
 
 def accuracy_tables(entries: list[Entry], section: str) -> dict[str, Table]:
@@ -289,7 +292,7 @@ def accuracy_tables(entries: list[Entry], section: str) -> dict[str, Table]:
     ranked, pending = [], []
     for (dataset, task, model, scheme, world, setup), by_seed in groups.items():
         row = [text(dataset), text(task), text(model), text(scheme), number(world), number(len(by_seed))]
-        for metric in ACCURACY_METRICS:
+        for metric in ACCURACY_FIGURES:
             values = [e.record["final_metrics"]["test"].get(metric) for e in by_seed.values()]
             row.append(_mean_std_cell([v for v in values if v is not None]))
         row.append(Cell(setup, setup))  # the setup as JSON until _fill_setups words it
@@ -299,7 +302,10 @@ def accuracy_tables(entries: list[Entry], section: str) -> dict[str, Table]:
         rows.sort(key=lambda row: (row[0].sort, row[1].sort, row[2].sort, row[4].sort, -row[6].sort, row[3].sort))
         setup_column = ACCURACY_COLUMNS.index("Setup")
         notes.append(_fill_setups(rows, setup_column, [json.loads(row[setup_column].text) for row in rows]))
-    columns, numeric = ACCURACY_COLUMNS, [c in (4, 5, 6, 7, 8) for c in range(len(ACCURACY_COLUMNS))]
+    columns, numeric = ACCURACY_COLUMNS, [c in (4, 5, 6, 7, 8, 9) for c in range(len(ACCURACY_COLUMNS))]
+    reasons = sorted({e.unofficial_reason for e in entries if e.unofficial_reason})
+    if reasons:  # records of registered stores listed here: why each is not ranked officially
+        notes = ["Not ranked officially: " + "; ".join(reasons) + ". " + note for note in notes]
     return {"accuracy": Table(f"accuracy-{section}", _title("accuracy", section), columns, numeric, ranked,
                               note=f"Mean ± sample std over one run per seed; a row needs {MIN_SEEDS} seeds. "
                                    + notes[0]),
