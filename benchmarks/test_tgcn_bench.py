@@ -23,7 +23,8 @@ from trainers.config import RunConfig
 from trainers.experiment import run_experiments
 
 QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))
-PROTOCOL = dict(batch_size=600, memory_dim=64, lr=0.001, seed=0)  # §6.1.3: hidden size 64; TGL batch 600
+PROTOCOL = dict(batch_size=600, memory_dim=64)  # §6.1.3: hidden size 64; TGL's batch of 600
+RUN = dict(lr=0.001, seed=0)
 VARIANTS_ONE = {"single": ("single", {}), "dygnn-live": ("tgcn", {"live": True, "intervals": 1}),
                 "tgcn-P1": ("tgcn", {})}
 VARIANTS_TWO = {"tgcn-P2": ("tgcn", {}), "tgcn-P2-no-pipeline": ("tgcn", {"no_pipeline": True})}
@@ -54,12 +55,12 @@ def summary(record: dict) -> dict:
 
 
 def dygnn_runs(store: Path, events: int | None, epochs: int, extra_one: dict | None = None) -> dict:
-    base = dict(PROTOCOL, epochs=epochs, **({"max_events": events} if events else {}))
+    base = dict(PROTOCOL, **({"max_events": events} if events else {}))
     one = {**VARIANTS_ONE, **(extra_one or {})}
-    records = run_experiments([RunConfig(scheme, "dygnn", store, nproc=1, options=dict(opts, **base))
-                               for scheme, opts in one.values()])
-    records += run_experiments([RunConfig(scheme, "dygnn", store, nproc=2, options=dict(opts, **base))
-                                for scheme, opts in VARIANTS_TWO.values()])
+    records = run_experiments([RunConfig(scheme, "dygnn", store, nproc=1, epochs=epochs, options=dict(opts, **base),
+                                         **RUN) for scheme, opts in one.values()])
+    records += run_experiments([RunConfig(scheme, "dygnn", store, nproc=2, epochs=epochs, options=dict(opts, **base),
+                                          **RUN) for scheme, opts in VARIANTS_TWO.values()])
     return {name: summary(r) for name, r in zip([*one, *VARIANTS_TWO], records)}
 
 
