@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,20 @@ ESDG_NODES_PER_RANK, ESDG_STEPS, ESDG_EDGE_FACTOR = 2 ** 14, 256, 3.0  # ESDG §
 
 
 def _command() -> str:
-    return shlex.join(["dgbench", *sys.argv[1:]])
+    """The command as typed, rebuilt from the parsed parameters (what a reader re-runs)."""
+    ctx = click.get_current_context()
+    words = ["dgbench", "project", ctx.info_name or ""]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if value is None or value == param.default or value == () or value is False:
+            continue
+        if isinstance(param, click.Argument):
+            words.append(str(value))
+            continue
+        flag = max(param.opts, key=len)
+        for item in value if isinstance(value, tuple) else (value,):
+            words += [flag] if item is True else [flag, str(item)]
+    return shlex.join(words)
 
 
 def _value(text: str) -> Any:

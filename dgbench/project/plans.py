@@ -26,6 +26,7 @@ that the mapping misses fails them.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -418,6 +419,7 @@ def continuous_epoch(run: Any, problem: Any, partition: Any, world: int, eq12_n:
         notes.append(f"Sven's n is chosen at run time from the measured link (Eq. 12); counted with n = {chunks}"
                      + (" (given)" if eq12_n else "; the projection recomputes n from the profile's link"))
     eq12: list[tuple[float, float, int, int]] = []
+    predicted = {"dispatch": 0.0, "aggregation": 0.0}  # the scheme's own per-rank Eq. 7-9 form, for comparison
     for rank in range(world):
         if rank == 0:
             state, planner = trainer.state, trainer.planner
@@ -425,6 +427,8 @@ def continuous_epoch(run: Any, problem: Any, partition: Any, world: int, eq12_n:
             state = scheme.node_state(dry_context(rank, world), layout, partition, options)
             planner = dataclasses.replace(trainer.planner, assign=scheme.assign_events(partition, rank, world),
                                           route=state.route)
+        as_rank = copy.copy(trainer)
+        as_rank.ctx = dry_context(rank, world)
         for index, (start, stop) in enumerate(bounds):
             plan = planner.plan("train", index, start, stop)
             events[index, rank] = len(plan.events)
@@ -437,13 +441,17 @@ def continuous_epoch(run: Any, problem: Any, partition: Any, world: int, eq12_n:
                 computed[index, rank] += len(plan.needed_ids)
             if world > 1:
                 counter.reduce(GRAD_TAG, float_bytes, index, rank, parameters + 1)
+            volume = scheme.predicted_volume(as_rank._traffic(plan)) if len(plan.events) else None
+            if volume is not None:
+                predicted["dispatch"] += volume.dispatch_bytes
+                predicted["aggregation"] += volume.aggregation_bytes
             if index == 0 and decided:
                 fitted = _eq12_inputs(plan)
                 if fitted is not None:
                     eq12.append((*fitted, len(plan.events), rank))
         del state, planner
     extra: dict[str, Any] = {"batches": units, "batch_size": trainer.options.batch_size, "widths": widths,
-                             "microbatches_counted": chunks}
+                             "microbatches_counted": chunks, "scheme_predicted_bytes": predicted}
     if decided and eq12:  # the trainer all-reduces the ranks' A, B and dispatch bytes per event, then averages
         served = counter.tags[DISPATCH_TAG].sent[0] * float_bytes if DISPATCH_TAG in counter.tags else np.zeros(world)
         extra["eq12"] = {"A": float(np.mean([a for a, _, _, _ in eq12])),
