@@ -54,6 +54,17 @@ EventAssignment = Callable[[np.ndarray], np.ndarray]  # a batch's sources -> mas
 
 
 @dataclass(frozen=True)
+class DrySend:
+    """One tag of a dry run's count (dgbench.project): the collective kind ("all_to_all", "all_reduce",
+    "all_gather", "p2p"), bytes per element, elements sent to each rank over the epoch, collective calls."""
+
+    kind: str
+    element_bytes: int
+    to_rank: tuple[int, ...]
+    calls: int
+
+
+@dataclass(frozen=True)
 class WorldRule:
     """Which world sizes a scheme runs on."""
 
@@ -173,6 +184,13 @@ class ContinuousScheme(Scheme[OptionsT]):
         """This rank's results in the family's shape (figures, counters, losses, ...) when the scheme drives
         training itself (tgcn's grid and swap schedule); None (default): the family's loop, through
         :meth:`node_state` and the hooks above."""
+        return None
+
+    def dry_run_sends(self, ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem
+                      ) -> dict[str, DrySend] | None:
+        """For a scheme with its own driver (:meth:`train_rank`): what rank ``ctx.rank`` sends in one training
+        epoch, per tag, without training (``ctx`` is a dry run's counting world, dgbench.project). None
+        (default): the family's loop runs the scheme, and the dry run counts that loop's plans."""
         return None
 
 
