@@ -90,8 +90,8 @@ def project_command() -> None:
     """Dry-run communication counts and epoch-time projections for P = 1 ... 1024 (docs/projection.md)."""
 
 
-SCHEME = click.option("--scheme", required=True, help="A registered scheme (dgbench list).")
-MODEL = click.option("--model", required=True, help="A registered model of the store's family.")
+SCHEME = click.option("--scheme", required=True, help="A registered scheme (dgbench list); strong / weak: a list.")
+MODEL = click.option("--model", required=True, help="A registered model of the store's family; strong / weak: a list.")
 SETTINGS = click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
                         help="An option of the run's protocol, scheme or model (e.g. --set blocks=2).")
 EPOCHS = click.option("--epochs", type=click.IntRange(1), default=1, show_default=True,
@@ -100,7 +100,8 @@ SEED = click.option("--seed", type=int, default=0, show_default=True)
 PROFILE = click.option("--profile", required=True, help="A built-in profile (dgbench project profiles) or a file.")
 BASIS = click.option("--compute-from", "basis", type=click.Path(exists=True, path_type=Path), default=None,
                      help="A calibrated profile whose rates a spec-sheet profile scales (roofline).")
-OUT = click.option("-o", "--out", type=click.Path(path_type=Path), default=None, help="Write the JSON here.")
+OUT = click.option("-o", "--out", type=click.Path(path_type=Path), default=None,
+                   help="Write the JSON here (several curves: a folder, one file per curve).")
 KEEP = click.option("--keep-dryruns", type=click.Path(path_type=Path), default=None,
                     help="Also write each world's full dry run (JSON) into this folder.")
 
@@ -154,19 +155,27 @@ def calibrate_command(out: Path, discrete_models: str, continuous_models: str, q
     click.echo(f"wrote {path}")
 
 
-def _projection(mode: str, configs: dict[int, Any], profile: str, basis: Path | None, out: Path | None,
-                keep: Path | None) -> None:
+def _projection(mode: str, schemes: str, models: str, make: Any, worlds: list[int], profile: str, basis: Path | None,
+                out: Path | None, keep: Path | None) -> None:
+    """Project every (scheme, model) curve; one file for one curve, else a folder of them."""
     from dgbench.project.hardware import load_profile
-    from dgbench.project.projection import project_curve
-    document = project_curve(mode, configs, load_profile(profile), load_profile(basis) if basis else None, _command(),
-                             keep=keep)
-    click.echo(f"{mode} scaling of {document['scheme']}/{document['model']} on {document['profile']['name']} "
-               f"({document['profile']['source']}):")
-    click.echo(f"  {'P':>5} {'epoch s':>11} {'compute s':>11} {'comm s':>11} {'speedup':>9} {'efficiency':>10}")
-    for p in document["points"]:
-        click.echo(f"  {p['world_size']:>5} {p['time_s']:>11.4g} {p['compute_s']:>11.4g} {p['communication_s']:>11.4g} "
-                   f"{p['speedup']:>9.3g} {p['efficiency']:>10.3g}")
-    _write(document, out)
+    from dgbench.project.projection import project_curves
+    pairs = [(s, m) for m in models.split(",") if m for s in schemes.split(",") if s]
+    configs = {pair: {w: make(*pair, w) for w in worlds} for pair in pairs}
+    documents = project_curves(mode, configs, load_profile(profile), load_profile(basis) if basis else None,
+                               _command(), keep=keep)
+    for document in documents:
+        click.echo(f"{mode} scaling of {document['scheme']}/{document['model']} on {document['profile']['name']} "
+                   f"({document['profile']['source']}):")
+        click.echo(f"  {'P':>5} {'epoch s':>11} {'compute s':>11} {'comm s':>11} {'speedup':>9} {'efficiency':>10}")
+        for p in document["points"]:
+            click.echo(f"  {p['world_size']:>5} {p['time_s']:>11.4g} {p['compute_s']:>11.4g} "
+                       f"{p['communication_s']:>11.4g} {p['speedup']:>9.3g} {p['efficiency']:>10.3g}")
+        if out is not None and len(documents) > 1:
+            name = f"{mode}-{document['scheme']}-{document['model']}-{document['profile']['name']}.json"
+            _write(document, out / name)
+    if out is not None and len(documents) == 1:
+        _write(documents[0], out)
 
 
 @project_command.command("strong")
@@ -184,10 +193,10 @@ def _projection(mode: str, configs: dict[int, Any], profile: str, basis: Path | 
 def strong_command(store: Path, scheme: str, model: str, worlds: str, profile: str, basis: Path | None,
                    settings: tuple[str, ...], epochs: int, seed: int, out: Path | None,
                    keep_dryruns: Path | None) -> None:
-    """Strong scaling: one store, P = each of --worlds."""
+    """Strong scaling: one store, P = each of --worlds (--scheme / --model may list several)."""
     given = _settings(settings)
-    configs = {w: _config(store, scheme, model, w, epochs, seed, given) for w in _worlds(worlds)}
-    _projection("strong", configs, profile, basis, out, keep_dryruns)
+    _projection("strong", scheme, model, lambda s, m, w: _config(store, s, m, w, epochs, seed, given), _worlds(worlds),
+                profile, basis, out, keep_dryruns)
 
 
 def weak_store(folder: Path, world: int, nodes_per_rank: int, steps: int, edge_factor: float, seed: int) -> Path:
@@ -224,11 +233,13 @@ def weak_store(folder: Path, world: int, nodes_per_rank: int, steps: int, edge_f
 def weak_command(scheme: str, model: str, worlds: str, profile: str, basis: Path | None, stores: Path,
                  nodes_per_rank: int, steps: int, edge_factor: float, settings: tuple[str, ...], epochs: int,
                  seed: int, out: Path | None, keep_dryruns: Path | None) -> None:
-    """Weak scaling over ESDG §6.1's family: N = 2^14 · P, T = 256, f = 3 (knobs to change them)."""
+    """Weak scaling over ESDG §6.1's family: N = 2^14 · P, T = 256, f = 3 (knobs to change them;
+    --scheme / --model may list several)."""
     given = _settings(settings)
-    configs = {w: _config(weak_store(stores, w, nodes_per_rank, steps, edge_factor, seed), scheme, model, w, epochs,
-                          seed, given) for w in _worlds(worlds)}
-    _projection("weak", configs, profile, basis, out, keep_dryruns)
+    chosen = _worlds(worlds)
+    stores_of = {w: weak_store(stores, w, nodes_per_rank, steps, edge_factor, seed) for w in chosen}
+    _projection("weak", scheme, model, lambda s, m, w: _config(stores_of[w], s, m, w, epochs, seed, given), chosen,
+                profile, basis, out, keep_dryruns)
 
 
 @project_command.command("profiles")

@@ -266,16 +266,18 @@ class TagCounter:
 
 # --------------------------------------------------------------------------- driver
 
-def dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None) -> DryRun:
+def dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, problem: Any = None) -> DryRun:
     """Count one training epoch of ``config`` (a :class:`trainers.config.RunConfig`) at ``config.nproc``
     ranks. ``epoch``: which epoch's sampled pairs (discrete; default the run's last). ``eq12_n``: the
-    micro-batch count a run chose by Eq. 12 at run time (Sven with ``--microbatches 0``)."""
+    micro-batch count a run chose by Eq. 12 at run time (Sven with ``--microbatches 0``). ``problem``: the
+    family's partition problem of this same store, model and protocol, when the caller loaded it already
+    (:func:`partition_problem`); loading the store dominates large dry runs."""
     from trainers.experiment import family_hooks, resolve
     started = time.perf_counter()
     run = resolve(config)
     world = int(config.nproc)
     hooks = family_hooks(run.family)
-    problem = hooks.partition_problem(run)
+    problem = problem if problem is not None else hooks.partition_problem(run)
     loaded = time.perf_counter()
     partition = run.scheme.partition(problem, world, run.scheme_options)
     partitioned = time.perf_counter()
@@ -289,6 +291,14 @@ def dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None) ->
                       "plan": time.perf_counter() - partitioned}
     result.peak_rss_bytes = peak_rss_bytes()
     return result
+
+
+def partition_problem(config: Any) -> Any:
+    """The family's partition problem of ``config`` (what :func:`dry_run` loads), to share between dry runs
+    of the same store, model and protocol (schemes differ only in what they do with it)."""
+    from trainers.experiment import family_hooks, resolve
+    run = resolve(config)
+    return family_hooks(run.family).partition_problem(run)
 
 
 def store_entry(path: Any) -> dict[str, Any]:

@@ -396,13 +396,40 @@ def _eq12_inputs(plan: Any) -> tuple[float, float] | None:
     return fit_redundancy_curve(sizes, redundancy_by_batch_size(plan.needed_ids, plan.event_of_needed, sizes))
 
 
+def own_driver_epoch(run: Any, problem: Any, partition: Any, world: int) -> DryRun:
+    """A scheme that drives training itself (``train_rank``): what its ``dry_run_sends`` says each rank
+    sends (the contract's hook for such schemes); the work is the training events split evenly."""
+    scheme = run.scheme
+    counter = TagCounter(world, 1)
+    for rank in range(world):
+        sends = scheme.dry_run_sends(dry_context(rank, world), run, partition, problem)
+        if sends is None:
+            raise DgbenchError(f"scheme '{scheme.name}' trains through its own driver (train_rank) and does not say "
+                               f"what it sends (ContinuousScheme.dry_run_sends), so it cannot be dry-run")
+        for tag, send in sends.items():
+            if send.kind == "all_reduce":
+                counter.reduce(tag, send.element_bytes, 0, rank, int(send.to_rank[rank]), send.calls)
+            else:
+                counter.move(tag, send.kind, send.element_bytes, 0, rank, None, np.asarray(send.to_rank), send.calls)
+    a, b = problem.stream.ranges["train"]
+    share = np.full((1, world), (b - a) / world)
+    return DryRun("continuous", scheme.name, run.model.name, world, store_entry(run.config.dataset),
+                  run.hyperparameters(), "epoch", 1, counter.tags,
+                  {"events": share, "positions": 3 * share, "computed": 3 * share}, UNIFORM, 0,
+                  [f"scheme '{scheme.name}' drives training itself: its counts are its dry_run_sends; work split "
+                   f"evenly (assumed)"], {"batches": 1, "batch_size": int(b - a)})
+
+
 def continuous_epoch(run: Any, problem: Any, partition: Any, world: int, eq12_n: int | None) -> DryRun:
     """One training epoch of a continuous-time scheme (see the module docstring): every batch planned on
     every rank, rank after rank."""
     from trainers.continuous import family
     from trainers.continuous.state import DISPATCH_TAG
     from trainers.continuous.loop import GRAD_TAG
+    from trainers.contract import ContinuousScheme
     scheme, options = run.scheme, run.scheme_options
+    if type(scheme).train_rank is not ContinuousScheme.train_rank:
+        return own_driver_epoch(run, problem, partition, world)
     trainer = family.build_trainer(dry_context(0, world), run, partition, problem)
     model, layout = trainer.model, trainer.model.layout
     float_bytes = torch.finfo(trainer.dtype).bits // 8

@@ -24,7 +24,7 @@ Efficiency = speedup / P.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -149,25 +149,31 @@ def projection_document(mode: str, head: DryRun, profile: HardwareProfile, point
             "points": scaling(points, mode), "notes": sorted(set(notes))}
 
 
-def project_curve(mode: str, configs: dict[int, Any], profile: HardwareProfile, basis: HardwareProfile | None,
-                  command: str, dry: Callable[[Any], DryRun] | None = None,
-                  keep: Path | None = None) -> dict[str, Any]:
-    """Dry-run every world of ``configs`` (world -> RunConfig) and project each; ``keep``: a folder
-    for the dry runs' JSON."""
+def project_curves(mode: str, configs: dict[tuple[str, str], dict[int, Any]], profile: HardwareProfile,
+                   basis: HardwareProfile | None, command: str, keep: Path | None = None) -> list[dict[str, Any]]:
+    """Dry-run every (scheme, model) curve at every world of ``configs`` ((scheme, model) -> world ->
+    RunConfig) and project each point. Per world, a model's store is loaded once and shared by the
+    schemes; ``keep``: a folder for the dry runs' JSON."""
     import json
-    from dgbench.project.dryrun import dry_run
-    dry = dry or dry_run
-    points, head, notes = [], None, []
-    for world in sorted(configs):
-        result = dry(configs[world])
-        head = head or result
-        point = project_epoch(result, profile, basis)
-        notes += point.pop("notes")
-        points.append(point)
-        if keep is not None:
-            keep.mkdir(parents=True, exist_ok=True)
-            (keep / f"dryrun-{result.scheme}-{result.model}-P{world}.json").write_text(
-                json.dumps(result.as_json(), indent=1))
-        del result
-    assert head is not None
-    return projection_document(mode, head, profile, points, command, notes)
+    from dgbench.project.dryrun import dry_run, partition_problem
+    points: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in configs}
+    heads: dict[tuple[str, str], DryRun] = {}
+    notes: dict[tuple[str, str], list[str]] = {key: [] for key in configs}
+    worlds = sorted({w for by_world in configs.values() for w in by_world})
+    for world in worlds:
+        for model in sorted({m for _, m in configs}):
+            keys = [key for key in configs if key[1] == model and world in configs[key]]
+            problem = partition_problem(configs[keys[0]][world]) if keys else None
+            for key in keys:
+                result = dry_run(configs[key][world], problem=problem)
+                heads.setdefault(key, result)
+                point = project_epoch(result, profile, basis)
+                notes[key] += point.pop("notes")
+                points[key].append(point)
+                if keep is not None:
+                    keep.mkdir(parents=True, exist_ok=True)
+                    (keep / f"dryrun-{mode}-{key[0]}-{model}-P{world}.json").write_text(
+                        json.dumps(result.as_json(), indent=1))
+                del result
+            del problem
+    return [projection_document(mode, heads[key], profile, points[key], command, notes[key]) for key in configs]
