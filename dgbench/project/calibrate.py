@@ -29,7 +29,7 @@ import torch
 from dgbench.dist import DistContext
 from dgbench.project.hardware import SCHEMA, VERSION, save_calibrated
 
-DISCRETE_STORES = ((1024, 17, 3.0), (4096, 17, 3.0), (1024, 33, 12.0), (2048, 9, 24.0), (8192, 9, 2.0))
+DISCRETE_STORES = ((1024, 17, 3.0), (4096, 17, 3.0), (1024, 33, 12.0), (2048, 9, 24.0), (32768, 9, 3.0))
 QUICK_DISCRETE_STORES = ((1024, 9, 3.0), (4096, 9, 3.0), (1024, 17, 12.0))
 STREAM = dict(users=400, items=300, events=6000, edge_dim=8, seed=1)
 CONTINUOUS_SETTINGS = ((200, 5), (600, 5), (600, 10), (1500, 10))  # (batch size, neighbours)
