@@ -113,6 +113,7 @@ def _baseline_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, bas
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=lambda epoch, timer: (0.0, 0),
                          evaluate=lambda: evaluate_baseline(baseline, sets),
                          label=f"{run.scheme.name}/{run.model.name}", unit="events")
+    ctx.comm.barrier()  # no collective keeps ranks in step: none may leave while another still reads the store
     for f in figures:
         f["iterations"] = 0
     return {"figures": figures, "counters": BatchCounters().summary(), "microbatches": {}, "losses": [],

@@ -171,6 +171,7 @@ def _baseline_rank(ctx: DistContext, run: ResolvedRun, data: DiscreteData) -> di
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=lambda epoch, timer: (0.0, 0),
                          evaluate=lambda: evaluate_baseline(baseline, data.evaluation),
                          label=f"{run.scheme.name}/{run.model.name}", unit="edges")
+    ctx.comm.barrier()  # no collective keeps ranks in step: none may leave while another still reads the store
     extra = {"peak_saved_activation_bytes": 0, "predicted_comm_elements": {}, "parameters": 0,
              "baseline": baseline.describe()}
     return {"epochs": figures, "extra": extra, "device": str(ctx.device), "backend": ctx.backend,
