@@ -109,6 +109,14 @@ class BlockView(Protocol):
         ``src_score`` and ``values`` (a halo exchange where they live elsewhere)."""
         ...
 
+    def convolve(self, x: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        """A GCN layer's pair, Ã x W (+ b), [local steps, rows, out]; ``weight`` [in, out] or per local
+        step [local steps, in, out]. The default aggregates first; a scheme may run Ã (x W) instead
+        (BLAD §6, Eq. 4: equal up to rounding), so a layer whose aggregation and update commute calls
+        this rather than :meth:`aggregate` and a product."""
+        ...
+
     def to_vertex(self, y: torch.Tensor) -> torch.Tensor:
         """[local steps, rows, F] -> [num_steps, vertex_rows, F]."""
         ...
@@ -134,6 +142,17 @@ class LayoutSequence:
 
     def to_time(self, z: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    def convolve(self, x: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        """The default :meth:`BlockView.convolve`: (Ã x) W (+ b), as one product over every local step."""
+        ax = self.aggregate(x)  # type: ignore[attr-defined]  # every view defines aggregate
+        if weight.dim() == 3:
+            out = torch.bmm(ax, weight)
+            return out if bias is None else out + bias
+        flat = ax.reshape(-1, ax.shape[-1])
+        out = flat @ weight if bias is None else torch.addmm(bias, flat, weight)
+        return out.view(*ax.shape[:-1], weight.shape[-1])
 
     def sequence_mask(self) -> SequenceMask | None:
         """Which (step, row) instances of the vertex layout exist; None: all of them (the default)."""

@@ -139,7 +139,7 @@ class EvolveGCNOLayer(nn.Module):
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
         weights, cell = self.evolve(*state, view.num_steps)
-        return torch.bmm(view.aggregate(x), weights[view.local_steps]), (weights[-1], cell)
+        return view.convolve(x, weights[view.local_steps]), (weights[-1], cell)  # (Ã X) W_t, BLAD may reorder
 
 
 class CDGCNLayer(nn.Module):

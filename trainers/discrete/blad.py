@@ -347,9 +347,8 @@ class GroupView(LayoutSequence):
         self._calls += 1
         swap = [call in chosen for chosen in self.exchanged]
         if x is None or not any(swap):
-            ax = self.aggregate(x)
-            out = torch.bmm(ax, weight) if weight.dim() == 3 else ax @ weight
-            return out if bias is None else out + bias
+            return super().convolve(x, weight, bias)
+        self.placement.exchanges_run += sum(swap)
         outs = []
         for i, op in enumerate(self.per_step):
             w = weight[i] if weight.dim() == 3 else weight
@@ -384,6 +383,7 @@ class BladPlacement(Placement):
         self._views: dict[tuple[int, int], GroupView] = {}
         self.plan: Plan | None = None
         self.schedule_report: dict[str, Any] = {}
+        self.exchanges_run = 0  # GCN pairs run as Ã (x W) by this rank, over the run
 
     def view_of(self, steps: range, timer: PhaseTimer) -> GroupView:
         key = (steps.start, steps.stop)
@@ -399,7 +399,8 @@ class BladPlacement(Placement):
         return halves, view.block.start
 
     def extra(self) -> dict[str, Any]:
-        return {"blad": {**(self.plan.report if self.plan else {}), **self.schedule_report}}
+        return {"blad": {**(self.plan.report if self.plan else {}), **self.schedule_report,
+                         "exchanges_run_rank0": self.exchanges_run}}
 
 
 # --------------------------------------------------------------------------- the channel between a device's processes
