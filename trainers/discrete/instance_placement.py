@@ -39,11 +39,13 @@ from dgbench.partition.instance_exec import (GroupOperator, aggregate_groups, gr
 from dgbench.partition.instances import Exchange, InstancePlan, build_instance_plans, latest_instances, window_exchange
 from dgbench.stale import StaleExchange, StalePolicy
 from trainers.discrete.data import DiscreteData, PairBatch
-from trainers.discrete.placement import CommProfile, Placement, input_edges
+from trainers.discrete.placement import CommProfile, Placement
+from trainers.discrete.presence import input_edges
 
 
 def instance_graph(data: DiscreteData) -> SuperGraph:
-    """The instance super-graph of the run's input snapshots under its ``--presence`` (DGC §2.1's V_t)."""
+    """The instance super-graph of the run's inputs (the edges the model aggregates, smoothed when the run
+    smooths) under its ``--presence`` (DGC §2.1's V_t)."""
     return build_supergraph(input_edges(data), presence=getattr(data, "presence", "all"), num_vertices=data.num_nodes)
 
 
