@@ -30,7 +30,8 @@ from trainers.experiment import run_experiments
 load_plugins("trainers")
 DISCRETE = dict(epochs=2, hidden=6, seed=7)
 CONTINUOUS = dict(epochs=2, batch_size=200, memory_dim=16, neighbors=5, seed=3)
-MODELS = {"discrete": ("cdgcn", "tmgcn"), "continuous": ("tgn", "apan")}
+MODELS = {"discrete": ("cdgcn", "tmgcn"), "continuous": ("tgn", "apan")}  # carries / windows; sampled / mailed
+QUICK_MODELS = {"discrete": ("cdgcn",), "continuous": ("tgn",)}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -55,41 +56,86 @@ def event_store(tmp_path_factory) -> Path:
                  seed=5)
 
 
-def _configs(family: str, store: Path, world: int) -> list[RunConfig]:
+def _models(scheme, thorough: bool) -> list[str]:
+    wanted = (MODELS if thorough else QUICK_MODELS)[scheme.family]
+    allowed = getattr(scheme, "models", None)
+    if allowed is None:
+        return list(wanted)
+    return [m for m in wanted if m in allowed] or [allowed[0]]
+
+
+def _undeclared(scheme) -> bool:
+    """A continuous scheme with its own driver that does not say what it sends cannot be dry-run."""
+    from trainers.contract import ContinuousScheme
+    return (scheme.family == "continuous" and type(scheme).train_rank is not ContinuousScheme.train_rank
+            and type(scheme).dry_run_sends is ContinuousScheme.dry_run_sends)
+
+
+def _configs(family: str, store: Path, world: int, thorough: bool) -> list[RunConfig]:
+    """Every scheme allowed at ``world`` ranks; thorough: with each of its conformance option sets and more
+    models."""
     base = DISCRETE if family == "discrete" else CONTINUOUS
     out = []
     for scheme in sorted((s for s in SCHEMES.values() if s.family == family), key=lambda s: s.name):
         if scheme.world.problem(scheme.name, world) is None:
-            for variant in ({}, *scheme.conformance):
+            for variant in ({}, *scheme.conformance) if thorough else ({},):
                 out += [RunConfig(scheme.name, model, store, nproc=world, out=store.parent / "runs", **base, **variant)
-                        for model in MODELS[family]]
+                        for model in _models(scheme, thorough)]
+    return out
+
+
+def _train(snapshot_store: Path, event_store: Path, thorough: bool) -> dict[int, list[tuple[RunConfig, dict]]]:
+    out = {}
+    for world in (2, 4):
+        configs = _configs("discrete", snapshot_store, world, thorough) + \
+            _configs("continuous", event_store, world, thorough)
+        out[world] = list(zip(configs, run_experiments(configs)))
     return out
 
 
 @pytest.fixture(scope="module")
 def real_runs(snapshot_store, event_store) -> dict[int, list[tuple[RunConfig, dict]]]:
-    out = {}
-    for world in (2, 4):
-        configs = _configs("discrete", snapshot_store, world) + _configs("continuous", event_store, world)
-        out[world] = list(zip(configs, run_experiments(configs)))
-    return out
+    return _train(snapshot_store, event_store, thorough=False)
+
+
+@pytest.fixture(scope="module")
+def thorough_runs(snapshot_store, event_store) -> dict[int, list[tuple[RunConfig, dict]]]:
+    return _train(snapshot_store, event_store, thorough=True)
 
 
 def _nonzero(by_tag: dict[str, int]) -> dict[str, int]:
     return {tag: n for tag, n in by_tag.items() if n}
 
 
-@pytest.mark.parametrize("world", (2, 4))
-def test_dry_run_counts_exactly_what_real_runs_send(real_runs, world):
-    for config, record in real_runs[world]:
+def _compare(runs: list[tuple[RunConfig, dict]], world: int) -> None:
+    missing = set()
+    for config, record in runs:
+        if _undeclared(SCHEMES[f"{record['family']}:{config.scheme}"]):
+            with pytest.raises(DgbenchError, match="dry_run_sends"):
+                dry_run(config)
+            missing.add(config.scheme)
+            continue
         eq12 = (record["extra"].get("microbatches") or {}).get("n") if record["family"] == "continuous" else None
         dry = dry_run(config, eq12_n=eq12)
         where = f"{config.scheme} {config.options} {config.model} P={world}"
         assert _nonzero(dry.bytes_by_tag()) == _nonzero(measured_by_tag(record)), where
-        if record["family"] == "continuous" and world > 1:  # the scheme's own Eq. 7-9 form agrees too
+        if record["family"] == "continuous" and "scheme_predicted_bytes" in dry.extra:  # its Eq. 7-9 form too
             predicted = record["extra"]["predicted_bytes"]
             assert dry.extra["scheme_predicted_bytes"]["dispatch"] == pytest.approx(predicted["dispatch"]), where
             assert dry.extra["scheme_predicted_bytes"]["aggregation"] == pytest.approx(predicted["aggregation"]), where
+    if missing:  # every other scheme was compared above; these train through a driver of their own
+        pytest.xfail(f"no dry-run path (ContinuousScheme.dry_run_sends) for: {', '.join(sorted(missing))}")
+
+
+@pytest.mark.parametrize("world", (2, 4))
+def test_dry_run_counts_exactly_what_real_runs_send(real_runs, world):
+    _compare(real_runs[world], world)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", (2, 4))
+def test_dry_run_is_exact_for_every_conformance_option_set_and_more_models(thorough_runs, world):
+    _compare(thorough_runs[world], world)
 
 
 def test_every_registered_scheme_was_compared(real_runs):
