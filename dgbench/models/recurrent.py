@@ -53,10 +53,9 @@ class GraphConvolution(nn.Module):
         self.temporal_widths = (0, 0)
 
     def convolve(self, x: torch.Tensor | None, view: BlockView) -> torch.Tensor:
-        """[local steps, rows, out]; ``x`` None = the precomputed Ã X⁰."""
-        ax = view.aggregate(x)
-        out = torch.addmm(self.bias, ax.reshape(-1, ax.shape[-1]), self.weight)
-        return out.view(*ax.shape[:-1], self.weight.shape[1])
+        """[local steps, rows, out]; ``x`` None = the precomputed Ã X⁰. Through :meth:`BlockView.convolve`,
+        so a scheme may run the pair as Ã (x W) (BLAD §6, Eq. 4; the bias comes after both)."""
+        return view.convolve(x, self.weight, self.bias)
 
     def spatial_widths(self, first: bool) -> tuple[int, ...]:
         """One aggregation of the input's width; none for the first layer (Ã X⁰ is precomputed)."""
