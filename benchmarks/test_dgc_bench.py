@@ -36,6 +36,8 @@ from trainers.experiment import run_experiments
 CONTROL_TAGS = ("gradients", "loss", "counts", "evaluation", "stale:max", "stale:mask", "stale:loss")
 QUICK = os.environ.get("DGBENCH_BENCH_QUICK") == "1"  # CI's quick pass: a corner of each sweep, small
 GRID_NODES, GRID_STEPS, GRID_MEAN = (256, 8, 125) if QUICK else (4096, 32, 2000)
+if os.environ.get("DGC_GRID_SIZE"):  # "N:T:MEAN", e.g. 16384:32:200 for the paper's sparsity (20K edges / 5M)
+    GRID_NODES, GRID_STEPS, GRID_MEAN = (int(x) for x in os.environ["DGC_GRID_SIZE"].split(":"))
 GRID_STD = (56.0,) if QUICK else (0.0, 300.0, 600.0, 900.0)  # the largest std / mean in quick mode
 GRID_PRESENCE = (0.2,) if QUICK else (1.0, 0.6, 0.2)
 GRID_SCHEMES = ("pss", "pts", "snapshot", "vertex", "dgc")
@@ -93,8 +95,9 @@ def test_nonuniformity_grid(benchmark, tmp_path_factory):
 
     def run_grid() -> None:
         for std, presence in _cells():
-            store = build(out=folder / f"nu-{int(std)}-{presence}.zarr", nodes=GRID_NODES, snapshots=GRID_STEPS,
-                          mean_edges=GRID_MEAN, std_edges=std, min_presence=presence, seed=0)
+            name = f"nu-{GRID_NODES}-{GRID_MEAN}-{int(std)}-{presence}.zarr"
+            store = build(out=folder / name, nodes=GRID_NODES, snapshots=GRID_STEPS, mean_edges=GRID_MEAN,
+                          std_edges=std, min_presence=presence, seed=0)
             configs = [RunConfig(scheme, GRID_MODEL, store, nproc=4, epochs=2, seed=0, presence="edges",
                                  out=folder / "runs") for scheme in GRID_SCHEMES]
             records = run_experiments(configs)
@@ -119,7 +122,7 @@ def test_nonuniformity_grid(benchmark, tmp_path_factory):
             f"{cell[s]['bytes_per_epoch'] / 1e6:7.3f} ({cell[s]['lambda']:.2f})" for s in GRID_SCHEMES)
             + f" | {ratio:.3f}")
     benchmark.extra_info.update(rows=rows, verdicts=verdicts)
-    _keep(rows, f"grid-{GRID_MODEL}")
+    _keep(rows, f"grid-{GRID_MODEL}-{GRID_NODES}-{GRID_STEPS}-{GRID_MEAN}")
     assert all(r["bytes_per_epoch"] >= 0 for r in rows)
 
 
