@@ -208,9 +208,9 @@ def test_depcache_volume_is_proportional_to_P_while_depcomm_and_sven_are_not(law
 def test_collective_formulas_are_the_cited_ones():
     net = collectives.Network(collectives.Link(1e-5, 1e9), collectives.Link(2e-5, 1e8), ranks_per_node=4)
     n, p = 8e6, 8
-    ring = 2 * (p - 1) * 2e-5 + 2 * (p - 1) / p * n / 1e8
-    tree = 2 * math.ceil(math.log2(p)) * 2e-5 + 2 * (p - 1) / p * n / 1e8
-    assert collectives.all_reduce(n, p, net) == pytest.approx(min(ring, tree))
+    # large messages take the ring, small ones the tree (as NCCL chooses)
+    assert collectives.all_reduce(n, p, net) == pytest.approx(2 * (p - 1) * 2e-5 + 2 * (p - 1) / p * n / 1e8)
+    assert collectives.all_reduce(8.0, p, net) == pytest.approx(2 * math.ceil(math.log2(p)) * 2e-5 + 2 * 8.0 / 1e8)
     one_node = collectives.Network(collectives.Link(1e-5, 1e9), collectives.Link(2e-5, 1e8), ranks_per_node=8)
     even = np.full(p, n)
     # pairwise exchange, one node: (p-1) alpha + n beta (Thakur et al. 2005)

@@ -18,10 +18,10 @@ Formulas (p ranks, n bytes):
   gathered; with uneven blocks each of the p-1 steps waits for the largest block:
   T = (p-1) (alpha + max_r b_r beta). A ring through nodes crosses each node's NIC once per step.
 * **all-reduce**: ring, T = 2(p-1) alpha + 2((p-1)/p) n beta (Patarasuk & Yuan, JPDC 69(2), 2009;
-  nccl-tests doc/PERFORMANCE.md: t = (S/B) 2(n-1)/n); tree / recursive halving-doubling,
-  T = 2 ceil(log2 p) alpha + 2((p-1)/p) n beta (Rabenseifner's algorithm, Thakur et al. 2005, §4.4;
-  NCCL's double binary trees have the same latency order). The cheaper of the two is taken, as
-  NCCL chooses by size.
+  nccl-tests doc/PERFORMANCE.md: t = (S/B) 2(n-1)/n); tree (NCCL's pipelined double binary trees,
+  after Sanders, Speck & Träff, Parallel Computing 35(12), 2009): T = 2 ceil(log2 p) alpha + 2 n beta,
+  logarithmic latency at a bandwidth term that does not shrink with p. The cheaper of the two is
+  taken, as NCCL chooses by size: the tree for small messages, the ring for large ones.
 * **point to point**: T = alpha + n beta.
 """
 from __future__ import annotations
@@ -104,13 +104,12 @@ def all_gather(block: np.ndarray, network: Network) -> float:
 
 
 def all_reduce(size: float, world: int, network: Network) -> float:
-    """One all-reduce of ``size`` bytes per rank: the cheaper of ring and Rabenseifner / tree."""
+    """One all-reduce of ``size`` bytes per rank: the cheaper of ring and tree."""
     if world <= 1:
         return 0.0
     alpha, beta = network.alpha(world), network.slowest_beta(world)
-    bandwidth = 2 * (world - 1) / world * size * beta
-    ring = 2 * (world - 1) * alpha + bandwidth
-    tree = 2 * math.ceil(math.log2(world)) * alpha + bandwidth
+    ring = 2 * (world - 1) * alpha + 2 * (world - 1) / world * size * beta
+    tree = 2 * math.ceil(math.log2(world)) * alpha + 2 * size * beta
     return min(ring, tree)
 
 

@@ -1,0 +1,118 @@
+"""dgbench project against this machine: projected vs measured epoch time at P = 1 and 2, and the dry
+run's peak memory on ESDG's weak-scaling family (issue 17).
+
+1. **Projection error.** A profile calibrated here (``DGBENCH_PROJECTION_PROFILE``, else a quick
+   calibration of the benchmark's models, ``dgbench project calibrate --quick``) prices the dry runs of
+   ``single`` (P = 1) and ``snapshot`` / ``sven`` (P = 2); the real runs' median timed epoch (epochs
+   after the first) is the measurement. Relative errors go into ``extra_info``; nothing is asserted
+   about them (the machine is shared: other sessions compete for its two cores, and a rank of a
+   2-rank job gets one core, as the calibration's one thread). The benchmark times the projection.
+2. **Dry-run memory.** ``dgbench project dryrun`` of ``snapshot`` on the weak-scaling store of
+   ``DGBENCH_BENCH_WEAK_P`` ranks (N = 2^14 · P, T = 256, f = 3; default P = 2), in a fresh process,
+   its peak RSS (VmHWM) against 24 GiB. The full-scale check (hours and tens of GB of disk here):
+
+       DGBENCH_BENCH_WEAK_P=128 .venv/bin/pytest benchmarks/test_projection_bench.py -k memory --benchmark-disable -s
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dgbench.project.calibrate import calibrate
+from dgbench.project.dryrun import dry_run
+from dgbench.project.hardware import load_profile
+from dgbench.project.projection import project_epoch
+from trainers.config import RunConfig
+from trainers.experiment import run_experiments
+
+CASES = {"discrete": ("snapshot", "cdgcn", dict(hidden=6)),
+         "continuous": ("sven", "tgn", dict(batch_size=300, memory_dim=32, neighbors=10))}
+EPOCHS = 4
+WEAK_P = int(os.environ.get("DGBENCH_BENCH_WEAK_P", 2))
+LIMIT_BYTES = 24 * 2 ** 30
+PROBE = """
+import json, sys, time
+from dgbench.cli import cli
+from dgbench.memory import peak_rss_bytes
+start = time.perf_counter()
+try:
+    cli.main(args=sys.argv[1:], standalone_mode=False)
+finally:
+    print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss_bytes": peak_rss_bytes()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory) -> dict[str, Path]:
+    from generators.esdg_random import build
+    from generators.stream import build as stream
+    root = tmp_path_factory.mktemp("projection-bench")
+    return {"discrete": build(out=root / "snapshots.zarr", nodes=8192, snapshots=17, edge_factor=3.0, seed=1),
+            "continuous": stream(out=root / "stream.zarr", users=300, items=200, events=4000, edge_dim=8, seed=1)}
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    given = os.environ.get("DGBENCH_PROJECTION_PROFILE")
+    if given:
+        return load_profile(given)
+    path = tmp_path_factory.mktemp("profile") / "this-machine.json"
+    return load_profile(calibrate(path, [CASES["discrete"][1]], [CASES["continuous"][1]], quick=True))
+
+
+def _median_epoch(record: dict) -> float:
+    return statistics.median(e["time_s"] for e in record["epochs"][1:])
+
+
+def test_projected_epoch_time_at_one_and_two_ranks(benchmark, stores, profile):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # P = 1 runs in this process: one core, as a rank of a 2-rank job here
+    try:
+        report, last = {}, None
+        for family, (scheme, model, options) in CASES.items():
+            for world, name in ((1, "single"), (2, scheme)):
+                config = RunConfig(name, model, stores[family], nproc=world, epochs=EPOCHS, seed=0,
+                                   out=stores[family].parent / "runs", **options)
+                record = run_experiments([config])[0]
+                dry = dry_run(config)
+                projected = project_epoch(dry, profile)
+                measured = _median_epoch(record)
+                report[f"{family}:{name}/{model}:P{world}"] = {
+                    "measured_s": measured, "projected_s": projected["time_s"],
+                    "relative_error": (projected["time_s"] - measured) / measured,
+                    "projected_compute_s": projected["compute_s"],
+                    "projected_communication_s": projected["communication_s"],
+                    "measured_communication_s": statistics.median(e["communication_s"]
+                                                                  for e in record["epochs"][1:])}
+                last = dry
+    finally:
+        torch.set_num_threads(before)
+    benchmark.extra_info["cases"] = report
+    benchmark.extra_info["profile"] = profile.describe()
+    benchmark.extra_info["note"] = "shared 2-core machine: timings noisy, errors reported, not asserted"
+    print(json.dumps(report, indent=1))
+    benchmark(project_epoch, last, profile)
+
+
+def test_dry_run_memory_on_the_weak_scaling_store(benchmark, tmp_path_factory):
+    from dgbench.project.cli import weak_store
+    store = weak_store(tmp_path_factory.mktemp("weak"), WEAK_P, 2 ** 14, 256, 3.0, 0)
+
+    def probe() -> dict:
+        result = subprocess.run([sys.executable, "-c", PROBE, "--quiet", "project", "dryrun", str(store), "--scheme",
+                                 "snapshot", "--model", "cdgcn", "--nproc", str(WEAK_P)],
+                                capture_output=True, text=True, check=True)
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    measured = benchmark.pedantic(probe, rounds=1, iterations=1)
+    benchmark.extra_info.update(world=WEAK_P, nodes=2 ** 14 * WEAK_P, steps=256, **measured,
+                                limit_bytes=LIMIT_BYTES, fits=measured["peak_rss_bytes"] < LIMIT_BYTES)
+    print(json.dumps(benchmark.extra_info, indent=1))
+    assert measured["peak_rss_bytes"] < LIMIT_BYTES
