@@ -70,3 +70,15 @@ def test_schemes_train_like_single_and_dgc_moves_its_cut(store, reference, world
             assert forward_bytes(record, "halo") == 0, where  # whole snapshots: no spatial halo
         if scheme == "pts":
             assert forward_bytes(record, "carry", "history") == 0, where  # whole sequences: nothing temporal
+
+
+def test_bad_dgc_options_are_one_line_errors(store):
+    from dgbench.errors import DgbenchError
+    from trainers.experiment import resolve
+    for options, message in (({"stale": "sometimes"}, "--stale"), ({"fusion": "partly"}, "--fusion"),
+                             ({"stale_formula": "guess"}, "--stale-formula"), ({"chunk_size": -1}, "--chunk-size")):
+        with pytest.raises(DgbenchError, match=message):
+            resolve(RunConfig("dgc", "tgcn", store, nproc=2, out=store.parent / "runs", **options))
+    with pytest.raises(DgbenchError, match="--presence"):
+        resolve(RunConfig("pss", "tgcn", store, nproc=2, out=store.parent / "runs", presence="sometimes"))
+    resolve(RunConfig("dgc", "tgcn", store, nproc=2, out=store.parent / "runs", stale="0.7D"))
