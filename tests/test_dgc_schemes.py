@@ -82,3 +82,19 @@ def test_bad_dgc_options_are_one_line_errors(store):
     with pytest.raises(DgbenchError, match="--presence"):
         resolve(RunConfig("pss", "tgcn", store, nproc=2, out=store.parent / "runs", presence="sometimes"))
     resolve(RunConfig("dgc", "tgcn", store, nproc=2, out=store.parent / "runs", stale="0.7D"))
+
+
+@pytest.mark.slow
+def test_fitted_cost_model_is_used_and_its_eq8_error_recorded(store):
+    from dgbench.partition.dgc_costmodel import MODEL_ENCODERS, Sampling, fit_chunk_cost_model
+    path = fit_chunk_cost_model(store.parent / "dgc-cost.json", MODEL_ENCODERS["tgcn"], samples=16, epochs=3, repeats=1,
+                                sampling=Sampling(max_vertices=128, max_sequence_length=8))
+    proxy, fitted = run_experiments([
+        RunConfig("dgc", "tgcn", store, nproc=2, out=store.parent / "runs", **BASE),
+        RunConfig("dgc", "tgcn", store, nproc=2, out=store.parent / "runs", cost_model=str(path), **BASE)])
+    assert proxy["extra"]["partition"]["cost_model"]["source"] == "proxy"
+    assert "cost_model_error" not in proxy["extra"]["partition"]
+    report = fitted["extra"]["partition"]
+    assert report["cost_model"]["source"] == "fitted" and report["cost_model"]["path"] == str(path)
+    assert report["cost_model_error"]["chunks"] > 0 and np.isfinite(report["cost_model_error"]["eq8_error"])
+    assert [e["loss"] for e in fitted["epochs"]] == pytest.approx([e["loss"] for e in proxy["epochs"]], rel=1e-5)
