@@ -301,3 +301,29 @@ def test_empty_blocks_pass_the_carry_through():
         carry = module.initial_carry(3)
         out, after = module(torch.zeros(0, 3, module.in_width), carry)
         assert out.shape == (0, 3, module.out_width) and all(a is b for a, b in zip(after, carry))
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm", "lstm2"])
+def test_cpu_recurrences_equal_torch_rnn_modules_and_their_gradients(kind):
+    """The one-node recurrences on the CPU compute what nn.GRU / nn.LSTM compute, gradients included."""
+    module = recurrent_modules()[kind].double()
+    rnn = module.gru if kind == "gru" else module.lstm
+    y = torch.randn(5, 4, module.in_width, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    carry = tuple(torch.randn(c.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+                  for c in module.initial_carry(4))
+    ours, our_carry = module(y, carry)
+    theirs, their_carry = rnn(y, carry[0] if kind == "gru" else carry)
+    torch.testing.assert_close(ours, theirs)
+    for a, b in zip(our_carry, their_carry if kind != "gru" else (their_carry,)):
+        torch.testing.assert_close(a, b)
+
+    def run(x, *state):
+        out, after = module(x, state)
+        return out, *after
+    inputs = (y.clone().requires_grad_(), *(c.clone().requires_grad_() for c in carry))
+    assert torch.autograd.gradcheck(run, inputs)
+    names = [n for n, _ in rnn.named_parameters()]
+    weights = tuple(p.detach().clone().requires_grad_() for p in rnn.parameters())
+    assert torch.autograd.gradcheck(
+        lambda *w: functional_call(module, {f"{'gru' if kind == 'gru' else 'lstm'}.{n}": v
+                                            for n, v in zip(names, w)}, (y, carry))[0], weights)

@@ -128,6 +128,113 @@ def masked_recurrence(step: Step, y: torch.Tensor, carry: State, initial: State,
     return torch.stack(outputs), tuple(torch.stack(state[a:b]) for a, b in zip(bounds[:-1], bounds[1:]))
 
 
+_TANH_BACKWARD = torch.ops.aten.tanh_backward.default  # the derivative kernels autograd itself calls
+_SIGMOID_BACKWARD = torch.ops.aten.sigmoid_backward.default
+
+
+class _LSTMRecurrence(torch.autograd.Function):
+    """One LSTM layer's recurrence over all steps as one autograd node, from its input projections
+    ``x W_ihᵀ + b_ih + b_hh`` (computed for every step at once, outside): per step ``gates = proj_t +
+    h W_hhᵀ``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)`` (torch.nn.LSTM's cell).
+
+    At a few features per vertex the work per step is a handful of [rows, 4F] element-wise passes, so
+    oneDNN's fused LSTM and autograd's per-op bookkeeping both cost more than the arithmetic; the
+    backward here is the textbook BPTT over the saved gates (checked by gradcheck in float64)."""
+
+    @staticmethod
+    def forward(ctx, projected, h0, c0, w_hh):
+        steps, rows, four = projected.shape
+        width = four // 4
+        gates = torch.empty_like(projected)  # after their activations
+        cells = projected.new_empty((steps + 1, rows, width))
+        cells[0] = c0
+        squashed = projected.new_empty((steps, rows, width))
+        out = projected.new_empty((steps, rows, width))
+        into, h = w_hh.t(), h0
+        for t in range(steps):
+            gate = torch.addmm(projected[t], h, into, out=gates[t])
+            gate[:, :2 * width].sigmoid_(), gate[:, 2 * width:3 * width].tanh_(), gate[:, 3 * width:].sigmoid_()
+            i, f, g, o = gate.chunk(4, dim=1)
+            torch.add(f * cells[t], i * g, out=cells[t + 1])
+            torch.tanh(cells[t + 1], out=squashed[t])
+            h = torch.mul(o, squashed[t], out=out[t])
+        ctx.save_for_backward(w_hh, h0, gates, cells, squashed, out)
+        return out, cells[steps].clone()
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_cell):
+        w_hh, h0, gates, cells, squashed, out = ctx.saved_tensors
+        steps, rows, four = gates.shape
+        grad_projected = torch.empty_like(gates)
+        grad_h, grad_c = torch.zeros_like(h0), grad_cell
+        for t in reversed(range(steps)):
+            dh = grad_out[t] + grad_h
+            i, f, g, o = gates[t].chunk(4, dim=1)
+            dc = grad_c + _TANH_BACKWARD(dh * o, squashed[t])
+            torch.cat([_SIGMOID_BACKWARD(dc * g, i), _SIGMOID_BACKWARD(dc * cells[t], f),
+                       _TANH_BACKWARD(dc * i, g), _SIGMOID_BACKWARD(dh * squashed[t], o)], dim=1,
+                      out=grad_projected[t])
+            grad_c = dc * f
+            grad_h = grad_projected[t] @ w_hh
+        # W_hh's gradient once for all steps: Σ_t ∂gates_tᵀ h_{t-1}
+        previous = torch.cat([h0[None], out[:-1]]).view(steps * rows, -1)
+        grad_w = grad_projected.view(steps * rows, four).t() @ previous
+        return grad_projected, grad_h, grad_c, grad_w
+
+
+class _GRURecurrence(torch.autograd.Function):
+    """One GRU layer's recurrence (torch.nn.GRU's cell: r, z = σ(x_r + h_r), σ(x_z + h_z);
+    n = tanh(x_n + r ⊙ h_n); h = n + z ⊙ (h - n), with ``x = x W_ihᵀ + b_ih`` precomputed outside and
+    ``h = h W_hhᵀ + b_hh``) as one autograd node; see :class:`_LSTMRecurrence` for why."""
+
+    @staticmethod
+    def forward(ctx, projected, h0, w_hh, b_hh):
+        steps, rows, three = projected.shape
+        width = three // 3
+        gates = projected.new_empty((steps, rows, three))  # r, z, n after their activations
+        hidden_n = projected.new_empty((steps, rows, width))  # h W_hnᵀ + b_hn, which r multiplies
+        out = projected.new_empty((steps, rows, width))
+        into, h = w_hh.t(), h0
+        for t in range(steps):
+            from_h = torch.addmm(b_hh, h, into)
+            x_r, x_z, x_n = projected[t].chunk(3, dim=1)
+            h_r, h_z, h_n = from_h.chunk(3, dim=1)
+            r, z, n = gates[t].chunk(3, dim=1)
+            torch.sigmoid(x_r + h_r, out=r)
+            torch.sigmoid(x_z + h_z, out=z)
+            hidden_n[t] = h_n
+            torch.tanh(torch.addcmul(x_n, r, h_n), out=n)
+            h = torch.addcmul(n, z, h - n, out=out[t])
+        ctx.save_for_backward(w_hh, h0, gates, hidden_n, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        w_hh, h0, gates, hidden_n, out = ctx.saved_tensors
+        steps, rows, three = gates.shape
+        grad_projected = torch.empty_like(gates)
+        grad_hidden = torch.empty_like(gates)  # ∂(h W_hhᵀ + b_hh) per step
+        grad_h = torch.zeros_like(h0)
+        previous = torch.cat([h0[None], out[:-1]])
+        for t in reversed(range(steps)):
+            dh = grad_out[t] + grad_h
+            r, z, n = gates[t].chunk(3, dim=1)
+            d_n = _TANH_BACKWARD(dh * (1 - z), n)
+            d_r = _SIGMOID_BACKWARD(d_n * hidden_n[t], r)
+            d_z = _SIGMOID_BACKWARD(dh * (previous[t] - n), z)
+            torch.cat([d_r, d_z, d_n], dim=1, out=grad_projected[t])
+            torch.cat([d_r, d_z, d_n * r], dim=1, out=grad_hidden[t])
+            grad_h = torch.addmm(dh * z, grad_hidden[t], w_hh)
+        flat = grad_hidden.view(steps * rows, three)
+        return grad_projected, grad_h, flat.t() @ previous.view(steps * rows, -1), flat.sum(0)
+
+
+def _project(x: torch.Tensor, weight: torch.Tensor, *biases: torch.Tensor) -> torch.Tensor:
+    """``x W ᵀ + Σ biases`` for every step at once: [steps, rows, in] -> [steps, rows, out]."""
+    bias = biases[0] if len(biases) == 1 else sum(biases[1:], biases[0])
+    return torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight.t()).view(*x.shape[:2], weight.shape[0])
+
+
 class GRUSequence(nn.Module):
     """A one-layer GRU over each vertex's sequence (T-GCN's temporal encoder, DGC §4.1/§6); the carry
     is h, [1, rows, width]."""
@@ -151,8 +258,13 @@ class GRUSequence(nn.Module):
             return _empty_output(y, self.out_width), carry
         present, reset = _masks(mask)
         if present is None and reset is None:
-            z, h = self.gru(y, carry[0])
-            return z, (h,)
+            if y.device.type != "cpu":  # cuDNN's fused GRU
+                z, h = self.gru(y, carry[0])
+                return z, (h,)
+            g = self.gru
+            z = _GRURecurrence.apply(_project(y, g.weight_ih_l0, g.bias_ih_l0), carry[0][0], g.weight_hh_l0,
+                                     g.bias_hh_l0)
+            return z, (z[-1][None],)
         return masked_recurrence(self._step, y, carry, self.initial_carry(y.shape[1]), present, reset)
 
 
@@ -189,9 +301,21 @@ class LSTMSequence(nn.Module):
             return _empty_output(y, self.out_width), carry
         present, reset = _masks(mask)
         if present is None and reset is None:
-            z, (h, c) = self.lstm(y, carry)
-            return z, (h, c)
+            if y.device.type != "cpu":  # cuDNN's fused LSTM
+                z, (h, c) = self.lstm(y, carry)
+                return z, (h, c)
+            return self._layer_by_layer(y, carry)
         return masked_recurrence(self._step, y, carry, self.initial_carry(y.shape[1]), present, reset)
+
+    def _layer_by_layer(self, y: torch.Tensor, carry: State) -> tuple[torch.Tensor, State]:
+        """Every step of layer 1, then of layer 2, ...: the input projections of a layer in one product."""
+        hs, cs = [], []
+        for layer in range(self.layers):
+            w_ih, w_hh, b_ih, b_hh = (getattr(self.lstm, f"{name}_l{layer}") for name in _LSTM_PARAMETERS)
+            y, c = _LSTMRecurrence.apply(_project(y, w_ih, b_ih, b_hh), carry[0][layer], carry[1][layer], w_hh)
+            hs.append(y[-1])
+            cs.append(c)
+        return y, (torch.stack(hs), torch.stack(cs))
 
 
 class GateWiseGRUSequence(nn.Module):

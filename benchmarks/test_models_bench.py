@@ -1,0 +1,265 @@
+"""Discrete model zoo (T-GCN, WD-GCN, MPNN-LSTM, DySAT beside TM-GCN): epoch time and edges/s under
+``single``, T-GCN and WD-GCN against their PyTorch Geometric (Temporal) equivalents, and AP after 10
+epochs on a real store.
+
+Run: ``.venv/bin/pytest benchmarks/test_models_bench.py --benchmark-disable -s`` (``make peers`` for the
+PGT comparisons, which skip without it). ``DGBENCH_BENCH_ZOO_NODES`` (default 16384) and
+``DGBENCH_BENCH_ZOO_SNAPSHOTS`` (32) size the esdg-random store of the epoch-time table (the issue's
+``esdg-random -n 16384 -T 32``); the real store is SNAP CollegeMsg at 1-day windows from
+``../shared/data`` (skipped when absent). The peer comparisons run on the 16384-vertex, 9-snapshot store
+of benchmarks/test_discrete_bench.py's EvolveGCN-O comparison. Every ratio is measured within one run
+(the median of the epochs after the first); the machine these ran on was shared, so absolute times vary
+between runs more than the ratios.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from generators.esdg_random import build
+from trainers.config import RunConfig
+from trainers.experiment import run_experiments
+
+ZOO_NODES = int(os.environ.get("DGBENCH_BENCH_ZOO_NODES", "16384"))
+ZOO_SNAPSHOTS = int(os.environ.get("DGBENCH_BENCH_ZOO_SNAPSHOTS", "32"))
+EPOCHS = 3  # the median of the two after the first (warm-up)
+PEER_NODES, PEER_SNAPSHOTS, PEER_EPOCHS = 16384, 9, 9
+AP_EPOCHS, AP_THETA = 10, 1.0  # θ = 1: CollegeMsg's last days have 28 and 40 edges, θ = 0.1 would score 3 and 4
+HIDDEN = 6
+# label -> (registered model, its options); TM-GCN is the reference row
+ZOO = {"tmgcn": ("tmgcn", {}), "tgcn": ("tgcn", {}), "tgcn-pygt": ("tgcn", {"variant": "pygt"}),
+       "wdgcn": ("wdgcn", {}), "mpnn-lstm": ("mpnn-lstm", {}), "dysat": ("dysat", {})}
+EVERY_MODEL = {**ZOO, "evolvegcn-o": ("evolvegcn-o", {}), "cdgcn": ("cdgcn", {})}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread, like each rank of a 2-core machine (see benchmarks/test_discrete_bench.py)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def college_msg(shared_data: Path, out: Path) -> Path:
+    from loaders.prepare import build_file
+    return build_file(out=out, fmt="snap", raw=shared_data / "snap_CollegeMsg" / "CollegeMsg.txt", to="snapshots",
+                      window="1d")
+
+
+@pytest.fixture(scope="module")
+def esdg_store(tmp_path_factory) -> Path:
+    return build(out=tmp_path_factory.mktemp("zoo-bench") / "esdg.zarr", nodes=ZOO_NODES, snapshots=ZOO_SNAPSHOTS,
+                 seed=0)
+
+
+@pytest.fixture
+def college_store(shared_data, tmp_path) -> Path:
+    """SNAP CollegeMsg at 1-day snapshots (skips when ../shared/data is absent)."""
+    return college_msg(shared_data, tmp_path / "college.zarr")
+
+
+def median_after_first(record: dict, key: str) -> float:
+    return float(np.median([e[key] for e in record["epochs"][1:]]))
+
+
+def config(store: Path, model: str, options: dict, epochs: int, **run) -> RunConfig:
+    return RunConfig("single", model, store, epochs=epochs, hidden=HIDDEN, out=store.parent / "runs", **options, **run)
+
+
+@pytest.mark.parametrize("store_name", ["esdg-random", "collegemsg"])
+def test_zoo_epoch_time_under_single(benchmark, request, store_name):
+    """Epoch time and edges/s of every new model beside TM-GCN's, one launch on one store."""
+    store = request.getfixturevalue("esdg_store" if store_name == "esdg-random" else "college_store")
+
+    def measure():
+        return run_experiments([config(store, model, options, EPOCHS) for model, options in ZOO.values()])
+    records = dict(zip(ZOO, benchmark.pedantic(measure, rounds=1, iterations=1)))
+    reference = median_after_first(records["tmgcn"], "time_s")
+    table = {label: {"epoch_s": round(median_after_first(r, "time_s"), 4),
+                     "edges_per_s": round(median_after_first(r, "throughput")),
+                     "time_vs_tmgcn": round(median_after_first(r, "time_s") / reference, 2)}
+             for label, r in records.items()}
+    benchmark.extra_info.update(store=store_name, fingerprint=records["tmgcn"]["dataset"].get("fingerprint"), **table)
+    print(f"\n{store_name} (single, hidden {HIDDEN}, median of {EPOCHS - 1} epochs after the first):")
+    for label, row in table.items():
+        print(f"  {label:10s} {row}")
+    assert all(row["edges_per_s"] > 0 for row in table.values())
+
+
+# --------------------------------------------------------------------------- PyTorch Geometric (Temporal)
+
+def _import_peers():
+    """PyG's GCNConv and PGT's TGCN, unchanged. PGT's package imports ``torch_sparse`` only to name a type
+    (no wheel for torch 2.13 on PyPI): when it is absent a placeholder module supplies that name."""
+    if "torch_sparse" not in sys.modules and importlib.util.find_spec("torch_sparse") is None:
+        placeholder = types.ModuleType("torch_sparse")
+        placeholder.SparseTensor = type("SparseTensor", (), {})
+        sys.modules["torch_sparse"] = placeholder
+    from torch_geometric.nn import GCNConv  # noqa: PLC0415 - optional peer
+    from torch_geometric_temporal.nn.recurrent import TGCN  # noqa: PLC0415 - optional peer
+    return GCNConv, TGCN
+
+
+def _require_peers():
+    try:
+        return _import_peers()
+    except ImportError as exc:
+        pytest.skip(f"PyTorch Geometric Temporal is not installed (`make peers` installs it): {exc}")
+
+
+class PeerTGCN(torch.nn.Module):
+    """Our ``tgcn --tgcn-variant pygt`` in PyG/PGT: GCNConv -> ReLU -> PGT's TGCN cell per snapshot."""
+
+    def __init__(self, GCNConv, TGCN):
+        super().__init__()
+        self.first, self.cell = GCNConv(2, HIDDEN), TGCN(HIDDEN, HIDDEN)
+
+    def load_ours(self, ours) -> None:
+        """Copy our initial parameters (same seed) so both sides train the same numbers."""
+        first, second = ours.layers
+        with torch.no_grad():
+            self.first.lin.weight.copy_(first.weight.t())
+            self.first.bias.copy_(first.bias)
+            for g, name in enumerate("zrh"):
+                part = slice(g * HIDDEN, (g + 1) * HIDDEN)
+                getattr(self.cell, f"conv_{name}").lin.weight.copy_(second.gate_weight[:, part].t())
+                getattr(self.cell, f"conv_{name}").bias.copy_(second.gate_bias[part])
+                linear = getattr(self.cell, f"linear_{name}")
+                linear.weight.copy_(torch.cat([second.input_weight[g], second.temporal.hidden_weight[g]], dim=1))
+                linear.bias.copy_(second.input_bias[part])
+
+    def steps(self, features, edges, weights):
+        h = None
+        for x, edge_index, weight in zip(features, edges, weights):
+            h = self.cell(torch.relu(self.first(x, edge_index, weight)), edge_index, weight, H=h)
+            yield h
+
+
+class PeerWDGCN(torch.nn.Module):
+    """Our ``wdgcn`` in PyG: GCNConv -> ReLU -> GCNConv -> ReLU per snapshot (PGT's snapshot loop), then
+    ``torch.nn.LSTM`` over the stacked sequence. PGT has no WD-GCN; its GConvLSTM puts Chebyshev
+    convolutions inside the LSTM gates, a different model."""
+
+    def __init__(self, GCNConv):
+        super().__init__()
+        self.first, self.second = GCNConv(2, HIDDEN), GCNConv(HIDDEN, HIDDEN)
+        self.lstm = torch.nn.LSTM(HIDDEN, HIDDEN)
+
+    def load_ours(self, ours) -> None:
+        first, second = ours.layers
+        with torch.no_grad():
+            self.first.lin.weight.copy_(first.weight.t())
+            self.first.bias.copy_(first.bias)
+            self.second.lin.weight.copy_(second.convolution.weight.t())
+            self.second.bias.copy_(second.convolution.bias)
+            self.lstm.load_state_dict(second.temporal.lstm.state_dict())
+
+    def steps(self, features, edges, weights):
+        convolved = [torch.relu(self.second(torch.relu(self.first(x, e, w)), e, w))
+                     for x, e, w in zip(features, edges, weights)]
+        out, _ = self.lstm(torch.stack(convolved))
+        yield from out.unbind(0)
+
+
+def _peer_epochs(store: Path, peer: torch.nn.Module, scorer: torch.nn.Linear, epochs: int
+                 ) -> tuple[list[float], list[float]]:
+    """Epoch seconds and losses of ``peer`` + our scorer on the same snapshots, features and pairs
+    (mean BCE over the epoch's training pairs, one Adam step per epoch, as ours)."""
+    from trainers.discrete.data import TRAIN, DiscreteData
+    data = DiscreteData(store)
+    snaps = [data.store.snapshot(t) for t in range(data.num_steps)]
+    edges = [torch.from_numpy(np.stack([s.src, s.dst]).astype(np.int64)) for s in snaps]
+    weights = [None if s.weight is None else torch.from_numpy(s.weight.astype(np.float32)) for s in snaps]
+    features = [torch.from_numpy(x) for x in data.degree_features]
+    optimizer = torch.optim.Adam([*peer.parameters(), *scorer.parameters()], lr=0.01)
+    times, losses = [], []
+    for epoch in range(epochs):
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        pairs = data.split_pairs(TRAIN, epoch)
+        of_step = {b.step: b for b in pairs}
+        total = sum(len(b.src) for b in pairs)
+        loss = torch.zeros(())
+        for t, h in enumerate(peer.steps(features, edges, weights)):
+            if t in of_step:
+                b = of_step[t]
+                logits = scorer(torch.cat([h[b.src], h[b.dst]], dim=1)).squeeze(1)
+                loss = loss + torch.nn.functional.binary_cross_entropy_with_logits(
+                    logits, torch.from_numpy(b.label), reduction="sum")
+        loss = loss / total
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    return times, losses
+
+
+def _compare(benchmark, tmp_path, label: str, model: str, options: dict, make_peer) -> None:
+    from dgbench.registry import MODELS
+    store = build(out=tmp_path / "peer.zarr", nodes=PEER_NODES, snapshots=PEER_SNAPSHOTS, seed=0)
+    torch.manual_seed(0)  # the seed our run builds its model under: same initial parameters on both sides
+    ours_model = MODELS[f"discrete:{model}"].factory(in_features=2, hidden=HIDDEN, **options)
+    peer = make_peer()
+    peer.load_ours(ours_model)
+    scorer = torch.nn.Linear(2 * HIDDEN, 1)
+    scorer.load_state_dict(ours_model.scorer.state_dict())
+
+    def measure():
+        ours = run_experiments([config(store, model, options, PEER_EPOCHS)])[0]
+        return ours, _peer_epochs(store, peer, scorer, PEER_EPOCHS)
+    ours, (peer_times, peer_losses) = benchmark.pedantic(measure, rounds=1, iterations=1)
+    ours_s, peer_s = median_after_first(ours, "time_s"), float(np.median(peer_times[1:]))
+    ours_losses = [e["loss"] for e in ours["epochs"]]
+    benchmark.extra_info.update(ours_s=ours_s, peer_s=peer_s, speedup=round(peer_s / ours_s, 2), nodes=PEER_NODES,
+                                first_loss_ours=ours_losses[0], first_loss_peer=peer_losses[0])
+    print(f"\n{label} at N={PEER_NODES}, T={PEER_SNAPSHOTS} (median of {PEER_EPOCHS - 1}): dgbench {ours_s:.4f}s, "
+          f"peer {peer_s:.4f}s ({peer_s / ours_s:.2f}x); first-epoch loss dgbench {ours_losses[0]:.6f}, "
+          f"peer {peer_losses[0]:.6f}; per epoch ms: dgbench {[round(e['time_s'] * 1e3) for e in ours['epochs']]}, "
+          f"peer {[round(t * 1e3) for t in peer_times]}")
+    # the same model, parameters and pairs: the first epoch's loss agrees (float rounding apart)
+    assert ours_losses[0] == pytest.approx(peer_losses[0], rel=1e-4)
+
+
+def test_tgcn_against_pytorch_geometric_temporal(benchmark, tmp_path):
+    """Goal ≥ 3x: our ``tgcn --tgcn-variant pygt`` against GCNConv + PGT's ``TGCN`` cell per snapshot."""
+    GCNConv, TGCN = _require_peers()
+    _compare(benchmark, tmp_path, "T-GCN (pygt form) vs PyG GCNConv + PGT TGCN", "tgcn", {"variant": "pygt"},
+             lambda: PeerTGCN(GCNConv, TGCN))
+
+
+def test_wdgcn_against_pytorch_geometric(benchmark, tmp_path):
+    """Goal ≥ 3x: our ``wdgcn`` against two PyG GCNConv per snapshot + torch's LSTM over the sequence."""
+    GCNConv, _ = _require_peers()
+    _compare(benchmark, tmp_path, "WD-GCN vs PyG GCNConv x2 + nn.LSTM", "wdgcn", {}, lambda: PeerWDGCN(GCNConv))
+
+
+# --------------------------------------------------------------------------- accuracy on real data
+
+def test_ap_after_ten_epochs_on_collegemsg(benchmark, college_store):
+    """AP/AUC of every discrete model after 10 epochs (= 10 full-batch Adam steps) on CollegeMsg daily,
+    seed 0, θ = 1. A model whose validation AUC stays at chance on real data is a bug to find."""
+    store = college_store
+
+    def measure():
+        return run_experiments([config(store, model, options, AP_EPOCHS, theta=AP_THETA, seed=0)
+                                for model, options in EVERY_MODEL.values()])
+    records = dict(zip(EVERY_MODEL, benchmark.pedantic(measure, rounds=1, iterations=1)))
+    table = {label: {f"{split}_{metric}": round(r["final_metrics"][split][metric], 4)
+                     for split in ("val", "test") for metric in ("ap", "auc")}
+             for label, r in records.items()}
+    benchmark.extra_info.update(seed=0, theta=AP_THETA, epochs=AP_EPOCHS,
+                                fingerprint=records["tmgcn"]["dataset"].get("fingerprint"), **table)
+    print(f"\nCollegeMsg daily, seed 0, theta {AP_THETA}, {AP_EPOCHS} epochs, hidden {HIDDEN}:")
+    for label, row in table.items():
+        print(f"  {label:12s} {row}")
+    for label in ZOO:
+        assert table[label]["val_auc"] > 0.6, f"{label} is at chance on CollegeMsg: {table[label]}"
