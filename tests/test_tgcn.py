@@ -92,6 +92,7 @@ def test_two_ranks_equal_their_one_process_run_with_and_without_the_pipeline(sto
             measured = record["epochs"][-1]["per_rank"][rank]["comm_by_tag"]
             for tag, predicted in c["tgcn_predicted_bytes"].items():
                 assert measured[tag]["bytes"] == predicted, (rank, tag)
+    _assert_blocks_met_once_per_interval(off, 2, 3)
     pipelined = on["extra"]["per_rank_counters"][0]
     assert pipelined["tgcn_async_swap_bytes"] > 0 and off["extra"]["per_rank_counters"][0]["tgcn_async_swap_bytes"] == 0
     assert pipelined["tgcn_async_swap_bytes"] + pipelined["tgcn_sync_swap_bytes"] == \
@@ -99,15 +100,18 @@ def test_two_ranks_equal_their_one_process_run_with_and_without_the_pipeline(sto
         on["epochs"][-1]["per_rank"][0]["comm_by_tag"][SWAP_SNAPSHOT_TAG]["bytes"]
 
 
-@pytest.mark.parametrize("nproc", [2, 4])
-def test_real_ranks_meet_every_block_once_per_interval(store, nproc):
-    record = run_experiments([RunConfig("tgcn", "dygnn", store, nproc=nproc, options={"intervals": 2}, **BASE)])[0]
+def _assert_blocks_met_once_per_interval(record: dict, nproc: int, intervals: int) -> None:
     for rank, counters in enumerate(record["extra"]["per_rank_counters"]):
         trace = counters["tgcn_swap_trace"]  # [interval][step][local rank] -> block held
-        assert len(trace) == 2
+        assert len(trace) == intervals
         for interval in trace:
             held = [step[0] for step in interval]
             assert sorted(held) == list(range(nproc)) and held[-1] == rank
+
+
+def test_four_real_ranks_meet_every_block_once_per_interval(store):
+    record = run_experiments([RunConfig("tgcn", "dygnn", store, nproc=4, options={"intervals": 2}, **BASE)])[0]
+    _assert_blocks_met_once_per_interval(record, 4, 2)
 
 
 def test_sparsified_live_and_refused_runs(store):

@@ -80,7 +80,8 @@ if TYPE_CHECKING:
     from trainers.experiment import ResolvedRun
 
 GRAD_TAG = "grad_allreduce"  # the continuous family's name for the gradient all-reduce
-SWAP_LIVE_TAG, SWAP_SNAPSHOT_TAG, EVAL_TAG = "tgcn_swap_live", "tgcn_swap_snapshot", "tgcn_eval_gather"
+SWAP_LIVE_TAG, SWAP_SNAPSHOT_TAG, SWAP_ID_TAG = "tgcn_swap_live", "tgcn_swap_snapshot", "tgcn_swap_id"
+EVAL_TAG = "tgcn_eval_gather"
 ALG6_PAIRS = (((0, 1), (2, 3), (4, 5), (6, 7)), ((0, 4), (1, 2), (3, 7), (5, 6)))
 
 
@@ -344,6 +345,13 @@ class GridTrainer:
         self.figures.sync_swap_bytes += nbytes
         return self.ctx.comm.all_to_all_single(tensor, send, recv, tag)
 
+    def _exchange_id(self, index: int, partner: int) -> int:
+        """The block's id travels with it, so the trace records what arrived, not what was scheduled."""
+        splits = [0] * self.ctx.world_size
+        splits[partner] = 1
+        got = self.ctx.comm.all_to_all_single(torch.tensor([[index]], dtype=torch.int64), splits, splits, SWAP_ID_TAG)
+        return int(got[0, 0])
+
     def held_block_of(self, rank: int) -> int:
         return self._held_now[rank]
 
@@ -367,8 +375,9 @@ class GridTrainer:
             s_copy, wait = prefetched
             wait()
         g_live = self._exchange(home.block.g_live, other, SWAP_LIVE_TAG, False)
+        received = self._exchange_id(home.block.index, other)
         self._held_now = self.held[step].copy()
-        home.block = Block(int(self.held[step][rank]), g_live, s_copy)
+        home.block = Block(received, g_live, s_copy)
 
     def prefetch_snapshot(self, step: int) -> tuple | None:
         """Start sending the read-only half of the held block to the next step's partner."""
@@ -402,7 +411,7 @@ class GridTrainer:
                     self.homes[r].start_interval()
                 self.figures.trace.append([])
             self.swap(s, prefetched)
-            self.figures.trace[-1].append([int(self.held[s][r]) for r in self.local])
+            self.figures.trace[-1].append([self.homes[r].block.index for r in self.local])
             nxt = steps[index + 1] if index + 1 < len(steps) else None
             if pending is not None:
                 waited = time.perf_counter()
@@ -440,7 +449,7 @@ class GridTrainer:
 
     def predicted_bytes(self) -> dict[str, int]:
         """What this rank sends per epoch by tag: before each step it sends the block it holds (its live G
-        half and its S copy, 2d + 1 values per vertex each); one flat gradient all-reduce (parameters and
+        half and its S copy, 2d + 1 values per vertex each, and its id); one flat gradient all-reduce (parameters and
         the loss) per optimiser step. (Evaluation's state gather, like every scheme's evaluation traffic, falls
         outside the epoch's counters.)"""
         if self.ctx.world_size == 1:
@@ -451,7 +460,8 @@ class GridTrainer:
         rows = sum(int(self.ranges[b[rank] + 1] - self.ranges[b[rank]]) for b in before)
         block = self.options.intervals * rows * (2 * d + 1) * size
         params = sum(p.numel() for p in self.model.parameters())
-        return {SWAP_LIVE_TAG: block, SWAP_SNAPSHOT_TAG: block, GRAD_TAG: len(self.losses) * (params + 1) * size}
+        return {SWAP_LIVE_TAG: block, SWAP_SNAPSHOT_TAG: block, SWAP_ID_TAG: self.options.intervals * self.parts * 8,
+                GRAD_TAG: len(self.losses) * (params + 1) * size}
 
     # ---- evaluation: gathered state, the run's evaluation sets
     def full_rows(self) -> torch.Tensor:
@@ -526,7 +536,7 @@ class Tgcn(ContinuousScheme[TgcnOptions]):
     summary = "Streaming T-GCN: time x source x destination grid, Alg. 6 block swaps, ping-pong pipeline (DyGNN)"
     Options = TgcnOptions
     models = ("dygnn",)
-    conformance = ({"no_pipeline": True, "intervals": 3}, {"sparsify": 0.5})
+    conformance = ({"no_pipeline": True, "sparsify": 0.5, "intervals": 3},)
 
     def validate(self, options: TgcnOptions, world_size: int) -> None:
         parts = options.grid_ranks or world_size
