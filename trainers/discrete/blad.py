@@ -256,7 +256,8 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
         started = time.perf_counter()
         plan.exchanged = _topology_decisions(plan, trainer, layout, op)
         reorder_s = time.perf_counter() - started
-    plan.report = {"devices": devices, "procs_per_device": procs, "group_length": length,
+    plan.report = {"table3": table3_group(trainer.model, ctx.world_size), "devices": devices,
+                   "procs_per_device": procs, "group_length": length,
                    "device_of_target": device_of.tolist(), "p1_snapshots": first.tolist(),
                    "p1_real_snapshots": p1_steps.tolist(), "eq2_predicted_seconds": predicted,
                    "durations": provenance, "operators": [f"{s.role}({s.width})" for s in layout.slots],
@@ -264,6 +265,25 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
                    "pairs_exchanged": sum(len(v) for v in plan.exchanged.values()),
                    "overhead_seconds": {"prediction": predict_s, "dp": dp_s, "reordering": reorder_s}}
     return plan
+
+
+def parameter_split(model: torch.nn.Module) -> dict[str, int]:
+    """Table 3's W_GNN and W_RNN (and the link scorer, which Table 3 leaves out), in elements."""
+    out = {"gnn": 0, "rnn": 0, "scorer": 0}
+    for name, p in model.named_parameters():
+        kind = "scorer" if name.startswith("scorer") else \
+            "rnn" if any(k in name for k in ("temporal", "evolution")) else "gnn"
+        out[kind] += p.numel()
+    return out
+
+
+def table3_group(model: torch.nn.Module, ranks: int) -> dict[str, int]:
+    """Table 3's row for snapshot-group partitioning (§5.3), instantiated: every rank all-reduces the GNN
+    and RNN parameters (p·W_GNN + p·W_RNN, p = ranks in the all-reduce), and no features cross devices."""
+    split = parameter_split(model)
+    return {"ranks": ranks, "gnn_param": ranks * split["gnn"], "rnn_param": ranks * split["rnn"],
+            "scorer_param": ranks * split["scorer"], "features": 0,
+            "gradients_total": ranks * sum(split.values()) if ranks > 1 else 0}
 
 
 def _topology_decisions(plan: Plan, trainer: DiscreteTrainer, layout: Layout, op: Any
@@ -399,8 +419,13 @@ class BladPlacement(Placement):
         return halves, view.block.start
 
     def extra(self) -> dict[str, Any]:
+        """The plan and, summed over the ranks (one all-reduce after training, every rank calls this
+        once), the GCN pairs run exchanged: epochs × the decided pairs when the manager is on."""
+        ran = torch.tensor([float(self.exchanges_run)], dtype=torch.float64, device=self.ctx.device)
+        if self.ctx.world_size > 1:
+            self.ctx.comm.all_reduce(ran, tag="blad:report")
         return {"blad": {**(self.plan.report if self.plan else {}), **self.schedule_report,
-                         "exchanges_run_rank0": self.exchanges_run}}
+                         "exchanges_run": int(ran.item())}}
 
 
 # --------------------------------------------------------------------------- the channel between a device's processes

@@ -19,7 +19,8 @@ from trainers.discrete.schedule import Schedule
 
 class _Blad(DiscreteScheme[BladOptions]):
     Options = BladOptions
-    protocol_defaults = {"group_length": DEFAULT_GROUP_LENGTH}
+    # §3.1's groups; BLAD §7.1 trains on the snapshots as they are (no ESDG Table 1 smoothing)
+    protocol_defaults = {"group_length": DEFAULT_GROUP_LENGTH, "smoothing": "none"}
     reorder = True
 
     def validate(self, options: BladOptions, world_size: int) -> None:

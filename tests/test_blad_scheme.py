@@ -1,0 +1,148 @@
+"""BLAD end to end (§3.1 group protocol, §5 two-level scheduling, §6 reordering): `blad` and `blad-nm`
+train exactly like `single` under the same group protocol, move only what Table 3 and the in-device
+hand-over predict, and the baselines run the same protocol. (The registry-driven conformance suite also
+trains every discrete model with both schemes at P = 1, 2, 4 and their option sets.)"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dgbench.errors import DgbenchError
+from trainers.config import RunConfig
+from trainers.experiment import resolve, run_experiments
+
+MODELS = ("wdgcn", "tgcn", "evolvegcn-o")  # BLAD §7.1's three models
+BASE = dict(epochs=2, hidden=6, seed=5, group_length=4, smoothing="none")  # BLAD's protocol (its defaults)
+CONTROL = {"counts", "loss", "evaluation", "blad:report"}  # shapes and scalars, not model data
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    from generators.esdg_random import build
+    return build(out=tmp_path_factory.mktemp("blad") / "s.zarr", nodes=40, snapshots=9, edge_factor=3.0, seed=3)
+
+
+def _config(scheme: str, model: str, store: Path, nproc: int, **options) -> RunConfig:
+    return RunConfig(scheme, model, store, nproc=nproc, out=store.parent / "runs", **BASE, **options)
+
+
+CASES = [("blad", {}, MODELS), ("blad-nm", {}, ("tgcn",)), ("blad", {"procs_per_device": 1}, ("evolvegcn-o",)),
+         ("snapshot", {}, ("wdgcn",)), ("vertex", {"partition": "range"}, ("evolvegcn-o",))]
+
+
+@pytest.fixture(scope="module")
+def runs(store) -> dict:
+    """Every case at P = 2 in one launch, and single's references in another (the conformance suite runs
+    the whole matrix: every model, P = 1, 2, 4, each option set)."""
+    keys = [(scheme, tuple(sorted(o.items())), model) for scheme, o, models in CASES for model in models]
+    records = run_experiments([_config(s, m, store, 2, **dict(o)) for s, o, m in keys])
+    references = run_experiments([_config("single", m, store, 1) for m in MODELS])
+    return {"p2": dict(zip(keys, records)), "single": dict(zip(MODELS, references))}
+
+
+def _losses(record: dict) -> list[float]:
+    return [e["loss"] for e in record["epochs"]]
+
+
+def _sent(record: dict) -> dict[str, int]:
+    """Elements sent in the last epoch per tag, all ranks."""
+    out: dict[str, int] = {}
+    for rank in record["epochs"][-1]["per_rank"]:
+        for tag, stats in rank["comm_by_tag"].items():
+            out[tag] = out.get(tag, 0) + int(stats["elements"])
+    return out
+
+
+def test_every_scheme_follows_single_under_the_group_protocol(runs):
+    for (scheme, options, model), record in runs["p2"].items():
+        where = f"{scheme} {dict(options)} {model}"
+        assert record["hyperparameters"]["group_length"] == 4, where
+        np.testing.assert_allclose(_losses(record), _losses(runs["single"][model]), rtol=1e-5, err_msg=where)
+        predicted = record["extra"].get("predicted_comm_elements") or {}
+        sent = _sent(record)
+        for tag, elements in predicted.items():
+            assert sent[tag] == elements, f"{where}: {tag}"
+
+
+def test_blad_moves_only_gradients_across_devices_and_the_state_inside_one(runs):
+    """Table 3's group row: p·W_GNN + p·W_RNN (+ the scorer), no feature column; in a device the state
+    forward and its gradient back, as predicted from the state's size after p1's snapshots."""
+    for (scheme, options, model), record in runs["p2"].items():
+        if not scheme.startswith("blad"):
+            continue
+        where = f"{scheme} {dict(options)} {model}"
+        table3, sent = record["extra"]["blad"]["table3"], _sent(record)
+        assert table3["features"] == 0 and sent["gradients"] == table3["gradients_total"], where
+        assert table3["gradients_total"] == table3["gnn_param"] + table3["rnn_param"] + table3["scorer_param"]
+        model_data = {tag for tag, n in sent.items() if n and tag not in CONTROL and not tag.endswith(":wait")}
+        if dict(options).get("procs_per_device") == 1:  # two devices, one process each: nothing but gradients
+            assert model_data == {"gradients"}, where
+        else:  # one device, two processes: the hand-over inside it
+            predicted = record["extra"]["predicted_comm_elements"]
+            assert model_data == {"gradients", "intra:state", "intra:state_grad"}, where
+            assert sent["intra:state"] == predicted["intra:state"] > 0, where
+        assert not {"to_vertex:forward", "to_time:forward", "halo:forward"} & set(sent), where
+
+
+def test_blad_splits_by_eq2_and_runs_the_exchanged_pairs(runs):
+    for (scheme, options, model), record in runs["p2"].items():
+        if not scheme.startswith("blad") or dict(options).get("procs_per_device") == 1:
+            continue
+        report = record["extra"]["blad"]
+        where = f"{scheme} {model}"
+        assert report["devices"] == 1 and report["procs_per_device"] == 2 and report["durations"]["source"] == "proxy"
+        assert all(1 <= p <= 3 for p in report["p1_snapshots"]), where  # corrected Eq. 2: p_i in 1..L-1
+        assert report["overhead_seconds"]["dp"] > 0
+        if scheme == "blad":
+            assert report["pairs_exchanged"] > 0, where
+            assert report["exchanges_run"] == BASE["epochs"] * report["pairs_exchanged"], where
+        else:
+            assert report["pairs_exchanged"] == 0 and report["exchanges_run"] == 0, where
+
+
+def test_snapshot_partitioning_of_groups_moves_the_esdg_volume_per_group(runs):
+    """ESDG on groups (BLAD §7.1): each group's steps split by time interval, and every rank's local steps
+    travel to the other rank's vertex rows for the temporal module (ESDG §4.2): per group of g steps at
+    P = 2, g·N/2 rows of the LSTM's width (WD-GCN's hidden) each way. Table 3 writes 2·N·T·F for the
+    hidden states that follow the time order; the harness's snapshot scheme re-distributes instead."""
+    record = runs["p2"][("snapshot", (), "wdgcn")]
+    nodes, hidden = 40, BASE["hidden"]
+    group_lengths = [min(target + 1, BASE["group_length"]) for target in range(6)]  # 8 input steps, targets 0..5
+    expected = sum(group_lengths) * nodes // 2 * hidden
+    sent = _sent(record)
+    assert sent["to_vertex:forward"] == sent["to_time:forward"] == sent["to_vertex:backward"] == expected
+
+
+def test_refusals_are_one_line(store):
+    with pytest.raises(DgbenchError, match="trains snapshot groups"):
+        resolve(RunConfig("blad", "wdgcn", store, nproc=2, group_length=0))
+    with pytest.raises(DgbenchError, match="not a multiple"):
+        resolve(RunConfig("blad", "wdgcn", store, nproc=3, procs_per_device=2))
+    with pytest.raises(DgbenchError, match="runs each group whole"):
+        resolve(RunConfig("snapshot", "wdgcn", store, nproc=2, group_length=3, blocks=2))
+    run = resolve(RunConfig("blad", "evolvegcn-o", store, nproc=2))
+    assert run.task.group_length == 4 and run.task.smoothing == "none"  # BLAD's protocol defaults
+
+
+def test_a_fitted_predictor_drives_the_split_and_is_refused_for_another_width(store, tmp_path):
+    from dgbench.schedule.predictor import fit_predictor, grid_loads, profile_operators, save_predictor
+    samples = profile_operators(grid_loads([40, 160], [2, 6]), [2, 6], 6, ["aggregate", "update", "lstm"], repeats=1)
+    path = save_predictor(tmp_path / "blad.json", *fit_predictor(samples, 6))
+    record = run_experiments([_config("blad", "wdgcn", store, 1, costmodel=path)])[0]  # one rank: whole groups
+    assert record["extra"]["blad"]["durations"]["source"] == "fitted"
+    np.testing.assert_allclose(_losses(record), _losses(run_experiments([_config("single", "wdgcn", store, 1)])[0]),
+                               rtol=1e-6)
+    with pytest.raises(DgbenchError, match="fitted with hidden width 6"):
+        run_experiments([RunConfig("blad", "wdgcn", store, nproc=1, epochs=1, hidden=4, costmodel=path,
+                                   out=tmp_path / "runs")])
