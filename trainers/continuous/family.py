@@ -2,8 +2,11 @@
 training, and the record.
 
 Protocol (TGL, Zhou et al. VLDB'22; Sven §2): chronological batches of ``batch_size`` events, one random
-negative per positive, ``neighbors`` temporal neighbours from the ``sampler``, node memory of
-``memory_dim``, memory carried from training through validation into test (trainers/continuous/loop.py).
+negative per positive in training, ``neighbors`` temporal neighbours from the ``sampler``, node memory of
+``memory_dim``, memory carried from training through validation into test (trainers/continuous/loop.py);
+validation and test rank each event among the K negatives of the run's fixed evaluation sets
+(``--negatives``/``--extra-negatives``/``--eval-negatives``, dgbench/tasks, docs/tasks.md). Baseline models
+(``edgebank``) run instead of the loop.
 """
 from __future__ import annotations
 

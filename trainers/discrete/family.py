@@ -2,7 +2,10 @@
 training, and the record.
 
 Protocol (ESDG §6.4): link prediction from snapshot t's embedding to the edges of snapshot t+1 on
-degree features, ``hidden``-wide models, θ of each target's edges as positives (trainers/discrete/data.py).
+degree features, ``hidden``-wide models, θ of each target's edges as training positives with random
+non-edges (trainers/discrete/data.py); validation and test score the run's fixed evaluation sets
+(``--negatives``/``--extra-negatives``/``--eval-negatives``, dgbench/tasks, docs/tasks.md). Baseline models
+(``persistence``) run instead of the loop.
 ``--group-length L`` switches to BLAD's snapshot-group protocol (§3.1, Eq. 1), which any scheme without a
 schedule of its own also runs (trainers/discrete/groups.py).
 """
