@@ -14,7 +14,8 @@ from dgbench.leaderboard.tables import build_view
 from dgbench.records import REPO_ROOT
 from tests.leaderboard_records import make_record, official_dataset, reseal, write
 
-REGISTRY = {s["label"]: s for s in json.loads((REPO_ROOT / "leaderboards" / "official_stores.json").read_text())["stores"]}
+REGISTRY = {s["label"]: s
+            for s in json.loads((REPO_ROOT / "leaderboards" / "official_stores.json").read_text())["stores"]}
 
 
 def _forged_set(record: dict) -> dict:
@@ -40,7 +41,8 @@ def test_a_record_scoring_another_evaluation_set_is_not_ranked_officially(tmp_pa
     refused = submit(write(bad, tmp_path / "bad.json"), board)
     assert accepted.unofficial == {}
     reason = refused.unofficial["accuracy"]
-    assert "\n" not in reason and "has fingerprint aaaaaaaaaaaa, the official one of esdg-random (defaults) is" in reason
+    assert "\n" not in reason
+    assert "has fingerprint aaaaaaaaaaaa, the official one of esdg-random (defaults) is" in reason
     entries = {(e.track, e.record["hyperparameters"]["seed"]): e for e in load_board(board)}
     assert entries[("accuracy", 0)].official is not None
     assert entries[("accuracy", 1)].official is None and entries[("accuracy", 1)].unofficial_reason == reason
