@@ -173,6 +173,17 @@ class DiscreteData:
         self.edges_per_step = np.array([len(src) for src, _, _ in inputs], dtype=np.int64)
         self.raw_edges_per_step = self.store.edges_per_snapshot()[:steps].astype(np.int64)
 
+    def input_edge_lists(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(src, dst) of every input step as the model aggregates them (smoothed when the run smooths):
+        Ã_t's entries (row = dst, column = src) without the diagonal the normalisation adds."""
+        out = []
+        for a in self.adjacency:
+            col = np.asarray(a.col).astype(np.int64)
+            dst = np.repeat(np.arange(len(a.rowptr) - 1, dtype=np.int64), np.diff(a.rowptr))
+            keep = col != dst
+            out.append((col[keep], dst[keep]))
+        return out
+
     @property
     def in_features(self) -> int:
         return 2

@@ -502,9 +502,9 @@ class VertexPlacement(Placement):
 # --------------------------------------------------------------------------- registered schemes
 
 def input_edges(data: DiscreteData) -> SnapshotEdges:
-    """The input snapshots' edges (the last snapshot is only a target, so it is not partitioned)."""
-    snaps = [data.store.snapshot(t) for t in range(data.num_steps)]
-    return as_snapshot_edges([(s.src, s.dst) for s in snaps], data.num_nodes)
+    """The input snapshots' edges as the model aggregates them (smoothed when the run smooths; the last
+    snapshot is only a target, so it is not partitioned)."""
+    return as_snapshot_edges(data.input_edge_lists(), data.num_nodes)
 
 
 def partition_owner(data: DiscreteData, parts: int, method: str, seed: int) -> VertexPartition:
