@@ -16,6 +16,7 @@ reset each epoch and carried from training through validation into test.
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -261,20 +262,19 @@ class ContinuousTrainer:
     def _choose_microbatches(self, plan: BatchPlan) -> None:
         """Eq. 12 after the first batch: eta(bs) profiled on this batch's dispatch list cut into
         micro-batches of bs, bs/2, bs/4, bs/8 events and fitted to eta = A + B/bs; S from the measured
-        link: bandwidth x per-collective latency / dispatch bytes per event (the events whose rows the
-        link moves in one collective's fixed cost, see :func:`sven_core.granularity`). Every rank
-        contributes its measurements and all use their mean, so all pick the same n."""
+        link: bandwidth (the first batch's dispatch bytes over the seconds its fetch blocked) x the fixed
+        cost of one collective / dispatch bytes per event (the events whose rows the link moves in one
+        collective's fixed cost, see :func:`sven_core.granularity`). Every rank contributes its
+        measurements and all use their mean, so all pick the same n."""
         if not isinstance(self.state, PartitionedState):
             self.microbatch_choice = {"n": 1}
             return
-        stats = self.ctx.comm.stats
-        dispatch = stats[DISPATCH_TAG]
-        control = stats[CONTROL_TAG]
+        dispatch = self.ctx.comm.stats[DISPATCH_TAG]
         sizes = [max(1, plan.size // k) for k in (1, 2, 4, 8)]
         etas = redundancy_by_batch_size(plan.needed_ids, plan.event_of_needed, sizes)
         a, b = fit_redundancy_curve(sizes, etas)
         measured = torch.tensor([a, b, dispatch.bytes / max(dispatch.seconds, 1e-9) if dispatch.bytes else 0.0,
-                                 control.seconds / max(control.calls, 1),
+                                 self._collective_latency(),
                                  dispatch.bytes / max(len(plan.events), 1)], dtype=torch.float64,
                                 device=self.ctx.device)
         self.ctx.comm.all_reduce(measured, CONTROL_TAG)
@@ -285,6 +285,17 @@ class ContinuousTrainer:
         self.microbatch_choice = {"n": n, "A": a, "B": b, "S_events": speed, "bandwidth_bytes_per_s": bandwidth,
                                   "latency_s": latency, "dispatch_bytes_per_event": bytes_per_event,
                                   "profiled_batch_sizes": sizes, "profiled_eta1": etas}
+
+    def _collective_latency(self, repeats: int = 5) -> float:
+        """The fixed cost of one collective: the fastest of a few one-value all-to-alls, each started right
+        after a barrier (the row-count exchanges of training also hold the wait for slower ranks)."""
+        comm, best = self.ctx.comm, float("inf")
+        for _ in range(repeats):
+            comm.barrier()
+            start = time.perf_counter()
+            comm.exchange_counts([0] * self.ctx.world_size, CONTROL_TAG)
+            best = min(best, time.perf_counter() - start)
+        return best
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:
