@@ -76,3 +76,18 @@ def test_the_evaluator_scores_a_perfect_and_a_reversed_model(esdg_store):
     assert reversed_["mrr"] == pytest.approx(1 / 5) and reversed_["auc"] == 0.0
     with pytest.raises(ValueError, match="NaN exactly where"):
         evaluator.score("test", np.ones(n), np.full(negatives.shape, np.nan))
+
+
+def test_tasks_command_writes_each_allowed_set_and_prints_its_fingerprint(esdg_store):
+    from click.testing import CliRunner
+
+    from dgbench.cli import cli
+    result = CliRunner().invoke(cli, ["tasks", str(esdg_store), "--eval-negatives", "3"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 2  # random and historical: no inductive set on a snapshot store
+    for line, strategy in zip(lines, ("random", "historical")):
+        fingerprint = link_prediction_set(esdg_store, strategy, 3).fingerprint
+        assert f"link-prediction-{strategy}-k3  fingerprint {fingerprint[:16]}" in line
+    refused = CliRunner().invoke(cli, ["tasks", str(esdg_store), "--negatives", "inductive"])
+    assert refused.exit_code == 1 and "one snapshot each" in refused.output
