@@ -102,6 +102,9 @@ BASIS = click.option("--compute-from", "basis", type=click.Path(exists=True, pat
                      help="A calibrated profile whose rates a spec-sheet profile scales (roofline).")
 OUT = click.option("-o", "--out", type=click.Path(path_type=Path), default=None,
                    help="Write the JSON here (several curves: a folder, one file per curve).")
+OVERHEADS = click.option("--scale-overheads", is_flag=True,
+                         help="With --compute-from: scale the per-step / per-batch overheads by the bandwidth ratio "
+                              "too (an ideal device; default: the calibrated machine's, a pessimistic bound).")
 KEEP = click.option("--keep-dryruns", type=click.Path(path_type=Path), default=None,
                     help="Also write each world's full dry run (JSON) into this folder.")
 
@@ -156,14 +159,14 @@ def calibrate_command(out: Path, discrete_models: str, continuous_models: str, q
 
 
 def _projection(mode: str, schemes: str, models: str, make: Any, worlds: list[int], profile: str, basis: Path | None,
-                out: Path | None, keep: Path | None) -> None:
+                out: Path | None, keep: Path | None, scale_overheads: bool) -> None:
     """Project every (scheme, model) curve; one file for one curve, else a folder of them."""
     from dgbench.project.hardware import load_profile
     from dgbench.project.projection import project_curves
     pairs = [(s, m) for m in models.split(",") if m for s in schemes.split(",") if s]
     configs = {pair: {w: make(*pair, w) for w in worlds} for pair in pairs}
     documents = project_curves(mode, configs, load_profile(profile), load_profile(basis) if basis else None,
-                               _command(), keep=keep)
+                               _command(), keep=keep, scale_overheads=scale_overheads)
     for document in documents:
         click.echo(f"{mode} scaling of {document['scheme']}/{document['model']} on {document['profile']['name']} "
                    f"({document['profile']['source']}):")
@@ -190,13 +193,14 @@ def _projection(mode: str, schemes: str, models: str, make: Any, worlds: list[in
 @SEED
 @OUT
 @KEEP
+@OVERHEADS
 def strong_command(store: Path, scheme: str, model: str, worlds: str, profile: str, basis: Path | None,
                    settings: tuple[str, ...], epochs: int, seed: int, out: Path | None,
-                   keep_dryruns: Path | None) -> None:
+                   keep_dryruns: Path | None, scale_overheads: bool) -> None:
     """Strong scaling: one store, P = each of --worlds (--scheme / --model may list several)."""
     given = _settings(settings)
     _projection("strong", scheme, model, lambda s, m, w: _config(store, s, m, w, epochs, seed, given), _worlds(worlds),
-                profile, basis, out, keep_dryruns)
+                profile, basis, out, keep_dryruns, scale_overheads)
 
 
 def weak_store(folder: Path, world: int, nodes_per_rank: int, steps: int, edge_factor: float, seed: int) -> Path:
@@ -230,16 +234,17 @@ def weak_store(folder: Path, world: int, nodes_per_rank: int, steps: int, edge_f
 @SEED
 @OUT
 @KEEP
+@OVERHEADS
 def weak_command(scheme: str, model: str, worlds: str, profile: str, basis: Path | None, stores: Path,
                  nodes_per_rank: int, steps: int, edge_factor: float, settings: tuple[str, ...], epochs: int,
-                 seed: int, out: Path | None, keep_dryruns: Path | None) -> None:
+                 seed: int, out: Path | None, keep_dryruns: Path | None, scale_overheads: bool) -> None:
     """Weak scaling over ESDG §6.1's family: N = 2^14 · P, T = 256, f = 3 (knobs to change them;
     --scheme / --model may list several)."""
     given = _settings(settings)
     chosen = _worlds(worlds)
     stores_of = {w: weak_store(stores, w, nodes_per_rank, steps, edge_factor, seed) for w in chosen}
     _projection("weak", scheme, model, lambda s, m, w: _config(stores_of[w], s, m, w, epochs, seed, given), chosen,
-                profile, basis, out, keep_dryruns)
+                profile, basis, out, keep_dryruns, scale_overheads)
 
 
 @project_command.command("profiles")

@@ -72,9 +72,12 @@ class HardwareProfile:
     def memory_bandwidth(self) -> float:
         return float(self.document["device"]["memory_bandwidth"])
 
-    def rates(self, family: str, model: str, basis: "HardwareProfile | None" = None) -> tuple[dict[str, float], str]:
+    def rates(self, family: str, model: str, basis: "HardwareProfile | None" = None,
+              scale_overheads: bool = False) -> tuple[dict[str, float], str]:
         """Compute rates of ``model`` and how they were obtained: this profile's fit, or a calibrated
-        ``basis`` scaled by the memory-bandwidth ratio (spec-sheet profiles)."""
+        ``basis`` scaled by the memory-bandwidth ratio (spec-sheet profiles). ``scale_overheads``: scale
+        the per-step / per-batch overheads too (an ideal device with no fixed costs per kernel launch or
+        host step; the default keeps the calibrated machine's, a pessimistic bound)."""
         own = self.document.get("compute", {}).get(family, {}).get(model)
         if own:
             return {k: float(own[k]) for k in RATE_KEYS[family]}, f"{self.source} ({self.name})"
@@ -84,9 +87,10 @@ class HardwareProfile:
                                f"calibrate`)")
         base, how = basis.rates(family, model)
         ratio = basis.memory_bandwidth / self.memory_bandwidth
-        scaled = {k: v * ratio if k in SCALED_KEYS else v for k, v in base.items()}
+        scaled = {k: v * ratio if k in SCALED_KEYS or scale_overheads else v for k, v in base.items()}
         return scaled, (f"{how} x memory bandwidth {basis.memory_bandwidth / 1e9:.3g} / "
-                        f"{self.memory_bandwidth / 1e9:.3g} GB/s (roofline scaling; overheads unscaled)")
+                        f"{self.memory_bandwidth / 1e9:.3g} GB/s (roofline scaling; overheads "
+                        f"{'scaled too' if scale_overheads else 'unscaled'})")
 
     def describe(self) -> dict[str, Any]:
         """What a projection cites of its profile."""

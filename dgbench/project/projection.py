@@ -24,6 +24,7 @@ Efficiency = speedup / P.
 from __future__ import annotations
 
 import datetime
+import pickle
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -96,9 +97,10 @@ def communication_seconds(dry: DryRun, network: collectives.Network,
     return out
 
 
-def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile | None = None) -> dict[str, Any]:
-    """One epoch of ``dry`` on ``profile``'s hardware."""
-    rates, how = profile.rates(dry.family, dry.model, basis)
+def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile | None = None,
+                  scale_overheads: bool = False) -> dict[str, Any]:
+    """One epoch of ``dry`` on ``profile``'s hardware (``scale_overheads``: see HardwareProfile.rates)."""
+    rates, how = profile.rates(dry.family, dry.model, basis, scale_overheads)
     network = profile.network
     compute = compute_seconds(dry, rates)
     override, notes = {}, []
@@ -120,6 +122,15 @@ def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile 
             "rates": rates, "rates_source": how, "microbatches": n, "notes": notes + dry.notes,
             "dry_run": {"store": dry.store, "seconds": dry.seconds, "peak_rss_bytes": dry.peak_rss_bytes,
                         "work_pattern": dry.work_pattern}}
+
+
+def load_dry_run(path: str | Path) -> DryRun:
+    """A dry run kept by ``--keep-dryruns`` (its counts), to price again on another profile."""
+    with open(path, "rb") as source:
+        result = pickle.load(source)
+    if not isinstance(result, DryRun):
+        raise TypeError(f"{path}: not a kept dry run")
+    return result
 
 
 def scaling(points: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
@@ -150,7 +161,8 @@ def projection_document(mode: str, head: DryRun, profile: HardwareProfile, point
 
 
 def project_curves(mode: str, configs: dict[tuple[str, str], dict[int, Any]], profile: HardwareProfile,
-                   basis: HardwareProfile | None, command: str, keep: Path | None = None) -> list[dict[str, Any]]:
+                   basis: HardwareProfile | None, command: str, keep: Path | None = None,
+                   scale_overheads: bool = False) -> list[dict[str, Any]]:
     """Dry-run every (scheme, model) curve at every world of ``configs`` ((scheme, model) -> world ->
     RunConfig) and project each point. Per world, a model's store is loaded once and shared by the
     schemes; ``keep``: a folder for the dry runs' JSON."""
@@ -167,13 +179,15 @@ def project_curves(mode: str, configs: dict[tuple[str, str], dict[int, Any]], pr
             for key in keys:
                 result = dry_run(configs[key][world], problem=problem)
                 heads.setdefault(key, result)
-                point = project_epoch(result, profile, basis)
+                point = project_epoch(result, profile, basis, scale_overheads)
                 notes[key] += point.pop("notes")
                 points[key].append(point)
-                if keep is not None:
+                if keep is not None:  # the summary, and the counts themselves to price again (load_dry_run)
                     keep.mkdir(parents=True, exist_ok=True)
-                    (keep / f"dryrun-{mode}-{key[0]}-{model}-P{world}.json").write_text(
-                        json.dumps(result.as_json(), indent=1))
+                    stem = keep / f"dryrun-{mode}-{key[0]}-{model}-P{world}"
+                    stem.with_suffix(".json").write_text(json.dumps(result.as_json(), indent=1))
+                    with open(stem.with_suffix(".pkl"), "wb") as out:
+                        pickle.dump(result, out)
                 del result
             del problem
     return [projection_document(mode, heads[key], profile, points[key], command, notes[key]) for key in configs]
