@@ -72,7 +72,7 @@ from trainers.continuous.sampler import TemporalSampler
 from trainers.continuous.sampling.reference import METHODS
 from trainers.continuous.sampling.sparsify import sparsify_events
 from trainers.continuous.state import NodeState
-from trainers.contract import ContinuousScheme, Partition, register_scheme
+from trainers.contract import ContinuousScheme, DrySend, Partition, register_scheme
 from trainers.epochs import run_epochs
 from trainers.gradients import GradientSync
 
@@ -572,6 +572,39 @@ class Tgcn(ContinuousScheme[TgcnOptions]):
     def train_rank(self, ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem
                    ) -> dict[str, Any] | None:
         return train_grid(ctx, run, partition, problem)
+
+    def dry_run_sends(self, ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem
+                      ) -> dict[str, DrySend]:
+        """What rank ``ctx.rank`` sends in the run's last training epoch (dgbench project), from the grid and
+        the swap schedule train_epoch runs: before each step the held block (live G half, S copy and its id)
+        goes to that step's partner; one all-reduce of the parameters and the loss per optimiser step (the
+        step's longest grid in mini-batches). :meth:`GridTrainer.predicted_bytes`' totals, per peer."""
+        options, task, stream = run.scheme_options, run.task, problem.stream
+        model = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=stream.edge_dim,
+                                time_shift=0.0, time_scale=1.0)  # only its widths and parameter count are read
+        trainer = GridTrainer(ctx, stream, model, options, task.batch_size, run.config.lr, run.config.seed)
+        if trainer.loader is not None:
+            trainer.loader.shutdown()
+        grid = trainer.epoch_grid(run.config.epochs - 1)
+        rank, world, parts = ctx.rank, ctx.world_size, trainer.parts
+        swaps, rows = np.zeros(world, np.int64), np.zeros(world, np.int64)
+        before = [np.arange(parts)] + trainer.held[:-1]  # the block each rank holds when step s swaps
+        for step, partner in enumerate(trainer.partners):
+            other, block = int(partner[rank]), int(before[step][rank])
+            if other != rank:
+                swaps[other] += options.intervals
+                rows[other] += options.intervals * int(trainer.ranges[block + 1] - trainer.ranges[block])
+        steps = sum(max(math.ceil(len(grid.grids[k][r][int(trainer.held[s][r])]) / task.batch_size)
+                        for r in range(parts)) for k in range(options.intervals) for s in range(parts))
+        size = torch.finfo(trainer.dtype).bits // 8
+        block_elements = tuple(int(n) for n in rows * (2 * model.memory_dim + 1))
+        reduced = [0] * world
+        reduced[rank] = steps * (sum(p.numel() for p in model.parameters()) + 1)
+        calls = int(swaps.sum())
+        return {SWAP_LIVE_TAG: DrySend("all_to_all", size, block_elements, calls),
+                SWAP_SNAPSHOT_TAG: DrySend("all_to_all", size, block_elements, calls),
+                SWAP_ID_TAG: DrySend("all_to_all", 8, tuple(int(n) for n in swaps), calls),
+                GRAD_TAG: DrySend("all_reduce", size, tuple(reduced), steps)}
 
 
 def train_grid(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
