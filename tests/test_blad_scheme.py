@@ -17,6 +17,7 @@ from trainers.experiment import resolve, run_experiments
 MODELS = ("wdgcn", "tgcn", "evolvegcn-o")  # BLAD §7.1's three models
 BASE = dict(epochs=2, hidden=6, seed=5, group_length=4, smoothing="none")  # BLAD's protocol (its defaults)
 CONTROL = {"counts", "loss", "evaluation", "blad:report"}  # shapes and scalars, not model data
+FEATURE_TAGS = ("to_vertex", "to_time", "halo")  # Table 3's feature column
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -122,6 +123,50 @@ def test_snapshot_partitioning_of_groups_moves_the_esdg_volume_per_group(runs):
     expected = sum(group_lengths) * nodes // 2 * hidden
     sent = _sent(record)
     assert sent["to_vertex:forward"] == sent["to_time:forward"] == sent["to_vertex:backward"] == expected
+
+
+def _table3(kind: str, model: str, store: Path, **measured_inputs) -> dict:
+    """Table 3's row for ``kind`` on the test store at P = 2 (dgbench.schedule.table3), from the model's
+    parameters and widths and the store's groups: the inputs, not the schemes' own volume models."""
+    from dgbench.registry import MODELS as REGISTERED
+    from dgbench.schedule.table3 import table3
+    from trainers.discrete.blad import parameter_split
+    from trainers.discrete.data import TRAIN, DiscreteData
+    data = DiscreteData(store, seed=BASE["seed"], group_length=BASE["group_length"], smoothing="none")
+    net = REGISTERED[f"discrete:{model}"].build(in_features=data.in_features, hidden=BASE["hidden"])
+    split, groups = parameter_split(net), [data.group_of(s) for s in data.steps_of(TRAIN)]
+    spatial = sum(sum(w) for w in net.spatial_widths() or [])
+    halos = None
+    if kind == "vertex":
+        from dgbench.schedule.table3 import halo_rows
+        from trainers.discrete.placement import partition_owner
+        owner = partition_owner(data, 2, "range", data.seed).owner
+        halos = [halo_rows(edges, owner) for edges in data.input_edge_lists()]
+    return table3(kind, ranks=2, w_gnn=split["gnn"], w_rnn=split["rnn"], w_scorer=split["scorer"],
+                  group_lengths=[len(g) for g in groups], n_vertex=data.num_nodes,
+                  temporal_widths=net.feature_widths(), spatial_width=spatial, halo_rows_per_step=halos,
+                  groups=groups).as_dict()
+
+
+def test_measured_bytes_equal_table3_per_partition_kind(runs, store):
+    """§5.3 Table 3 instantiated (module docstring of dgbench.schedule.table3): every kind's gradients are
+    p·(W_GNN + W_RNN + W_score); features: group none, snapshot 2·N·T·F summed over the groups (ESDG's
+    re-distribution, each of its four tags a quarter), vertex T·N_khop·F per direction (1-hop halos
+    counted here from the store's edges and the range partition)."""
+    cases = {"group": [k for k in runs["p2"] if k[0].startswith("blad")],
+             "snapshot": [("snapshot", (), "wdgcn")], "vertex": [("vertex", (("partition", "range"),), "evolvegcn-o")]}
+    for kind, keys in cases.items():
+        for key in keys:
+            row, sent = _table3(kind, key[2], store), _sent(runs["p2"][key])
+            where = f"{kind}: {key}"
+            assert row["gradients"] > 0 and sent["gradients"] == row["gradients"], where
+            if kind == "group":
+                assert row["features"] == 0 and not {t for t in sent if t.split(":")[0] in FEATURE_TAGS}, where
+            elif kind == "snapshot":
+                moved = sum(sent[f"{way}:{d}"] for way in ("to_vertex", "to_time") for d in ("forward", "backward"))
+                assert row["features"] > 0 and moved == row["features"], where
+            else:
+                assert row["features"] > 0 and sent["halo:forward"] == sent["halo:backward"] == row["features"], where
 
 
 def test_refusals_are_one_line(store):

@@ -57,6 +57,7 @@ from dgbench.models.sparse import SparseOperator, block_diagonal, graph_attentio
 from dgbench.options import Options, option
 from dgbench.schedule.blad_balance import CORRECTED, PAPER, assign_groups, balance_split, even_split, sync_ratio
 from dgbench.schedule.reorder import Slot, manage_topology, operators_for
+from dgbench.schedule.table3 import table3
 from trainers.discrete.data import TEST, VAL, DiscreteData, PairBatch
 from trainers.discrete.groups import GroupSchedule
 from trainers.discrete.placement import CommProfile, Placement, pair_logits
@@ -278,12 +279,14 @@ def parameter_split(model: torch.nn.Module) -> dict[str, int]:
 
 
 def table3_group(model: torch.nn.Module, ranks: int) -> dict[str, int]:
-    """Table 3's row for snapshot-group partitioning (§5.3), instantiated: every rank all-reduces the GNN
-    and RNN parameters (p·W_GNN + p·W_RNN, p = ranks in the all-reduce), and no features cross devices."""
+    """Table 3's row for snapshot-group partitioning (§5.3, :func:`dgbench.schedule.table3.table3`):
+    every rank all-reduces the GNN and RNN parameters (p·W_GNN + p·W_RNN, p = ranks in the all-reduce)
+    and the scorer's, and no features cross devices."""
     split = parameter_split(model)
-    return {"ranks": ranks, "gnn_param": ranks * split["gnn"], "rnn_param": ranks * split["rnn"],
-            "scorer_param": ranks * split["scorer"], "features": 0,
-            "gradients_total": ranks * sum(split.values()) if ranks > 1 else 0}
+    row = table3("group", ranks=ranks, w_gnn=split["gnn"], w_rnn=split["rnn"], w_scorer=split["scorer"],
+                 group_lengths=())
+    return {"ranks": ranks, "gnn_param": row.gnn_param, "rnn_param": row.rnn_param,
+            "scorer_param": row.scorer_param, "features": row.features, "gradients_total": row.gradients}
 
 
 def _topology_decisions(plan: Plan, trainer: DiscreteTrainer, layout: Layout, op: Any
