@@ -51,14 +51,22 @@ def page(tmp_path_factory) -> Path:
     return path
 
 
+COMMUNITIES_MRR = (0.40, 0.45, 0.50)  # test MRR of the three communities seeds: the row shows 0.45 ± 0.05
+
+
 def _add_time_to_quality_rows(board: Path, staging: Path) -> None:
-    """Three seeds on the registry's store with a quality target, reaching it at different epochs."""
+    """Three seeds on the registry's store with a quality target, reaching it at different epochs (and
+    with a test MRR each), and one run of that store that scored another evaluation set."""
     from dgbench.leaderboard.board import submit
     for seed in (0, 1, 2):
         record = make_record(seed=seed, epochs=4, dataset=official_dataset("communities (defaults)"))
+        record["final_metrics"]["test"]["mrr"] = COMMUNITIES_MRR[seed]
         for index, epoch in enumerate(record["epochs"]):
             epoch["metrics"]["val"]["ap"] = 0.5 + 0.05 * index * (seed + 1)
         submit(write(reseal(record), staging / f"quality-{seed}.json"), board)
+    other_set = make_record(scheme="vertex", seed=0, dataset=official_dataset("communities (defaults)"))
+    other_set["evaluation"]["fingerprint"] = other_set["evaluation"]["sets"][0]["fingerprint"] = "d" * 64
+    submit(write(reseal(other_set), staging / "other-set.json"), board)
 
 
 @pytest.fixture(scope="module")
@@ -146,12 +154,22 @@ def test_page_renders_and_sorts_in_chromium(page: Path):
     assert table["attrs"]["data-sort-col"] == "5" and table["attrs"]["data-sort-dir"] == "desc"
     assert table["headers"][5] == "desc"
 
-    dom = PageDom(run_chromium(page, "--dump-dom", fragment="#sort=scaling-official:3:asc"))  # text column, 2 clicks
+    dump = run_chromium(page, "--dump-dom", fragment="#sort=scaling-official:3:asc")  # text column, 2 clicks
+    dom = PageDom(dump)
     schemes = column(dom.tables["scaling-official"], 3, numeric=False)
     assert schemes == sorted(schemes) and schemes[0] != schemes[-1]
 
     seconds = column(dom.tables["time-to-quality-official"], 8, numeric=True)  # laid out by the browser
     assert len(seconds) == 1 and seconds[0] > 0  # three seeds, one row: the median seconds to the target
+
+    accuracy = dom.tables["accuracy-official"]  # issue 16: the Test MRR column carries the seeds' mean
+    mrr_column = 9
+    assert accuracy["rows"][0] and len(accuracy["rows"][0]) == 11
+    mrrs = [v for v in column(accuracy, mrr_column, numeric=True) if v != float("-inf")]
+    assert mrrs == [pytest.approx(sum(COMMUNITIES_MRR) / 3)]
+    # a run of an official store that scored another evaluation set is listed apart, the reason said once
+    assert "accuracy-pending-unofficial" in dom.tables
+    assert "evaluation set link-prediction-random-k9 has fingerprint dddddddddddd" in dump
 
 
 def test_screenshot_is_kept_as_an_artefact(page: Path):
