@@ -144,6 +144,29 @@ def test_depcomm_bytes_equal_eq8_on_the_same_batches(stream_path, two_rank_resul
     assert measured["gradient"] == measured["dispatch"]  # the views' gradients return to the owners
 
 
+def test_recorded_eq8_is_the_printed_formula_on_the_same_batches(stream_path):
+    """The record's paper-form Eq. 8 (``paper_volume_bytes``) is C_DM = N1 d_mem 2(M-1)/M C0 +
+    N2 (1 - eta2)(d_msg + d_mem) 2(M-1)/M C0 summed over the batches the ranks train on: N1, N2 and
+    eta (Eq. 1: repeats over all positions of the whole mini-batch's list) counted here from the ranks'
+    own plans, not from the pre-sampling pass that wrote the record."""
+    world, memory, d_edge = 2, SMALL["memory_dim"], 4
+    per_rank, _, run = _plans(stream_path, "tgn", "depcomm", world, partition="range")
+    report = run.scheme.partition(partition_problem(run), world, run.scheme_options).report
+    row, share = (2 * memory + d_edge) + memory, 2 * (world - 1) / world
+    dispatch = aggregation = 0.0
+    for batch in zip(*per_rank):  # the same batch as each rank planned its share of it
+        needed = np.concatenate([plan.needed_ids for plan in batch])
+        written = np.concatenate([np.concatenate([plan.src, plan.dst]) for plan in batch])
+        eta2 = 1 - len(np.unique(written)) / len(written)
+        dispatch += len(needed) * memory * share * FLOAT64
+        aggregation += len(written) * (1 - eta2) * row * share * FLOAT64
+    recorded = report["paper_volume_bytes"]["depcomm"]
+    assert recorded["dispatch"] == pytest.approx(dispatch, rel=1e-12)
+    assert recorded["aggregation"] == pytest.approx(aggregation, rel=1e-12)
+    n1 = sum(len(plan.needed_ids) for plans in per_rank for plan in plans)
+    assert report["paper_eta"]["n1"] == n1
+
+
 def test_depcache_bytes_equal_eq7_on_the_same_batches(stream_path, two_rank_results):
     """Eq. 7: each rank's distinct updates (redundancy-free aggregation) all-gathered to the M-1 others."""
     world, memory = 2, SMALL["memory_dim"]
