@@ -189,18 +189,23 @@ def test_depcache_volume_is_proportional_to_P_while_depcomm_and_sven_are_not(law
     schemes' own predicted volumes (their per-rank Eq. 7-9 forms). Per trainer, Alg. 2 deduplicates only
     its own share of a batch, so Sven's volume still grows with P towards its no-deduplication bound
     (docs/projection.md), but per peer it falls; DepCache's per-peer volume does not."""
-    def volume(scheme: str, world: int) -> float:
+    def volumes(scheme: str, world: int) -> tuple[float, float]:
+        """The scheme's own Eq. 7-9 form, and the dry run's counted bytes of the N&M state (ids included)."""
         dry = dry_run(RunConfig(scheme, "tgn", law_stream, nproc=world, epochs=1, batch_size=300, memory_dim=16,
                                 neighbors=5, seed=1, **({"partition": "range"} if scheme != "depcache" else {})))
         predicted = dry.extra["scheme_predicted_bytes"]
-        return predicted["dispatch"] + predicted["aggregation"]
+        counted = sum(n for tag, n in dry.bytes_by_tag().items() if tag.startswith("nm_"))
+        return predicted["dispatch"] + predicted["aggregation"], counted
     worlds = (2, 4, 8)
-    per_peer = {scheme: [volume(scheme, w) / (w - 1) for w in worlds] for scheme in ("depcache", "depcomm", "sven")}
-    assert per_peer["depcache"][0] <= per_peer["depcache"][1] <= per_peer["depcache"][2]
-    for scheme in ("depcomm", "sven"):
-        assert per_peer[scheme][0] > per_peer[scheme][1] > per_peer[scheme][2], scheme
-        growth = per_peer[scheme][2] * 7 / per_peer[scheme][0]
-        assert growth < per_peer["depcache"][2] * 7 / per_peer["depcache"][0], scheme
+    measured = {scheme: [volumes(scheme, w) for w in worlds] for scheme in ("depcache", "depcomm", "sven")}
+    for form in (0, 1):  # the schemes' Eq. 7-9 forms, then the dry run's counts
+        per_peer = {scheme: [v[form] / (w - 1) for v, w in zip(by_world, worlds)]
+                    for scheme, by_world in measured.items()}
+        assert per_peer["depcache"][0] <= per_peer["depcache"][1] <= per_peer["depcache"][2], form
+        for scheme in ("depcomm", "sven"):
+            assert per_peer[scheme][0] > per_peer[scheme][1] > per_peer[scheme][2], (scheme, form)
+            growth = per_peer[scheme][2] * 7 / per_peer[scheme][0]
+            assert growth < per_peer["depcache"][2] * 7 / per_peer["depcache"][0], (scheme, form)
 
 
 # --------------------------------------------------------------------------- formulas, fits, profiles
@@ -327,3 +332,23 @@ def test_dryrun_command_writes_its_counts(event_store, tmp_path):
     bad = CliRunner().invoke(main, ["project", "dryrun", str(event_store), "--scheme", "sven", "--model", "tgn",
                                     "--nproc", "2", "--set", "batch_size"])
     assert bad.exit_code == 1 and "expected NAME=VALUE" in bad.output
+
+
+def test_kept_dry_runs_price_again_to_the_same_curve(even_store, tmp_path):
+    from click.testing import CliRunner
+    from dgbench.cli import cli as main
+    profile = _profile(tmp_path, discrete={"cdgcn": {"per_edge_s": 1e-7, "per_cell_s": 1e-6, "per_step_s": 1e-4}})
+    kept, first, again = tmp_path / "kept", tmp_path / "strong.json", tmp_path / "priced.json"
+    result = CliRunner().invoke(main, ["--quiet", "project", "strong", str(even_store), "--scheme", "snapshot",
+                                       "--model", "cdgcn", "--worlds", "1,2,4", "--profile", str(profile),
+                                       "-o", str(first), "--keep-dryruns", str(kept)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["--quiet", "project", "price", *map(str, sorted(kept.glob("*.pkl"))),
+                                       "--mode", "strong", "--profile", str(profile), "-o", str(again)])
+    assert result.exit_code == 0, result.output
+    measured = ("world_size", "time_s", "compute_s", "communication_s", "bytes", "speedup")
+    curve = [[p[k] for k in measured] for p in json.loads(first.read_text())["points"]]
+    assert curve == [[p[k] for k in measured] for p in json.loads(again.read_text())["points"]]
+    assert json.loads(again.read_text())["command"].startswith("dgbench project price")
+    bad = CliRunner().invoke(main, ["project", "price", str(first), "--mode", "strong", "--profile", str(profile)])
+    assert bad.exit_code == 1 and "not a dry run kept by --keep-dryruns" in bad.output

@@ -4,6 +4,7 @@
     dgbench project calibrate -o PROFILE.json [--discrete-models ...] [--continuous-models ...] [--quick]
     dgbench project strong STORE --scheme S --model M --worlds 1,2,4,... --profile NAME|FILE [-o OUT.json]
     dgbench project weak --scheme S --model M --worlds 1,2,4,... --profile NAME|FILE --stores DIR [-o OUT.json]
+    dgbench project price DRY.pkl [DRY.pkl ...] --mode strong|weak --profile NAME|FILE [-o OUT.json]
     dgbench project profiles
 
 A projection's JSON is record-like (command, store fingerprints, code commit, profile) and marked
@@ -167,6 +168,11 @@ def _projection(mode: str, schemes: str, models: str, make: Any, worlds: list[in
     configs = {pair: {w: make(*pair, w) for w in worlds} for pair in pairs}
     documents = project_curves(mode, configs, load_profile(profile), load_profile(basis) if basis else None,
                                _command(), keep=keep, scale_overheads=scale_overheads)
+    _report(mode, documents, out)
+
+
+def _report(mode: str, documents: list[dict[str, Any]], out: Path | None) -> None:
+    """Print each curve's table and write it (one curve: the file ``out``; several: one file each in it)."""
     for document in documents:
         click.echo(f"{mode} scaling of {document['scheme']}/{document['model']} on {document['profile']['name']} "
                    f"({document['profile']['source']}):")
@@ -245,6 +251,25 @@ def weak_command(scheme: str, model: str, worlds: str, profile: str, basis: Path
     stores_of = {w: weak_store(stores, w, nodes_per_rank, steps, edge_factor, seed) for w in chosen}
     _projection("weak", scheme, model, lambda s, m, w: _config(stores_of[w], s, m, w, epochs, seed, given), chosen,
                 profile, basis, out, keep_dryruns, scale_overheads)
+
+
+@project_command.command("price")
+@click.argument("dryruns", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--mode", type=click.Choice(["strong", "weak"]), required=True,
+              help="How the points scale: one store (strong) or a store per world (weak).")
+@PROFILE
+@BASIS
+@OUT
+@OVERHEADS
+def price_command(dryruns: tuple[Path, ...], mode: str, profile: str, basis: Path | None, out: Path | None,
+                  scale_overheads: bool) -> None:
+    """Price dry runs kept by --keep-dryruns (their .pkl files) on a profile, without counting again: one
+    curve per (scheme, model), its points the worlds given."""
+    from dgbench.project.hardware import load_profile
+    from dgbench.project.projection import price_curves
+    documents = price_curves(mode, list(dryruns), load_profile(profile), load_profile(basis) if basis else None,
+                             _command(), scale_overheads=scale_overheads)
+    _report(mode, documents, out)
 
 
 @project_command.command("profiles")

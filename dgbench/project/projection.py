@@ -191,3 +191,27 @@ def project_curves(mode: str, configs: dict[tuple[str, str], dict[int, Any]], pr
                 del result
             del problem
     return [projection_document(mode, heads[key], profile, points[key], command, notes[key]) for key in configs]
+
+
+def price_curves(mode: str, paths: list[Path], profile: HardwareProfile, basis: HardwareProfile | None, command: str,
+                 scale_overheads: bool = False) -> list[dict[str, Any]]:
+    """Kept dry runs (:func:`load_dry_run`) priced on ``profile``: one curve per (scheme, model), its points
+    the dry runs' worlds (one dry run per world and curve)."""
+    from dgbench.errors import DgbenchError
+    curves: dict[tuple[str, str], dict[int, tuple[DryRun, dict[str, Any]]]] = {}
+    for path in paths:
+        try:
+            dry = load_dry_run(path)
+        except (TypeError, pickle.UnpicklingError, EOFError) as exc:
+            raise DgbenchError(f"{path}: not a dry run kept by --keep-dryruns ({exc})") from exc
+        curve = curves.setdefault((dry.scheme, dry.model), {})
+        if dry.world_size in curve:
+            raise DgbenchError(f"{path}: a second dry run of {dry.scheme}/{dry.model} at P = {dry.world_size}")
+        curve[dry.world_size] = dry, project_epoch(dry, profile, basis, scale_overheads)
+    documents = []
+    for key, by_world in curves.items():
+        points = [point for _, (_, point) in sorted(by_world.items())]
+        notes = [note for point in points for note in point.pop("notes")]
+        head = by_world[min(by_world)][0]
+        documents.append(projection_document(mode, head, profile, points, command, notes))
+    return documents
