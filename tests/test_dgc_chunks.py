@@ -113,6 +113,17 @@ def test_alg1_hand_built_instance():
     assert assign_chunks(np.array([4.0, 3, 3, 2, 2]), pairs, parts=2, slack=10.0).rank_of_chunk.tolist()[3] == 1
 
 
+def test_alg1_multiplies_headroom_by_shared_bytes():
+    """Eq. 3 is a product. g = [9, 7, 2, 1, 1] on 2 GPUs, ḡ = 10, no slack rule: a0 -> GPU 0, a1 -> GPU 1
+    (nothing shared yet, least loaded). a2 shares 7 bytes with a0 and 3 with a1:
+    s0 = (10 - 9)·7 = 7 < s1 = (10 - 7)·3 = 9 -> GPU 1 (a sum, 1 + 7 = 8 > 3 + 3 = 6, would pick GPU 0).
+    a3, a4 share nothing: the least loaded (9, 9 -> GPU 0; then GPU 1)."""
+    pairs = ChunkPairs(a=np.array([0, 1]), b=np.array([2, 2]), bytes=np.array([7.0, 3.0]))
+    result = assign_chunks(np.array([9.0, 7, 2, 1, 1]), pairs, parts=2, slack=10.0)
+    assert result.rank_of_chunk.tolist() == [0, 1, 1, 0, 1]
+    assert result.load.tolist() == [10.0, 10.0] and result.imbalance == 1.0
+
+
 def test_alg1_prefers_the_underloaded_gpu_it_shares_bytes_with():
     pairs = ChunkPairs(a=np.array([0, 1]), b=np.array([2, 3]), bytes=np.array([5.0, 5.0]))
     result = assign_chunks(np.array([2.0, 2.0, 1.0, 1.0]), pairs, parts=2)

@@ -72,6 +72,23 @@ def test_schemes_train_like_single_and_dgc_moves_its_cut(store, reference, world
             assert forward_bytes(record, "carry", "history") == 0, where  # whole sequences: nothing temporal
 
 
+def test_pts_gives_every_rank_the_same_number_of_sequences():
+    """DGC §2.2.2: equal sequence counts, not balanced degrees. Vertices 1, 4, 5 never appear (no
+    sequence) and go with the range of the next vertex that has one; the last with the last range."""
+    from types import SimpleNamespace
+
+    from trainers.discrete.schemes.pts import equal_sequence_owner
+    present = np.zeros((3, 8), bool)
+    present[0, [0, 2, 3]] = present[2, [6, 7]] = present[1, 3] = True  # sequences: 0, 2, 3, 6, 7
+    owner = equal_sequence_owner(SimpleNamespace(num_nodes=8, present=present), 2)
+    assert owner.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]  # sequences {0, 2, 3} and {6, 7}: 3 + 2
+    assert equal_sequence_owner(SimpleNamespace(num_nodes=8, present=None), 4).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    skewed = np.zeros((2, 9), bool)
+    skewed[0, :6] = skewed[1, 8] = True  # 7 sequences in 3 ranges: 3, 2, 2 whatever the degrees
+    counts = np.bincount(equal_sequence_owner(SimpleNamespace(num_nodes=9, present=skewed), 3)[skewed.any(0)])
+    assert counts.tolist() == [3, 2, 2]
+
+
 def test_bad_dgc_options_are_one_line_errors(store):
     from dgbench.errors import DgbenchError
     from trainers.experiment import resolve
