@@ -57,8 +57,32 @@ def test_work_beyond_the_store_is_refused(board, tmp_path):
     assert any("epochs[0].work: is an integer of" in r for r in refusal(board, path))
     edges = make_record()["dataset"]["num_edges"]
     path = forged(tmp_path, lambda epoch: epoch.update(work=edges + 1, throughput=(edges + 1) / epoch["time_s"]))
-    assert f"epochs[1].work: is {edges + 1} but the store has {edges} edges: an epoch processes each edge " \
-           f"(event) at most once" in refusal(board, path)
+    assert f"epochs[1].work: is {edges + 1}, above the {edges} edges an epoch can process (each store edge " \
+           f"(event) once, times the smoothing window and group length)" in refusal(board, path)
+
+
+def test_smoothing_and_groups_raise_the_work_bound_by_their_multiplicity(board, tmp_path):
+    """An M-product input of window w holds each edge in up to w snapshots and a group protocol of length g
+    counts a snapshot in up to g groups: a real smoothed or grouped run counts more than the store's edges."""
+    edges = make_record()["dataset"]["num_edges"]
+    record = make_record()
+    record.setdefault("extra", {})["smoothing"] = {"applied": "m-product", "window": 3}
+    record["hyperparameters"]["group_length"] = 2
+    for epoch in record["epochs"]:
+        epoch.update(work=6 * edges, throughput=6 * edges / epoch["time_s"])
+    assert not any(".work:" in r for r in _problems(board, write(reseal(record), tmp_path / "ok.json")))
+    for epoch in record["epochs"]:
+        epoch.update(work=6 * edges + 1, throughput=(6 * edges + 1) / epoch["time_s"])
+    assert any(r.startswith(f"epochs[0].work: is {6 * edges + 1}, above the {6 * edges} edges")
+               for r in _problems(board, write(reseal(record), tmp_path / "over.json")))
+
+
+def _problems(board: Path, path: Path) -> list[str]:
+    try:
+        submit(path, board)
+    except Rejected as caught:
+        return [str(p) for p in caught.problems]
+    return []
 
 
 def test_throughput_beyond_physics_is_refused(board, tmp_path):
