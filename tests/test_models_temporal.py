@@ -14,7 +14,7 @@ import torch
 from dgbench.launch import launch
 from dgbench.models import temporal
 from dgbench.models.temporal import BatchInputs, build_temporal_model
-from dgbench.registry import MODELS
+from dgbench.registry import MODELS, model_of
 from dgbench.store import EdgeStreamStoreWriter
 from generators.stream import draw_partners, zipf_weights
 from trainers.config import RunConfig
@@ -43,7 +43,25 @@ def _one_adam_step(model, delta_t: torch.Tensor) -> None:
     optimizer.step()
 
 
-@pytest.mark.parametrize("name", sorted(m.name for m in MODELS.values() if m.family == "continuous"))
+# Models with a trainable time encoding (TGN §3.1, JODIE's projection, APAN's attention); DyGNN decays with
+# Δt instead and EdgeBank is a baseline without parameters.
+TIME_ENCODED = ("apan", "jodie", "tgn")
+
+
+def _time_encoders(name: str) -> list[torch.nn.Module]:
+    model = model_of("continuous", name).build(memory_dim=8, edge_dim=2, time_shift=0.0, time_scale=1.0)
+    return [m for m in model.modules() if isinstance(m, temporal.TimeEncoder)] if isinstance(model, torch.nn.Module) \
+        else []
+
+
+def test_the_time_encoded_list_names_every_model_with_a_time_encoder():
+    """So a new model with a trainable time encoding is covered by the test below."""
+    registered = sorted(m.name for m in MODELS.values() if m.family == "continuous")
+    assert set(TIME_ENCODED) <= set(registered)
+    assert sorted(name for name in registered if _time_encoders(name)) == sorted(TIME_ENCODED)
+
+
+@pytest.mark.parametrize("name", TIME_ENCODED)
 def test_time_encoding_keeps_its_frequencies_through_training(name):
     torch.manual_seed(0)
     model = build_temporal_model(name, memory_dim=8, edge_dim=2)
