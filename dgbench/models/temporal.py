@@ -74,7 +74,7 @@ class StateLayout:
 
     def pack(self, state: torch.Tensor, memory_ts: torch.Tensor, mails: torch.Tensor,
              mail_ts: torch.Tensor) -> torch.Tensor:
-        return torch.cat([state, memory_ts[:, None], mails.reshape(len(state), -1), mail_ts], dim=1)
+        return torch.cat([state, memory_ts[:, None], mails.flatten(1), mail_ts], dim=1)
 
     @property
     def update_width(self) -> int:
@@ -100,7 +100,7 @@ class StateLayout:
         mail = updates[:, self.state_dim + 1:self.state_dim + 1 + self.mail_dim]
         mails = torch.cat([mail[:, None], mails[:, :-1]], dim=1)
         mail_ts = torch.cat([updates[:, -1:], mail_ts[:, :-1]], dim=1)
-        return torch.cat([head, mails.reshape(len(rows), -1), mail_ts], dim=1)
+        return torch.cat([head, mails.flatten(1), mail_ts], dim=1)
 
 
 class TimeEncoder(nn.Module):
@@ -309,7 +309,7 @@ class TGN(TemporalModel):
         scores = scores / math.sqrt(head_dim)
         scores = scores.masked_fill(~mask[:, :, None], -1e9)
         weights = torch.softmax(scores, dim=1) * mask[:, :, None]  # no neighbours: aggregates nothing
-        return (weights[..., None] * values.view(roots, k, self.heads, head_dim)).sum(1).reshape(roots, -1)
+        return (weights[..., None] * values.view(roots, k, self.heads, head_dim)).sum(1).flatten(1)
 
 
 class JODIE(TemporalModel):
@@ -388,14 +388,15 @@ class APAN(TemporalModel):
         roots, slots = mail_ts.shape
         valid = mail_ts >= 0
         dt = (query_t[:, None] - mail_ts).reshape(-1)
-        keys_in = torch.cat([mails, self.time_encoder(dt).view(roots, slots, -1)], dim=2)
+        encoded_dt = self.time_encoder(dt).view(roots, slots, len(self.time_encoder.frequencies))  # roots may be 0
+        keys_in = torch.cat([mails, encoded_dt], dim=2)
         head_dim = self.memory_dim // self.heads
         q = self.query(hidden).view(roots, 1, self.heads, head_dim)
         keys = self.key(keys_in).view(roots, slots, self.heads, head_dim)
         values = self.value(keys_in).view(roots, slots, self.heads, head_dim)
         scores = ((q * keys).sum(-1) / math.sqrt(head_dim)).masked_fill(~valid[:, :, None], -1e9)
         weights = torch.softmax(scores, dim=1) * valid[:, :, None]  # an empty mailbox gives zeros
-        return (weights[..., None] * values).sum(1).reshape(roots, -1)
+        return (weights[..., None] * values).sum(1).flatten(1)  # roots may be 0 (a rank's empty share)
 
 
 @register_model("tgn", family="continuous", summary="TGN: GRU memory + temporal attention over sampled neighbours")
