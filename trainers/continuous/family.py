@@ -54,8 +54,9 @@ class TaskOptions(Options):
     eval_negatives: int = eval_negatives_option()
 
 
-def open_stream(path: Path) -> EdgeStreamStore:
-    store = open_store(path, STREAM)
+def open_stream(path: Path, fingerprint: str | None) -> EdgeStreamStore:
+    """The stream the job started on (a store replaced since is refused)."""
+    store = open_store(path, STREAM, fingerprint=fingerprint)
     assert isinstance(store, EdgeStreamStore)
     return store
 
@@ -79,7 +80,7 @@ def partition_problem(run: ResolvedRun) -> StreamProblem:
     """The stream and the protocol a partition step pre-samples with (what the model samples and mails)."""
     task = run.task
     assert isinstance(task, TaskOptions)
-    stream = EventStream.from_store(open_stream(run.config.dataset), task.max_events)
+    stream = EventStream.from_store(open_stream(run.config.dataset, run.fingerprint), task.max_events)
     probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=stream.edge_dim)
     dtype = getattr(torch, run.config.extra.get("dtype", "float32"))
     return StreamProblem(stream, task.batch_size, run.config.seed, neighbors=task.neighbors, sampler=task.sampler,
@@ -125,16 +126,16 @@ def _baseline_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, bas
 
 
 def _train(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
-    task = run.task
-    assert isinstance(task, TaskOptions)
-    probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=problem.stream.edge_dim)
-    if isinstance(probe, Baseline):
-        return _baseline_rank(ctx, run, partition, probe)
     scheme = run.scheme
     assert isinstance(scheme, ContinuousScheme)
     own = scheme.train_rank(ctx, run, partition, problem)  # a scheme with its own driver (tgcn)
     if own is not None:
         return own
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=problem.stream.edge_dim)
+    if isinstance(probe, Baseline):
+        return _baseline_rank(ctx, run, partition, probe)
     trainer = build_trainer(ctx, run, partition, problem)
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
                          label=f"{run.scheme.name}/{run.model.name}", unit="events")
@@ -187,7 +188,7 @@ def best_validation(epochs: list[dict[str, Any]]) -> dict[str, Any]:
 def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> dict[str, Any]:
     task = run.task
     assert isinstance(task, TaskOptions)
-    store = open_stream(run.config.dataset)
+    store = open_stream(run.config.dataset, run.fingerprint)
     stream = EventStream.from_store(store, task.max_events)
     epochs = merge_rank_epochs([r["figures"] for r in per_rank])
     for e, entry in enumerate(epochs):

@@ -130,10 +130,11 @@ class DiscreteData:
     """Normalised adjacency and features of the input snapshots, and the link-prediction targets."""
 
     def __init__(self, store_path: str | Path, theta: float = 0.1, seed: int = 0, group_length: int = 0,
-                 smoothing: str = RAW, smoothing_window: int = 3, fixed_training_pairs: bool = False):
+                 fingerprint: str | None = None, smoothing: str = RAW, smoothing_window: int = 3,
+                 fixed_training_pairs: bool = False):
         if group_length < 0:
             raise DgbenchError(f"--group-length {group_length}: must be >= 0 (0: the whole-sequence protocol)")
-        store = open_store(store_path, kind=SNAPSHOTS)
+        store = open_store(store_path, kind=SNAPSHOTS, fingerprint=fingerprint)  # the store the job started on
         assert isinstance(store, SnapshotStore)
         if store.num_snapshots < MIN_SNAPSHOTS:
             raise DgbenchError(f"{store.path}: link prediction needs at least {MIN_SNAPSHOTS} snapshots "

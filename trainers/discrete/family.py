@@ -113,6 +113,7 @@ def _data(run: ResolvedRun) -> DiscreteData:
     task = run.task
     assert isinstance(task, TaskOptions)
     data = DiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed, group_length=task.group_length,
+                        fingerprint=run.fingerprint,
                         smoothing=smoothing_of(run), smoothing_window=task.smoothing_window,
                         fixed_training_pairs=task.paper_protocol)
     data.evaluation = _evaluation(run)  # validation and test pairs: the run's fixed evaluation sets
@@ -182,7 +183,7 @@ def _baseline_rank(ctx: DistContext, run: ResolvedRun, data: DiscreteData) -> di
 
 
 def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> dict[str, Any]:
-    store = open_store(run.config.dataset, kind=SNAPSHOTS)
+    store = open_store(run.config.dataset, kind=SNAPSHOTS, fingerprint=run.fingerprint)
     assert isinstance(store, SnapshotStore)
     epochs = merge_rank_epochs([r["epochs"] for r in per_rank])
     extra = dict(per_rank[0]["extra"])
