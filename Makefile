@@ -10,7 +10,7 @@ DEMO_STORE := stores/communities.zarr
 DEMO_EPOCHS := 20
 DEMO_BOARD := runs/demo-board
 
-.PHONY: install peers demo test test-all bench bench-quick clean
+.PHONY: install peers demo test test-all lint bench bench-quick clean
 
 install: $(STAMP)
 
@@ -55,6 +55,11 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q -m "not slow" tests
+
+# ruff over every source tree; mypy over the scheme contract's seams (pyproject's [tool.mypy] files).
+lint: install
+	$(BIN)/ruff check dgbench trainers loaders generators tests benchmarks scripts
+	$(BIN)/mypy
 
 test-all: install
 	$(BIN)/python -m pytest -q tests

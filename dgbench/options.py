@@ -86,7 +86,8 @@ def specs(options_type: type[Options]) -> list[OptionSpec]:
             continue
         out.append(OptionSpec(name=f.name, help=meta["help"], flag=meta["flag"] or "--" + f.name.replace("_", "-"),
                               aliases=meta["aliases"], choices=meta["choices"], minimum=meta["minimum"],
-                              positive=meta["positive"], upper=meta["upper"], is_flag=_base_type(options_type, f) is bool,
+                              positive=meta["positive"], upper=meta["upper"],
+                              is_flag=_base_type(options_type, f) is bool,
                               record=meta["record"]))
     return out
 
@@ -182,7 +183,8 @@ def click_options(owners: Iterable[tuple[str, type[Options]]]) -> list[click.Opt
             entry = merged.setdefault(spec.name, _Merged(spec, kind, [], []))
             entry.owners.append((label, defaults(options_type)[spec.name]))
             entry.choices += [c for c in (spec.choices or ()) if c not in entry.choices]
-            entry.spec = dataclasses.replace(entry.spec, aliases=tuple(dict.fromkeys(entry.spec.aliases + spec.aliases)))
+            aliases = tuple(dict.fromkeys(entry.spec.aliases + spec.aliases))
+            entry.spec = dataclasses.replace(entry.spec, aliases=aliases)
     return [_click_option(entry) for entry in merged.values()]
 
 

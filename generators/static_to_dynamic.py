@@ -31,7 +31,8 @@ OPTIONS = [
                  help=f"Edges of the generated static graph [default: {DEFAULT_STATIC_EDGES}]."),
     click.Option(["--snapshots", "-T"], type=click.IntRange(1), default=32, show_default=True),
     click.Option(["--trend"], default="increasing", show_default=True,
-                 help=f"Edge-count trend: one of {', '.join(TRENDS)}, or comma-separated keep fractions (one per snapshot)."),
+                 help=f"Edge-count trend: one of {', '.join(TRENDS)}, or comma-separated keep fractions "
+                      "(one per snapshot)."),
     click.Option(["--min-keep"], type=click.FloatRange(0, 1), default=0.3, show_default=True,
                  help="Smallest fraction of static edges a snapshot keeps."),
     click.Option(["--power-law"], type=click.FloatRange(min=1, min_open=True), default=None,

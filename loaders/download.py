@@ -4,7 +4,8 @@ A download goes to ``NAME.part`` beside its target; an interrupted one resumes w
 Range request (a server that ignores Range restarts it cleanly), is retried a few times, and is
 renamed into place only after its sha256 matches the registered one (when one is registered).
 Where none is published, the first download's sha256 is pinned in ``NAME.sha256`` and a cached file
-is checked against it before every reuse, so a damaged or swapped cache is caught. Without network the error says in one line where to get the file and how to pass it (--raw).
+is checked against it before every reuse, so a damaged or swapped cache is caught. Without network the
+error says in one line where to get the file and how to pass it (--raw).
 """
 from __future__ import annotations
 

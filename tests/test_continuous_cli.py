@@ -19,7 +19,8 @@ def test_sven_run_writes_a_record(tmp_path: Path):
                                  "--out", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
     record = json.loads(next((tmp_path / "runs").glob("sven-tgn-*.json")).read_text())
-    assert (record["family"], record["scheme"], record["model"], record["world_size"]) == ("continuous", "sven", "tgn", 2)
+    assert (record["family"], record["scheme"], record["model"], record["world_size"]) == \
+        ("continuous", "sven", "tgn", 2)
     epoch = record["epochs"][0]
     split = epoch["per_iteration"]
     assert split["iteration_s"] >= split["nm_communication_s"] + split["grad_allreduce_s"] - 1e-9

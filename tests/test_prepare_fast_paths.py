@@ -37,8 +37,9 @@ def _differing_files(a: Path, b: Path) -> list[str]:
 
 def _edges_text(rows: int, seed: int = 0) -> str:
     rng = np.random.default_rng(seed)
-    lines = [f"{u} {v} {w} {t}" for u, v, w, t in zip(rng.integers(0, 50, rows), rng.integers(0, 50, rows),
-                                                        rng.integers(1, 6, rows), np.sort(rng.integers(0, 10**6, rows)))]
+    columns = (rng.integers(0, 50, rows), rng.integers(0, 50, rows), rng.integers(1, 6, rows),
+               np.sort(rng.integers(0, 10**6, rows)))
+    lines = [f"{u} {v} {w} {t}" for u, v, w, t in zip(*columns)]
     return "\n".join(lines) + "\n"
 
 
@@ -81,7 +82,8 @@ def _snapshots(seed: int) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
     snaps = []
     for size in (300, 0, 1, 500, 2):
-        snaps.append({"src": rng.integers(0, 12, size).astype(np.int32), "dst": rng.integers(0, 12, size).astype(np.int32),
+        snaps.append({"src": rng.integers(0, 12, size).astype(np.int32),
+                      "dst": rng.integers(0, 12, size).astype(np.int32),
                       "weight": rng.integers(0, 3, size).astype(np.float32), "time": rng.integers(0, 4, size)})
     presorted = {name: np.sort(values) for name, values in snaps[0].items()}  # in (dst, src) order...
     presorted["time"] = presorted["time"][::-1].copy()  # ...but repeated pairs out of time order
