@@ -34,11 +34,6 @@ RECORD_SCHEMA = "dgbench.result"
 RECORD_SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-# Fields every per-epoch entry carries (others may be added by a family, e.g. events_per_s).
-EPOCH_FIELDS = ("epoch", "loss", "time_s", "transfer_s", "compute_s", "communication_s",
-                "comm_bytes", "comm_elements", "throughput", "metrics")
-
-
 def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -188,7 +183,3 @@ def write_record(record: dict[str, Any], out: str | Path) -> Path:
         sys.stderr.write(f"note: {path} already exists (a result file is never replaced); wrote {written}\n")
     return written
 
-
-def load_record(path: str | Path) -> dict[str, Any]:
-    """Parse a record file as plain JSON (never executes or unpickles anything)."""
-    return json.loads(Path(path).read_text())

@@ -3,7 +3,7 @@ loss curve (ESDG §6.4 Fig. 6), and what `snapshot` and `vertex` move is each mo
 (docs/discrete-schemes.md, "Models").
 
 Modelled on tests/test_discrete_equivalence.py: one launch per world size trains every
-(scheme, model) pair (trainers.discrete.experiment.run_experiments).
+(scheme, model) pair (trainers.experiment.run_experiments).
 """
 from __future__ import annotations
 
