@@ -169,6 +169,27 @@ def test_measured_bytes_equal_table3_per_partition_kind(runs, store):
                 assert row["features"] > 0 and sent["halo:forward"] == sent["halo:backward"] == row["features"], where
 
 
+@pytest.mark.slow
+def test_four_ranks_follow_single_two_devices_or_four(runs, store):
+    """P = 4: two devices of two processes (blad, blad-nm) and four devices of one, for the three models.
+    Slow: the registry-driven conformance suite already trains these at P = 4 in the default run."""
+    cases = [("blad", {}), ("blad-nm", {}), ("blad", {"procs_per_device": 1})]
+    keys = [(scheme, options, model) for scheme, options in cases for model in MODELS]
+    records = run_experiments([_config(s, m, store, 4, **o) for s, o, m in keys])
+    for (scheme, options, model), record in zip(keys, records):
+        where = f"{scheme} {options} {model} P=4"
+        np.testing.assert_allclose(_losses(record), _losses(runs["single"][model]), rtol=1e-5, err_msg=where)
+        report, sent = record["extra"]["blad"], _sent(record)
+        assert sent["gradients"] == report["table3"]["gradients_total"] and report["table3"]["ranks"] == 4, where
+        for tag, elements in record["extra"]["predicted_comm_elements"].items():
+            assert sent[tag] == elements, f"{where}: {tag}"
+        procs = options.get("procs_per_device", 2)
+        assert (report["devices"], report["procs_per_device"]) == (4 // procs, procs), where
+        if scheme == "blad" and procs == 2:
+            assert report["pairs_exchanged"] > 0 and report["exchanges_run"] == BASE["epochs"] * report[
+                "pairs_exchanged"], where
+
+
 def test_refusals_are_one_line(store):
     with pytest.raises(DgbenchError, match="trains snapshot groups"):
         resolve(RunConfig("blad", "wdgcn", store, nproc=2, group_length=0))
