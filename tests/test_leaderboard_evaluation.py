@@ -97,6 +97,21 @@ def test_time_to_quality_table_on_a_store_with_a_target(tmp_path):
     assert float(cells["Seconds to target"]) == pytest.approx(sorted(seconds)[1], rel=1e-2)
 
 
+def test_time_to_quality_leaves_baselines_out(tmp_path):
+    """A baseline trains nothing: 'reaching' the target in its zero training seconds is no time to quality."""
+    board = tmp_path / "board"
+    for seed in (0, 1, 2):
+        record = make_record(model="persistence", seed=seed, epochs=4,
+                             dataset=official_dataset("communities (defaults)"))
+        record["extra"] = {**record.get("extra", {}), "baseline": {"lookback": 1}}
+        for epoch in record["epochs"]:
+            epoch["metrics"]["val"]["ap"] = 0.77  # above the target from the first epoch on
+        submit(write(reseal(record), tmp_path / f"{seed}.json"), board)
+    view = build_view(load_board(board))
+    assert not any(table.rows for table in view.tables.get("time-to-quality", []))
+    assert next(t for t in view.tables["accuracy"] if t.id == "accuracy-official").rows  # still ranked for accuracy
+
+
 def test_seeds_are_parsed_and_refused_with_one_line():
     from trainers.seeds import parse_seeds
     assert parse_seeds("0,1, 2") == [0, 1, 2]

@@ -2,7 +2,9 @@
 
 One row per dataset × model × scheme × hardware × world size × setup over the accuracy records of stores
 whose registry entry names a ``quality_target``: how many seeds reached it, and the median training
-seconds and epochs they took (runs that never reached it are counted, not timed).
+seconds and epochs they took (runs that never reached it are counted, not timed). Baselines (records with
+``extra.baseline``: edgebank, persistence) train nothing, so they have no time to quality and are left out
+here; their accuracy rows show where the target stands.
 """
 from __future__ import annotations
 
@@ -19,6 +21,11 @@ COLUMNS = ["Dataset", "Target", "Model", "Scheme", "Hardware", "World", "Seeds",
            "Epochs to target", "Setup"]
 
 
+def is_baseline(record: dict) -> bool:
+    """A baseline's record (it ran instead of a training loop; dgbench/tasks/baselines.py)."""
+    return isinstance(record.get("extra"), dict) and "baseline" in record["extra"]
+
+
 def _target_label(target: dict) -> str:
     return f"{target.get('split', 'val')} {target.get('metric', 'ap')} ≥ {target['value']}"
 
@@ -28,9 +35,9 @@ def time_to_quality_table(entries: list[Entry], section: str) -> Table:
     groups: dict[tuple, dict[int, Entry]] = defaultdict(dict)
     for entry in sorted(entries, key=lambda e: e.record["started_at"]):
         target = (entry.official or {}).get("quality_target")
-        if not target:
-            continue
         record = entry.record
+        if not target or is_baseline(record):
+            continue
         key = (dataset_label(entry), json.dumps(target, sort_keys=True), record["model"], record["scheme"],
                record["hardware_class"], record["world_size"], json.dumps(learning_setup(record), sort_keys=True))
         groups[key].setdefault(record["hyperparameters"].get("seed", 0), entry)
