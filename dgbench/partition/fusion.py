@@ -12,10 +12,11 @@
   sequences exactly the values of running it alone.
 
 Choices the paper leaves open: the redundancy of a pair is the number of rows both load (one row =
-``row_bytes``); a chunk's memory is its loaded rows × ``row_bytes`` (the scheme calibrates
-``row_bytes`` from the first epoch's measured peak, §5.1.1 "right after completing the first
-training epoch"); "close to" is 90 %; ties go to the pair of lowest ids. Sequences whose carry
-crosses ranks (one that starts from a received state, or whose final state is sent on) are
+``row_bytes``); a chunk's memory is its loaded rows × ``row_bytes`` — ``dgc`` passes 4 bytes × the
+model's summed spatial widths and a fixed ``--fusion-budget-mb``, fusing from the first epoch (§5.1.1
+measures each chunk's memory "right after completing the first training epoch" and fuses afterwards;
+that measurement is not done here); "close to" is 90 %; ties go to the pair of lowest ids. Sequences
+whose carry crosses ranks (one that starts from a received state, or whose final state is sent on) are
 ``exclusive``: each gets a row of its own at offset 0, so the row's initial carry can be the received
 state and the row's final carry is the segment's own.
 """
