@@ -107,10 +107,10 @@ def test_every_scheme_computes_an_even_share_of_every_batch(two_rank_results):
 
 
 def _plans(dataset: Path, model: str, scheme: str, world: int, **overrides):
-    """The training batches as each rank plans them, and the partition's owners, rebuilt here."""
+    """The training batches as each rank plans them, and the partition (owners, pre-sampled report), rebuilt here."""
     run = resolve(_config(dataset, model, scheme, world, **overrides))
     problem = partition_problem(run)
-    owner = run.scheme.partition(problem, world, run.scheme_options).owner
+    partition = run.scheme.partition(problem, world, run.scheme_options)
     stream: EventStream = problem.stream
     sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes)
     per_rank = []
@@ -121,7 +121,7 @@ def _plans(dataset: Path, model: str, scheme: str, world: int, **overrides):
                                deliver_to_neighbors=problem.deliver_to_neighbors)
         per_rank.append([planner.plan("train", i, a, b) for i, (a, b) in enumerate(planner.batch_bounds(
             "train", SMALL["batch_size"]))])
-    return per_rank, owner, run
+    return per_rank, partition, run
 
 
 def test_depcomm_bytes_equal_eq8_on_the_same_batches(stream_path, two_rank_results):
@@ -129,7 +129,8 @@ def test_depcomm_bytes_equal_eq8_on_the_same_batches(stream_path, two_rank_resul
     updated memory, d_mem = 16 for TGN's GRU) + N2 (1 - eta2) rows of memory and message, each with
     the memory time, the mail time and the write priority; the ideal (M-1)/M is the counted remote share."""
     world, memory = 2, SMALL["memory_dim"]
-    per_rank, owner, run = _plans(stream_path, "tgn", "depcomm", world, partition="range")
+    per_rank, partition, run = _plans(stream_path, "tgn", "depcomm", world, partition="range")
+    owner = partition.owner
     n1_remote = n2_remote_distinct = 0
     for rank, plans in enumerate(per_rank):
         for plan in plans:
@@ -150,8 +151,8 @@ def test_recorded_eq8_is_the_printed_formula_on_the_same_batches(stream_path):
     eta (Eq. 1: repeats over all positions of the whole mini-batch's list) counted here from the ranks'
     own plans, not from the pre-sampling pass that wrote the record."""
     world, memory, d_edge = 2, SMALL["memory_dim"], 4
-    per_rank, _, run = _plans(stream_path, "tgn", "depcomm", world, partition="range")
-    report = run.scheme.partition(partition_problem(run), world, run.scheme_options).report
+    per_rank, partition, _ = _plans(stream_path, "tgn", "depcomm", world, partition="range")
+    report = partition.report
     row, share = (2 * memory + d_edge) + memory, 2 * (world - 1) / world
     dispatch = aggregation = 0.0
     for batch in zip(*per_rank):  # the same batch as each rank planned its share of it
