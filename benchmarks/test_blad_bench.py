@@ -120,10 +120,13 @@ def test_reordering_overhead_per_batch(benchmark, predictor, snapshots):
 
 E2E_NODES = int(os.environ.get("DGBENCH_BLAD_BENCH_NODES", "2048"))
 E2E_SNAPSHOTS = int(os.environ.get("DGBENCH_BLAD_BENCH_SNAPSHOTS", "24"))
-E2E_EPOCHS = 3
+E2E_EPOCHS = int(os.environ.get("DGBENCH_BLAD_BENCH_EPOCHS", "3"))
+E2E_MODELS = os.environ.get("DGBENCH_BLAD_BENCH_MODELS", "wdgcn,evolvegcn-o").split(",")
+# a predictor fitted here by `dgbench costmodel fit blad` (§5.2.2); unset: blad's operation-count proxy
+E2E_COSTMODEL = os.environ.get("DGBENCH_BLAD_COSTMODEL") or None
 E2E_SCHEMES = [("blad", {}), ("blad", {"balance": "even"}), ("blad-nm", {}), ("snapshot", {}),
                ("vertex", {"partition": "auto"})]
-FEATURE_TAGS = ("to_vertex", "to_time", "halo", "scores")
+TABLE3_KIND = {"blad": "group", "blad-nm": "group", "snapshot": "snapshot", "vertex": "vertex"}
 
 
 def as733_like_trend(snapshots: int, seed: int = 0) -> str:
@@ -150,15 +153,46 @@ def _elements(record: dict) -> dict[str, int]:
     return out
 
 
+def _table3_features(scheme: str, model: str, store: Path, options: dict) -> int:
+    """Table 3's feature column (one direction) for the scheme's partition kind on ``store`` at P = 2
+    (dgbench.schedule.table3): from the model's widths, the groups and (vertex) the run's partitioner."""
+    from dgbench.registry import MODELS
+    from dgbench.schedule.table3 import halo_rows, table3
+    from trainers.discrete.blad import parameter_split
+    from trainers.discrete.data import TRAIN, DiscreteData
+    from trainers.discrete.placement import partition_owner
+    data = DiscreteData(store, seed=0, group_length=GROUP, smoothing="none")
+    net = MODELS[f"discrete:{model}"].build(in_features=data.in_features, hidden=HIDDEN)
+    split, groups = parameter_split(net), [data.group_of(s) for s in data.steps_of(TRAIN)]
+    kind, halos = TABLE3_KIND[scheme], None
+    if kind == "vertex":
+        owner = partition_owner(data, 2, options["partition"], data.seed).owner
+        halos = [halo_rows(edges, owner) for edges in data.input_edge_lists()]
+    return table3(kind, ranks=2, w_gnn=split["gnn"], w_rnn=split["rnn"], w_scorer=split["scorer"],
+                  group_lengths=[len(g) for g in groups], n_vertex=data.num_nodes,
+                  temporal_widths=net.feature_widths(), spatial_width=sum(sum(w) for w in net.spatial_widths() or []),
+                  halo_rows_per_step=halos, groups=groups).features
+
+
 def _row(record: dict) -> dict:
     sent = _elements(record)
     busy = [rank["compute_s"] for rank in record["epochs"][-1]["per_rank"]]
-    features = sum(n for tag, n in sent.items() if tag.split(":")[0] in FEATURE_TAGS)
+    # counted as Table 3 counts (dgbench.schedule.table3): ESDG's four re-distribution tags together (2·N·T·F),
+    # the vertex halo one direction (T·N_khop·F; the backward moves as much again)
+    features = sum(n for tag, n in sent.items() if tag.split(":")[0] in ("to_vertex", "to_time")) + \
+        sent.get("halo:forward", 0)
     intra = sum(n for tag, n in sent.items() if tag.startswith("intra:"))
+    scores = sum(n for tag, n in sent.items() if tag.startswith("scores"))
+    blad = record["extra"].get("blad", {})
     return {"epoch_s": float(np.median([e["time_s"] for e in record["epochs"][1:]])),
             "bytes": record["epochs"][-1]["comm_bytes"], "gradients": sent.get("gradients", 0),
-            "features": features, "intra": intra, "busy_max_over_min": max(busy) / max(min(busy), 1e-9),
-            "table3": record["extra"].get("blad", {}).get("table3")}
+            "features_as_table3": features, "scores": scores, "intra": intra,
+            "busy_s": [round(b, 4) for b in busy], "busy_max_over_min": max(busy) / max(min(busy), 1e-9),
+            "table3": blad.get("table3"), "p1_snapshots": blad.get("p1_snapshots"),
+            "durations": (blad.get("durations") or {}).get("source"),
+            "overhead_s": blad.get("overhead_seconds"), "pairs_exchanged": blad.get("pairs_exchanged"),
+            "fingerprint": record.get("dataset", {}).get("fingerprint") if isinstance(record.get("dataset"), dict)
+            else None}
 
 
 def _compare(benchmark, store: Path, models: list[str], label: str) -> dict:
@@ -166,26 +200,36 @@ def _compare(benchmark, store: Path, models: list[str], label: str) -> dict:
     from trainers.experiment import run_experiments
     keys = [(scheme, tuple(sorted(o.items())), model) for scheme, o in E2E_SCHEMES for model in models]
     configs = [RunConfig(scheme, model, store, nproc=2, epochs=E2E_EPOCHS, hidden=HIDDEN, seed=0, group_length=GROUP,
-                         smoothing="none", out=store.parent / "runs", **dict(o)) for scheme, o, model in keys]
+                         smoothing="none", out=store.parent / "runs", **dict(o),
+                         **({"costmodel": Path(E2E_COSTMODEL)} if E2E_COSTMODEL and scheme.startswith("blad") else {}))
+               for scheme, o, model in keys]
     records = benchmark.pedantic(run_experiments, args=(configs,), rounds=1, iterations=1)
     rows = {key: _row(record) for key, record in zip(keys, records)}
-    print(f"\n{label}, P = 2, L = {GROUP}, {E2E_EPOCHS} epochs (median of epochs 2..); shared 2-core CPU")
-    print(f"{'scheme':<22}{'model':<13}{'epoch s':>9}{'vs blad':>9}{'bytes/epoch':>13}{'gradient el':>13}"
-          f"{'feature el':>12}{'intra el':>10}{'busy max/min':>14}")
+    for (scheme, options, model), row in rows.items():
+        row["table3_features"] = _table3_features(scheme, model, store, dict(options))
+    print(f"\n{label}, P = 2, L = {GROUP}, {E2E_EPOCHS} epochs (median of epochs 2..); shared 2-core CPU; "
+          f"durations: {rows[keys[0]]['durations']}; store {rows[keys[0]]['fingerprint']}")
+    print(f"{'scheme':<14}{'model':<13}{'epoch s':>9}{'vs blad':>9}{'bytes/epoch':>13}{'gradient el':>13}"
+          f"{'feature el':>12}{'Table 3':>10}{'scores el':>10}{'intra el':>10}{'busy max/min':>14}")
     for (scheme, options, model), row in rows.items():
         name = scheme + ("-even" if dict(options).get("balance") == "even" else "")
         base = rows[("blad", (), model)]["epoch_s"]
-        print(f"{name:<22}{model:<13}{row['epoch_s']:>9.3f}{row['epoch_s'] / base:>9.2f}{row['bytes']:>13,}"
-              f"{row['gradients']:>13,}{row['features']:>12,}{row['intra']:>10,}{row['busy_max_over_min']:>14.3f}")
+        print(f"{name:<14}{model:<13}{row['epoch_s']:>9.3f}{row['epoch_s'] / base:>9.2f}{row['bytes']:>13,}"
+              f"{row['gradients']:>13,}{row['features_as_table3']:>12,}{row['table3_features']:>10,}{row['scores']:>10,}"
+              f"{row['intra']:>10,}{row['busy_max_over_min']:>14.3f}")
+    for (scheme, options, model), row in rows.items():
+        if scheme.startswith("blad"):
+            print(f"  {scheme}{dict(options)} {model}: busy s per rank {row['busy_s']}, p_i {row['p1_snapshots']}, "
+                  f"pairs exchanged {row['pairs_exchanged']}, overhead s {row['overhead_s']}")
     for model in models:
         blad = rows[("blad", (), model)]
-        assert blad["features"] == 0 and blad["gradients"] == blad["table3"]["gradients_total"]
+        assert blad["features_as_table3"] == 0 and blad["gradients"] == blad["table3"]["gradients_total"]
     benchmark.extra_info.update({f"{s}{dict(o)}/{m}": r for (s, o, m), r in rows.items()})
     return rows
 
 
 def test_end_to_end_as733_like_static_to_dynamic(benchmark, as_like_store):
-    _compare(benchmark, as_like_store, ["wdgcn", "evolvegcn-o"], f"static-to-dynamic N={E2E_NODES}, "
+    _compare(benchmark, as_like_store, E2E_MODELS, f"static-to-dynamic N={E2E_NODES}, "
              f"T={E2E_SNAPSHOTS}, AS-733-like edge trend")
 
 
@@ -194,4 +238,4 @@ def test_end_to_end_real_collegemsg_weekly(benchmark, shared_data, tmp_path):
     from loaders.prepare import build_file
     raw = shared_data / "snap_CollegeMsg" / "CollegeMsg.txt"
     store = build_file(out=tmp_path / "college.zarr", fmt="snap", raw=raw, to="snapshots", window="7d")
-    _compare(benchmark, store, ["wdgcn"], "SNAP CollegeMsg, weekly snapshots")
+    _compare(benchmark, store, E2E_MODELS[:1], "SNAP CollegeMsg, weekly snapshots")
