@@ -17,7 +17,9 @@ Instantiation (elements; every group of the epoch summed, T = that group's lengt
   too: :func:`table3` reports the printed row and ``gnn_param_unprinted`` beside it.
 * snapshot features: per temporal layer with widths (a, b) moved to and from the vertex layout, ESDG
   §4.2's re-distribution at P = 2 moves T·N/2 rows of a and of b forward and the same backward:
-  N·T·(a + b), = Table 3's 2·N·T·F when a = b = F. For P > 2 the harness moves 4·T·N·(P-1)/P·F
+  N·T·(a + b), = Table 3's 2·N·T·F when a = b = F. Exact for even N; for odd N, with rank 0 holding
+  (N-1)/2 rows, the harness moves (a + b)·Σ_groups (T_0 - T_1) more (T_r: the group's steps on rank r;
+  -24 of 2.1 M elements on CollegeMsg weekly). For P > 2 the harness moves 4·T·N·(P-1)/P·F
   (even splits), which Table 3 does not model; ``features`` then states the printed value only.
 * vertex features: prob = 1 (full-graph groups, no sampling); the harness exchanges 1-hop halos per
   GCN aggregation (ESDG §4.1) rather than a k-hop neighbourhood once, so N_khop·F becomes
