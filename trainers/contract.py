@@ -30,7 +30,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 
@@ -89,9 +89,10 @@ class Partition:
 
 
 NO_PARTITION = Partition()
+ProblemT = TypeVar("ProblemT")  # the family's view of a run's data that its partition step reads
 
 
-class Scheme(ABC, Generic[OptionsT]):
+class Scheme(ABC, Generic[OptionsT, ProblemT]):
     """Base of every scheme. Subclasses set the class attributes and implement their family's hooks."""
 
     name: ClassVar[str]
@@ -111,7 +112,7 @@ class Scheme(ABC, Generic[OptionsT]):
     def validate(self, options: OptionsT, world_size: int) -> None:
         """Refuse (DgbenchError, one line) combinations of options that would not run as recorded."""
 
-    def partition(self, problem: Any, parts: int, options: OptionsT) -> Partition:
+    def partition(self, problem: ProblemT, parts: int, options: OptionsT) -> Partition:
         """The partition step for ``parts`` ranks (rank 0 runs it once per job); default: none.
         ``problem`` is the family's view of the run's data and protocol (seed included)."""
         return NO_PARTITION
@@ -132,7 +133,7 @@ class Scheme(ABC, Generic[OptionsT]):
             raise DgbenchError(problem)
 
 
-class DiscreteScheme(Scheme[OptionsT]):
+class DiscreteScheme(Scheme[OptionsT, "DiscreteData"]):
     """A scheme of the discrete-time (snapshot) family."""
 
     family: ClassVar[Family] = "discrete"
@@ -150,7 +151,7 @@ class DiscreteScheme(Scheme[OptionsT]):
         return None
 
 
-class ContinuousScheme(Scheme[OptionsT]):
+class ContinuousScheme(Scheme[OptionsT, "StreamProblem"]):
     """A scheme of the continuous-time (event stream, memory-based TGNN) family."""
 
     family: ClassVar[Family] = "continuous"
