@@ -98,7 +98,7 @@ def main() -> None:
     trained = record["epochs"][0]["work"]
     print(f"TGN single, memory {args.memory_dim}, {trained} training events, batch 600, k=10, {args.threads} thread(s),"
           f" prefetch 0, profiled epoch {epoch:.2f}s ({trained / epoch:.0f} ev/s under the profilers); "
-          f"commit {record['code']['commit'][:10]} dirty={record['code']['dirty']}")
+          f"commit {(record['code']['commit'] or 'not a git tree')[:10]} dirty={record['code']['dirty']}")
     print(f"{'part':52s} {'s':>7s} {'%':>6s}")
     for part, value in inclusive_seconds(stats).items():
         print(f"{part:52s} {value:7.2f} {100 * value / epoch:6.1f}")
