@@ -124,8 +124,8 @@ E2E_EPOCHS = int(os.environ.get("DGBENCH_BLAD_BENCH_EPOCHS", "3"))
 E2E_MODELS = os.environ.get("DGBENCH_BLAD_BENCH_MODELS", "wdgcn,evolvegcn-o").split(",")
 # a predictor fitted here by `dgbench costmodel fit blad` (§5.2.2); unset: blad's operation-count proxy
 E2E_COSTMODEL = os.environ.get("DGBENCH_BLAD_COSTMODEL") or None
-E2E_SCHEMES = [("blad", {}), ("blad", {"balance": "even"}), ("blad-nm", {}), ("snapshot", {}),
-               ("vertex", {"partition": "auto"})]
+E2E_SCHEMES = [("blad", {}), ("blad", {"balance": "even"}), ("blad-nm", {}), ("blad", {"procs_per_device": 1}),
+               ("snapshot", {}), ("vertex", {"partition": "auto"})]
 TABLE3_KIND = {"blad": "group", "blad-nm": "group", "snapshot": "snapshot", "vertex": "vertex"}
 
 
@@ -212,7 +212,8 @@ def _compare(benchmark, store: Path, models: list[str], label: str) -> dict:
     print(f"{'scheme':<14}{'model':<13}{'epoch s':>9}{'vs blad':>9}{'bytes/epoch':>13}{'gradient el':>13}"
           f"{'feature el':>12}{'Table 3':>10}{'scores el':>10}{'intra el':>10}{'busy max/min':>14}")
     for (scheme, options, model), row in rows.items():
-        name = scheme + ("-even" if dict(options).get("balance") == "even" else "")
+        name = scheme + ("-even" if dict(options).get("balance") == "even" else "") + \
+            ("-1proc" if dict(options).get("procs_per_device") == 1 else "")
         base = rows[("blad", (), model)]["epoch_s"]
         print(f"{name:<14}{model:<13}{row['epoch_s']:>9.3f}{row['epoch_s'] / base:>9.2f}{row['bytes']:>13,}"
               f"{row['gradients']:>13,}{row['features_as_table3']:>12,}{row['table3_features']:>10,}{row['scores']:>10,}"
