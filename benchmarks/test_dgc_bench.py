@@ -10,8 +10,9 @@ aggregation's accuracy / traffic trade-off (Tables 2-3), and the partitioning ov
   above the best baseline's, and its advantage grows with non-uniformity.
 * ``test_stale_aggregation_real_store``: CollegeMsg in daily snapshots (``DGC_STALE_WINDOW``, e.g. 7d;
   ../shared/data, skipped when absent), dgc with T-GCN (``DGC_STALE_MODEL``) at P = 2 for
-  ``DGC_STALE_EPOCHS`` (20) epochs: accuracy, AP and % of embedding traffic saved for θ = 0, 0.1D,
-  0.3D, 0.5D, 0.7D, 0.9D and adaptive (Eq. 6 as intended), against stale off.
+  ``DGC_STALE_EPOCHS`` (20) epochs, run options from ``DGC_STALE_OPTIONS`` (JSON): accuracy, AP
+  and % of embedding traffic saved for θ = 0, 0.1D, 0.3D, 0.5D, 0.7D, 0.9D and adaptive (Eq. 6 as
+  intended), against stale off.
 * Overhead: chunk generation + assignment seconds over the training seconds of each dgc run.
 
 With DGBENCH_BENCH_QUICK=1 (CI's quick pass) each sweep runs a corner on small sizes (one grid cell
@@ -52,6 +53,16 @@ def scheme_bytes(record: dict[str, Any], epoch: int = -1) -> int:
     ranks = record["epochs"][epoch]["per_rank"]
     return sum(stats["bytes"] for rank in ranks for tag, stats in rank["comm_by_tag"].items()
                if not tag.startswith(CONTROL_TAGS))
+
+
+def bytes_by_tag(record: dict[str, Any], epoch: int = -1) -> dict[str, int]:
+    """The scheme's bytes of one training epoch per tag family (``halo``, ``carry``, ``scores``, ...)."""
+    out: dict[str, int] = {}
+    for rank in record["epochs"][epoch]["per_rank"]:
+        for tag, stats in rank["comm_by_tag"].items():
+            if not tag.startswith(CONTROL_TAGS):
+                out[tag.split(":")[0]] = out.get(tag.split(":")[0], 0) + stats["bytes"]
+    return out
 
 
 def balance(record: dict[str, Any]) -> float:
@@ -105,6 +116,7 @@ def test_nonuniformity_grid(benchmark, tmp_path_factory):
             cell = {"std_edges": std, "min_presence": presence}
             for scheme, record in zip(GRID_SCHEMES, records):
                 row = {**cell, "scheme": scheme, "bytes_per_epoch": scheme_bytes(record),
+                       "bytes_by_tag": bytes_by_tag(record),
                        "lambda": balance(record), "epoch_s": record["epochs"][-1]["time_s"]}
                 if scheme == "dgc":
                     row.update(overhead(record), chunks=record["extra"]["partition"]["chunking"]["chunks"])
@@ -134,11 +146,12 @@ def test_stale_aggregation_real_store(benchmark, shared_data, tmp_path_factory):
     store = _collegemsg(shared_data, folder, window)
     epochs = int(os.environ.get("DGC_STALE_EPOCHS", "2" if QUICK else "20"))
     model = os.environ.get("DGC_STALE_MODEL", "tgcn")
+    given = json.loads(os.environ.get("DGC_STALE_OPTIONS", "{}"))  # e.g. {"hidden": 16, "lr": 0.03}
     rows: list[dict[str, Any]] = []
 
     def run_sweep() -> None:
         configs = [RunConfig("dgc", model, store, nproc=2, epochs=epochs, seed=0, presence="edges",
-                             out=folder / "runs", stale=setting) for setting in STALE_SETTINGS]
+                             out=folder / "runs", stale=setting, **given) for setting in STALE_SETTINGS]
         records = run_experiments(configs)
         baseline = sum(scheme_bytes(records[0], e) for e in range(epochs))
         for setting, record in zip(STALE_SETTINGS, records):
@@ -154,7 +167,7 @@ def test_stale_aggregation_real_store(benchmark, shared_data, tmp_path_factory):
             rows.append(row)
 
     benchmark.pedantic(run_sweep, rounds=1, iterations=1)
-    print(f"\nCollegeMsg ({window} snapshots), dgc {model} P=2, {epochs} epochs, presence edges")
+    print(f"\nCollegeMsg ({window} snapshots), dgc {model} P=2, {epochs} epochs, presence edges {given}")
     print("stale     | accuracy |   AP   |  AUC   | traffic saved | partition share (100 ep.)")
     for r in rows:
         print(f"{r['stale']:9s} | {r['accuracy']:.4f}   | {r['ap']:.4f} | {r['auc']:.4f} | "
