@@ -68,6 +68,7 @@ class StreamProblem:
     seed: int
     neighbors: int = 0
     sampler: str = "recent"
+    sampler_decay: float = 0.0  # the sis strategy's time-decay rate (0: uniform weights)
     fetch_neighbors: bool = False  # the model's embedding reads its sampled neighbours
     deliver_to_neighbors: bool = False  # the model mails its endpoints' sampled neighbours (APAN)
     memory_dim: int = 0

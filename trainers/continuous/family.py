@@ -46,6 +46,9 @@ class TaskOptions(Options):
     batch_size: int = option(600, "Events per batch (TGL / Sven Table 4).", positive=True)
     neighbors: int = option(10, "Temporal neighbours sampled per root.", positive=True)
     sampler: str = option("recent", "Temporal neighbour sampler.", choices=tuple(STRATEGIES))
+    sampler_decay: float = option(0.0, "Time-decay rate of --sampler sis: an earlier event e weighs "
+                                       "exp(-decay (t_query - t_e)), per time unit of the store (T-GCN §3.2's temporal "
+                                       "weights); 0: uniform.", minimum=0.0)
     memory_dim: int = option(100, "Node memory width (even: two attention heads).", positive=True)
     max_events: int | None = option(None, "Train on the first N events only (split in the store's proportions).",
                                     positive=True)
@@ -66,6 +69,9 @@ def check(run: ResolvedRun) -> None:
     assert isinstance(task, TaskOptions)
     if task.memory_dim % 2:
         raise DgbenchError(f"--memory-dim must be even (two attention heads), got {task.memory_dim}")
+    if task.sampler_decay and task.sampler != "sis":
+        raise DgbenchError(f"--sampler-decay {task.sampler_decay}: time-decay weights are the sis sampler's "
+                           f"(--sampler sis), not {task.sampler}'s")
     _evaluation(run)  # written beside the store before any rank starts (dgbench/tasks/evalset.py)
 
 
@@ -84,6 +90,7 @@ def partition_problem(run: ResolvedRun) -> StreamProblem:
     probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=stream.edge_dim)
     dtype = getattr(torch, run.config.extra.get("dtype", "float32"))
     return StreamProblem(stream, task.batch_size, run.config.seed, neighbors=task.neighbors, sampler=task.sampler,
+                         sampler_decay=task.sampler_decay,
                          fetch_neighbors=bool(getattr(probe, "uses_neighbors", False)),
                          deliver_to_neighbors=bool(getattr(probe, "delivers_to_neighbors", False)),
                          memory_dim=task.memory_dim, bytes_per_value=torch.finfo(dtype).bits // 8)
@@ -101,6 +108,7 @@ def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
                             time_shift=gap_mean, time_scale=gap_std)
     assert isinstance(model, TemporalModel)
     options = LoopOptions(batch_size=task.batch_size, neighbors=task.neighbors, sampler=task.sampler,
+                          sampler_decay=task.sampler_decay,
                           lr=run.config.lr, seed=run.config.seed, prefetch=int(run.config.extra.get("prefetch", 2)))
     trainer = ContinuousTrainer(ctx, stream, model, scheme, run.scheme_options, partition, options)
     trainer.evaluation = _evaluation(run)  # validation and test: the run's fixed evaluation sets

@@ -55,6 +55,7 @@ class LoopOptions:
     lr: float
     seed: int
     prefetch: int = 2
+    sampler_decay: float = 0.0
 
 
 @dataclass
@@ -96,7 +97,7 @@ class ContinuousTrainer:
         self.state = scheme.node_state(ctx, model.layout, partition, scheme_options)
         self.microbatches = scheme.microbatches(scheme_options)
         delivers = getattr(model, "delivers_to_neighbors", False)
-        sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes) \
+        sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes, decay=options.sampler_decay) \
             if (model.uses_neighbors or delivers) else None
         self.planner = BatchPlanner(stream, sampler, options.neighbors, options.sampler, options.seed,
                                     scheme.assign_events(partition, ctx.rank, ctx.world_size), self.state.route,

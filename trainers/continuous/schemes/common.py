@@ -54,7 +54,8 @@ def pre_sample(problem: StreamProblem, parts: int) -> PreSample:
     moved (Alg. 2 within each batch) and per batch Eq. 1's N and eta."""
     stream = problem.stream
     sampled = problem.neighbors > 0 and (problem.fetch_neighbors or problem.deliver_to_neighbors)
-    sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes) if sampled else None
+    sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes,
+                              decay=problem.sampler_decay) if sampled else None
     planner = BatchPlanner(stream, sampler, problem.neighbors, problem.sampler, problem.seed,
                            lambda src: np.ones(len(src), dtype=bool), lambda ids: None,
                            fetch_neighbors=problem.fetch_neighbors, deliver_to_neighbors=problem.deliver_to_neighbors)
