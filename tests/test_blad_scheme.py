@@ -38,7 +38,7 @@ def _config(scheme: str, model: str, store: Path, nproc: int, **options) -> RunC
     return RunConfig(scheme, model, store, nproc=nproc, out=store.parent / "runs", **BASE, **options)
 
 
-CASES = [("blad", {}, MODELS), ("blad-nm", {}, ("tgcn",)), ("blad", {"procs_per_device": 1}, ("evolvegcn-o",)),
+CASES = [("blad", {}, MODELS), ("blad-nm", {}, MODELS), ("blad", {"procs_per_device": 1}, MODELS),
          ("snapshot", {}, ("wdgcn",)), ("vertex", {"partition": "range"}, ("evolvegcn-o",))]
 
 
@@ -201,6 +201,7 @@ def test_refusals_are_one_line(store):
     assert run.task.group_length == 4 and run.task.smoothing == "none"  # BLAD's protocol defaults
 
 
+@pytest.mark.slow  # 16-23 s (profiling + two launches); the predictor's own tests run by default
 def test_a_fitted_predictor_drives_the_split_and_is_refused_for_another_width(store, tmp_path):
     from dgbench.schedule.predictor import fit_predictor, grid_loads, profile_operators, save_predictor
     samples = profile_operators(grid_loads([40, 160], [2, 6]), [2, 6], 6, ["aggregate", "update", "lstm"], repeats=1)
