@@ -147,8 +147,12 @@ def test_discrete_schemes_train_like_single_and_move_what_they_predict(discrete_
     assert runs, f"no discrete scheme runs on {world} ranks"
     for (scheme, model, options), record in runs.items():
         where = f"{scheme} {dict(options)} {model} P={world}"
-        np.testing.assert_allclose(losses(record), losses(_reference(discrete_runs, model, record)), rtol=1e-5,
-                                   err_msg=where)
+        reference = _reference(discrete_runs, model, record)
+        np.testing.assert_allclose(losses(record), losses(reference), rtol=1e-5, err_msg=where)
+        for split in ("val", "test"):  # the same evaluation set, scored by the one evaluator
+            assert record["final_metrics"][split].keys() == reference["final_metrics"][split].keys(), where
+            assert record["final_metrics"][split]["mrr"] == pytest.approx(reference["final_metrics"][split]["mrr"],
+                                                                          abs=1e-3), where
         assert record["world_size"] == world
         predicted = record["extra"].get("predicted_comm_elements")
         assert predicted is not None or world == 1, f"{where}: no volume prediction"

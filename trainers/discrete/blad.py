@@ -51,7 +51,6 @@ import torch.nn.functional as F
 from dgbench.costmodel import proxy_provenance
 from dgbench.dist import Comm, DistContext, PhaseTimer, make_mesh
 from dgbench.errors import DgbenchError
-from dgbench.metrics import link_prediction_metrics
 from dgbench.models.contract import LayoutSequence, State
 from dgbench.models.sparse import SparseOperator, block_diagonal, graph_attention, spmm
 from dgbench.options import Options, option
@@ -658,10 +657,9 @@ class BladSchedule(GroupSchedule):
                     halves, _ = trainer.model.forward_block(view.for_forward([frozenset()] * view.num_steps),
                                                             trainer.initial_state())
                     logits = pair_logits(halves, view.block.start, [batch], trainer.model.scorer.bias)
-                    labels = torch.from_numpy(batch.label).to(logits.device)
-                    rows.append(torch.stack([logits.double(), labels.double()], dim=1))
+                    rows.append(trainer.pair_rows(logits, [batch]))
             gathered = trainer.ctx.comm.all_gather_uneven(torch.cat(rows), tag="evaluation")
-            out[split] = link_prediction_metrics(*gathered.t())
+            out.update(trainer.split_metrics(split, gathered))  # the run's evaluation sets, as every scheme
         return out
 
 
