@@ -32,6 +32,17 @@ for scheme in snapshot vertex; do  # one rank, then two: strong (same store) and
   run --scheme "$scheme" --model tmgcn --dataset stores/esdg-random-n2048.zarr --nproc 2
 done
 
+# The DGC/BLAD model zoo under single, DGC's schemes (PSS, PTS, PGC) beside snapshot (DGC's PSS-TS) on T-GCN, and
+# BLAD (snapshot groups; its own group protocol) beside snapshot and vertex under the same group protocol on WD-GCN.
+for model in tgcn wdgcn mpnn-lstm dysat; do
+  run --scheme single --model "$model" --dataset stores/esdg-random.zarr
+done
+for scheme in snapshot pss pts dgc; do
+  run --scheme "$scheme" --model tgcn --dataset stores/esdg-random.zarr --nproc 2
+done
+for scheme in blad blad-nm snapshot vertex; do
+  run --scheme "$scheme" --model wdgcn --dataset stores/esdg-random.zarr --nproc 2 --group-length 4
+done
 # Continuous time (Sven): accuracy over three seeds, then the four schemes at two ranks.
 for model in tgn jodie apan; do
   for seed in 0 1 2; do run --scheme single --model "$model" --dataset stores/stream.zarr --seed "$seed"; done
@@ -39,6 +50,9 @@ done
 for scheme in depcache depcomm sven; do
   run --scheme "$scheme" --model tgn --dataset stores/stream.zarr --nproc 2
 done
+# Streaming T-GCN: DyGNN batch-parallel under single, and the grid scheme on two ranks.
+run --scheme single --model dygnn --dataset stores/stream.zarr
+run --scheme tgcn --model dygnn --dataset stores/stream.zarr --nproc 2
 
 # Accuracy track on data with structure to learn (three seeds each; every seed scores the store's official
 # evaluation sets, dgbench/tasks): the demo's generated default, and the baselines beside the models.
