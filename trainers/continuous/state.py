@@ -53,6 +53,21 @@ def last_wins(ids: np.ndarray, priority: np.ndarray) -> tuple[np.ndarray, np.nda
     return ids_sorted[last], order[last]
 
 
+def distinct_queries(ids: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position of the first occurrence of each distinct (vertex, query time) pair, each position's pair
+    index). A view is a function of the vertex's row and the query time alone, and a batch reads every
+    row before it writes any, so equal pairs have equal views: on Wikipedia (batch 600, 10 recent
+    neighbours) a batch's positions hold each pair 3.4 times on average (a user's recent neighbours are
+    mostly the same page), and the memory update runs once per pair instead."""
+    order = np.lexsort((times, ids))  # stable: the first position of a pair leads its group
+    ids_sorted, times_sorted = ids[order], times[order]
+    starts = np.ones(len(ids), dtype=bool)
+    starts[1:] = (ids_sorted[1:] != ids_sorted[:-1]) | (times_sorted[1:] != times_sorted[:-1])
+    inverse = np.empty(len(ids), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return order[starts], inverse
+
+
 @dataclass
 class FetchRoute:
     """How one rank's needed positions map to requests (prepared off the critical path).
@@ -125,14 +140,22 @@ class NodeState:
               ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(view of every needed position, their raw rows or None). The requester computes the views
         from the rows as they arrive (data-parallel memory update); ``last_fetch_seconds`` /
-        ``last_update_seconds`` split the wall time into waiting for rows and computing views."""
+        ``last_update_seconds`` split the wall time into waiting for rows and computing views. Views are
+        computed once per distinct (vertex, query time) pair of a chunk (:func:`distinct_queries`)."""
         parts: list[tuple[torch.Tensor, torch.Tensor]] = []
         compute = [0.0]
 
         def on_chunk(positions: np.ndarray, rows: torch.Tensor) -> None:
             start = time.perf_counter()
-            index = torch.from_numpy(positions).to(self.ctx.device)
-            parts.append((index, view(rows, query_t[index])))
+            device = self.ctx.device
+            index = torch.from_numpy(positions).to(device)
+            times = query_t[index]
+            first, pair = distinct_queries(route.request_ids[route.inverse[positions]], times.cpu().numpy())
+            if len(first) < len(positions):  # each distinct (vertex, time) once; autograd sums the copies
+                keep = torch.from_numpy(first).to(device)
+                parts.append((index, view(rows[keep], times[keep])[torch.from_numpy(pair).to(device)]))
+            else:
+                parts.append((index, view(rows, times)))
             compute[0] += time.perf_counter() - start
 
         start = time.perf_counter()

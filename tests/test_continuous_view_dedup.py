@@ -1,0 +1,65 @@
+"""The memory update runs once per distinct (vertex, query time) pair of a batch (issue 20): the views
+and the parameters' gradients equal those of updating every position, and fewer rows are updated."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dgbench.dist import Comm, DistContext
+from dgbench.models.temporal import build_temporal_model
+from trainers.continuous.state import PartitionedState, ResidentState, distinct_queries
+
+
+def _ctx() -> DistContext:
+    return DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))
+
+
+def test_distinct_queries_pairs_vertex_and_time():
+    ids = np.array([3, 1, 3, 3, 1, 2, 3])
+    times = np.array([5.0, 5.0, 5.0, 7.0, 5.0, 5.0, 5.0])
+    first, pair = distinct_queries(ids, times)
+    np.testing.assert_array_equal(np.sort(first), [0, 1, 3, 5])  # (3,5) (1,5) (3,7) (2,5), first positions
+    np.testing.assert_array_equal(ids[first][pair], ids)
+    np.testing.assert_array_equal(times[first][pair], times)
+    first, pair = distinct_queries(np.zeros(0, np.int64), np.zeros(0))  # a rank with nothing to update
+    assert len(first) == len(pair) == 0
+
+
+@pytest.mark.parametrize("placement", ["resident", "partitioned", "partitioned-no-dedup", "partitioned-3-chunks"])
+@pytest.mark.parametrize("model_name", ["tgn", "jodie", "apan"])
+def test_views_once_per_pair_equal_every_position(placement, model_name):
+    torch.manual_seed(0)
+    model = build_temporal_model(model_name, memory_dim=6, edge_dim=3).double()
+    layout = model.layout
+    owner = np.zeros(12, dtype=np.int64)
+    state = {"resident": lambda: ResidentState(_ctx(), layout, owner),
+             "partitioned": lambda: PartitionedState(_ctx(), layout, owner),
+             "partitioned-no-dedup": lambda: PartitionedState(_ctx(), layout, owner, deduplicate_ids=False),
+             "partitioned-3-chunks": lambda: PartitionedState(_ctx(), layout, owner, chunks=3)}[placement]()
+    rng = np.random.default_rng(1)
+    table = torch.from_numpy(rng.normal(size=(12, layout.width)))
+    table[:, layout.mail_ts_start:] = torch.from_numpy(rng.integers(-1, 3, size=(12, layout.mail_slots))).double()
+    table[:, layout.memory_ts_col] = 0.0
+    state.table = table
+    ids = rng.integers(0, 12, 300)  # many repeats of a vertex, at two query times
+    query_t = torch.from_numpy(rng.integers(4, 6, 300).astype(np.float64))
+    calls = []
+
+    def counting_view(rows: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
+        calls.append(len(rows))
+        return model.node_view(rows, times)
+
+    views, rows = state.views(state.route(ids), query_t, counting_view)
+    expected = model.node_view(table[torch.from_numpy(ids)], query_t)
+    torch.testing.assert_close(rows, table[torch.from_numpy(ids)], rtol=0, atol=0)
+    torch.testing.assert_close(views, expected, rtol=1e-12, atol=1e-12)
+    assert sum(calls) == len(np.unique(np.stack([ids, query_t.numpy()]), axis=1).T) < len(ids)
+
+    weights = torch.from_numpy(rng.normal(size=views.shape))
+    grads = torch.autograd.grad((views * weights).sum(), list(model.parameters()), allow_unused=True)
+    reference = torch.autograd.grad((expected * weights).sum(), list(model.parameters()), allow_unused=True)
+    for got, want in zip(grads, reference):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
