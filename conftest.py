@@ -1,4 +1,4 @@
-"""Fixtures shared by tests/ and benchmarks/: the real-data folder, skipped cleanly when absent."""
+"""Fixtures shared by tests/ and benchmarks/: the real-data folder (skipped cleanly when absent) and one_thread."""
 from __future__ import annotations
 
 import os
@@ -21,3 +21,14 @@ def shared_data() -> Path:
     if not root.is_dir():
         pytest.skip(f"real data folder {root} is absent (set DGBENCH_SHARED_DATA to point at it)")
     return root
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module: graphs this small train ~10x faster without intra-op threads fighting
+    over the cores, and each rank of a 2-core machine has one core (use: pytestmark = usefixtures)."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

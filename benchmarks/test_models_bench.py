@@ -40,13 +40,7 @@ ZOO = {"tmgcn": ("tmgcn", {}), "tgcn": ("tgcn", {}), "tgcn-pygt": ("tgcn", {"var
 EVERY_MODEL = {**ZOO, "evolvegcn-o": ("evolvegcn-o", {}), "cdgcn": ("cdgcn", {})}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread, like each rank of a 2-core machine (see benchmarks/test_discrete_bench.py)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def college_msg(shared_data: Path, out: Path) -> Path:

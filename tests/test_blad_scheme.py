@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from dgbench.errors import DgbenchError
 from trainers.config import RunConfig
@@ -20,12 +19,7 @@ CONTROL = {"counts", "loss", "evaluation", "blad:report"}  # shapes and scalars,
 FEATURE_TAGS = ("to_vertex", "to_time", "halo")  # Table 3's feature column
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

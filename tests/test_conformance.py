@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from dgbench.registry import MODELS, SCHEMES, load_plugins
 from trainers.config import RunConfig
@@ -78,13 +77,7 @@ def trained_models(family: str, scheme: str) -> list[str]:
     return [m for m in models(family) if allowed is None or m in allowed]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Graphs this small train ~10x faster without intra-op threads fighting over shared cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

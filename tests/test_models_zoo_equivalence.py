@@ -26,12 +26,7 @@ NODES, SNAPSHOTS, HIDDEN, EPOCHS = 64, 9, 6, 3
 STEPS = SNAPSHOTS - 1  # input timesteps
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
