@@ -64,7 +64,7 @@ done
 # Real data (../shared/data beside the checkout, or $DGBENCH_SHARED_DATA; skipped when absent), prepared with the
 # commands of docs/datasets/. What fits CI time on 2 cores: the snapshot models on CollegeMsg (daily) and EdgeBank
 # on Wikipedia. TGN, JODIE and APAN on Wikipedia take 15-50 min per epoch and evaluation on 2 shared cores; their
-# reference rows come from `dgbench run --scheme single --model tgn --dataset stores/wikipedia.zarr --epochs 1
+# reference rows come from `dgbench run --scheme single --model tgn --dataset stores/wikipedia.zarr --epochs 3
 # --seeds 0,1,2 --extra-negatives historical,inductive` on a larger machine.
 DATA=${DGBENCH_SHARED_DATA:-../shared/data}
 if [ -d "$DATA/jodie_wikipedia_tgn" ] && [ -d "$DATA/snap_CollegeMsg" ]; then
