@@ -38,9 +38,10 @@ Run (prints the equal-settings table; noisy on a shared machine)::
 
     nice -n 5 .venv/bin/python -m pytest -p no:cacheprovider benchmarks/test_peer_tgn.py --benchmark-disable -s
 
-``DGBENCH_PEER_TGN_EVENTS`` (default 20,000; 0 = all 157,474 Wikipedia events), ``DGBENCH_PEER_TGN_ROUNDS``
-(default 3 alternating runs per side; the median is reported), ``DGBENCH_PEER_TGN_MEMORY`` (comma list,
-default "100,172"), ``DGBENCH_PEER_TGN_LR`` (default 0.001), ``DGBENCH_PEER_TGN_THREADS`` (default 1).
+``DGBENCH_PEER_TGN_EVENTS`` (default 20,000, 3,000 under ``DGBENCH_BENCH_QUICK``; 0 = all 157,474 Wikipedia
+events), ``DGBENCH_PEER_TGN_ROUNDS`` (default 3 alternating runs per side, 1 when quick; the median is
+reported), ``DGBENCH_PEER_TGN_MEMORY`` (comma list, default "100,172"), ``DGBENCH_PEER_TGN_LR`` (default
+0.001), ``DGBENCH_PEER_TGN_THREADS`` (default 1).
 """
 from __future__ import annotations
 
@@ -62,8 +63,9 @@ from trainers.continuous.data import SPLIT_CODES, EventStream
 from trainers.continuous.loop import ContinuousTrainer
 from trainers.experiment import run_experiment
 
-EVENTS = int(os.environ.get("DGBENCH_PEER_TGN_EVENTS", "20000")) or None
-ROUNDS = int(os.environ.get("DGBENCH_PEER_TGN_ROUNDS", "3"))
+QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))  # CI's pass (scripts/bench_quick.sh): once, small
+EVENTS = int(os.environ.get("DGBENCH_PEER_TGN_EVENTS", "3000" if QUICK else "20000")) or None
+ROUNDS = int(os.environ.get("DGBENCH_PEER_TGN_ROUNDS", "1" if QUICK else "3"))
 MEMORY_DIMS = [int(m) for m in os.environ.get("DGBENCH_PEER_TGN_MEMORY", "100,172").split(",")]
 LR = float(os.environ.get("DGBENCH_PEER_TGN_LR", "0.001"))
 THREADS = int(os.environ.get("DGBENCH_PEER_TGN_THREADS", "1"))
