@@ -74,9 +74,16 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+_result_sent = False  # this rank's result (or error) is on the queue: nothing is left to release
+
+
 def _exit_quietly(signum: int, frame: FrameType | None) -> None:
     """SIGTERM in a rank: exit through Python (not the default action), so that multiprocessing releases
-    what it holds instead of leaving it to be reported as leaked."""
+    what it holds instead of leaving it to be reported as leaked. Once the result is sent the launcher has it
+    (it stops ranks after collecting every result, or after a failure): exit at once, since a SystemExit raised
+    inside an exit-time finalizer would print an "Exception ignored" traceback after a successful run."""
+    if _result_sent:
+        os._exit(128 + signum)
     sys.exit(128 + signum)
 
 
@@ -97,6 +104,10 @@ def _rank_main(rank: int, nproc: int, port: int, backend: str, timeout_s: float,
         detail = str(exc) if isinstance(exc, DgbenchError) else traceback.format_exc(limit=6)
         results.put((rank, "error", detail))
     finally:
+        global _result_sent
+        results.close()
+        results.join_thread()  # flushed: the launcher can read it whatever happens to this process next
+        _result_sent = True
         shutdown()
 
 

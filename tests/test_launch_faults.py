@@ -169,6 +169,16 @@ def test_an_interrupt_landing_in_a_finalizer_is_not_swallowed(launcher_factory):
     assert code == 1 and "interrupted by SIGINT" in err, err
 
 
+def test_a_successful_run_ends_without_a_traceback_from_stopped_ranks(tmp_path, esdg_store):
+    """The launcher stops ranks still in their exit-time finalizers once it has every result: that ended each
+    successful multi-rank run with "Exception ignored ... SystemExit: 143" on stderr."""
+    done = subprocess.run([sys.executable, "-m", "dgbench", "--quiet", "run", "--scheme", "snapshot", "--model",
+                           "tmgcn", "--dataset", str(esdg_store), "--nproc", "2", "--epochs", "1", "--out",
+                           str(tmp_path / "runs")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "SystemExit" not in done.stderr, done.stderr
+
+
 def test_nproc_beyond_the_machine_is_refused_before_starting_anything(monkeypatch):
     """Issue case 10: --nproc 100000 started processes until the kernel killed them."""
     def no_processes(*args, **kwargs):
