@@ -107,7 +107,7 @@ body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;
      padding:0 1rem;color:#222}
 h1{margin-bottom:.2rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}
 nav a{margin-right:1rem} .note{color:#666;font-size:.9rem} code{font-size:.9em;background:#f3f3f3;padding:0 .2em}
-table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.78rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.74rem}
 th,td{border:1px solid #ddd;padding:.2rem .3rem} td{white-space:nowrap}
 td.wrap{white-space:normal;min-width:5rem;max-width:14rem;overflow-wrap:break-word}
 td.setup{min-width:8rem;overflow-wrap:anywhere}
