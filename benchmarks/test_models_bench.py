@@ -28,10 +28,11 @@ from generators.esdg_random import build
 from trainers.config import RunConfig
 from trainers.experiment import run_experiments
 
-ZOO_NODES = int(os.environ.get("DGBENCH_BENCH_ZOO_NODES", "16384"))
-ZOO_SNAPSHOTS = int(os.environ.get("DGBENCH_BENCH_ZOO_SNAPSHOTS", "32"))
+QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))  # CI's pass (scripts/bench_quick.sh): once, small stores
+ZOO_NODES = int(os.environ.get("DGBENCH_BENCH_ZOO_NODES", "1024" if QUICK else "16384"))
+ZOO_SNAPSHOTS = int(os.environ.get("DGBENCH_BENCH_ZOO_SNAPSHOTS", "8" if QUICK else "32"))
 EPOCHS = 3  # the median of the two after the first (warm-up)
-PEER_NODES, PEER_SNAPSHOTS, PEER_EPOCHS = 16384, 9, 9
+PEER_NODES, PEER_SNAPSHOTS, PEER_EPOCHS = (2048, 9, 3) if QUICK else (16384, 9, 9)
 AP_EPOCHS, AP_THETA = 10, 1.0  # θ = 1: CollegeMsg's last days have 28 and 40 edges, θ = 0.1 would score 3 and 4
 HIDDEN = 6
 # label -> (registered model, its options); TM-GCN is the reference row
