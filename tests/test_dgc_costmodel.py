@@ -16,14 +16,7 @@ from dgbench.partition.dgc_costmodel import (MODEL_ENCODERS, ChunkShapes, Encode
                                              load_chunk_cost_model, prediction_error)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small products: on a loaded 2-core machine two intra-op threads spin against each other
-    (the MAPE fit below took 75 s wall with 2 threads and 1.4 s with 1)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_mlp_is_three_hidden_layers_of_256_with_relu():

@@ -11,14 +11,7 @@ from dgbench.models.sequence import CausalSelfAttention, GRUSequence, LSTMSequen
 from dgbench.partition.fusion import Packing, fuse_chunks, pack_sequences
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small products: on a loaded 2-core machine two intra-op threads spin against each other
-    (the MAPE fit below took 75 s wall with 2 threads and 1.4 s with 1)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_first_fit_decreasing_by_hand():

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from trainers.config import RunConfig
 from trainers.experiment import run_experiments
@@ -16,12 +15,7 @@ BASE = dict(epochs=2, hidden=6, seed=3, presence="edges")
 CASES = (("pss", {}), ("pts", {}), ("dgc", {}), ("dgc", {"fusion": "off"}))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

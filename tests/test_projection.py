@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from dgbench.errors import DgbenchError
 from dgbench.project import collectives
@@ -34,12 +33,7 @@ MODELS = {"discrete": ("cdgcn", "tmgcn"), "continuous": ("tgn", "apan")}  # carr
 QUICK_MODELS = {"discrete": ("cdgcn",), "continuous": ("tgn",)}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

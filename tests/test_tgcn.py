@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from dgbench.errors import DgbenchError
 from dgbench.store import open_store
@@ -19,12 +18,7 @@ from trainers.experiment import run_experiments
 BASE = dict(epochs=1, batch_size=150, memory_dim=8, seed=3, lr=0.01, extra={"dtype": "float64"})
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matmuls: threads only fight over the shared cores
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
