@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _probe import LIMIT_BYTES, PROBE  # benchmarks/_probe.py (pytest puts benchmarks/ on the path)
 
 from dgbench.project.calibrate import calibrate
 from dgbench.project.dryrun import dry_run
@@ -36,17 +37,6 @@ CASES = {"discrete": ("snapshot", "cdgcn", dict(hidden=6)),
          "continuous": ("sven", "tgn", dict(batch_size=300, memory_dim=32, neighbors=10))}
 EPOCHS = 4
 WEAK_P = int(os.environ.get("DGBENCH_BENCH_WEAK_P", 2))
-LIMIT_BYTES = 24 * 2 ** 30
-PROBE = """
-import json, sys, time
-from dgbench.cli import cli
-from dgbench.memory import peak_rss_bytes
-start = time.perf_counter()
-try:
-    cli.main(args=sys.argv[1:], standalone_mode=False)
-finally:
-    print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss_bytes": peak_rss_bytes()}))
-"""
 
 
 @pytest.fixture(scope="module")

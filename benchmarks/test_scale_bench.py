@@ -20,21 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
+from _probe import LIMIT_BYTES, PROBE  # benchmarks/_probe.py (pytest puts benchmarks/ on the path)
 
 ROWS = int(os.environ.get("DGBENCH_BENCH_SCALE_ROWS", os.environ.get("DGBENCH_BENCH_ROWS", 10_000_000)))
 ACCOUNTS, STEPS, BLOCK = 1_000_000, 200, 5_000_000
-LIMIT_BYTES = 24 * 2**30
 
-PROBE = """
-import json, sys, time
-from dgbench.cli import cli
-from dgbench.memory import peak_rss_bytes
-start = time.perf_counter()
-try:
-    cli.main(args=sys.argv[1:], standalone_mode=False)
-finally:
-    print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss_bytes": peak_rss_bytes()}))
-"""
 
 
 @pytest.fixture(scope="module")
