@@ -213,13 +213,14 @@ def training_cpu_seconds(into: list[float]):
         ContinuousTrainer.train_epoch = original
 
 
-def ours_tgn(store: Path, memory_dim: int, events: int | None, lr: float = LR, seed: int = SEED) -> dict:
-    """One epoch of dgbench's ``single`` TGN at the same settings."""
+def ours_tgn(store: Path, memory_dim: int, events: int | None, lr: float = LR, seed: int = SEED,
+             model: str = "tgn", batch_size: int = BATCH, neighbors: int = NEIGHBORS) -> dict:
+    """One epoch of dgbench's ``single`` model (TGN by default) at the same settings."""
     cpu: list[float] = []
     with training_cpu_seconds(cpu):
-            record = run_experiment(RunConfig(scheme="single", model="tgn", dataset=store, epochs=1, batch_size=BATCH,
-                                          neighbors=NEIGHBORS, memory_dim=memory_dim, lr=lr, seed=seed,
-                                          max_events=events))
+        record = run_experiment(RunConfig(scheme="single", model=model, dataset=store, epochs=1,
+                                          batch_size=batch_size, neighbors=neighbors, memory_dim=memory_dim,
+                                          lr=lr, seed=seed, max_events=events))
     epoch = record["epochs"][0]
     return {"events_per_s": epoch["events_per_s"], "train_s": epoch["time_s"],
             "events_per_cpu_s": epoch["work"] / cpu[0],
