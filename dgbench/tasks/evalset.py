@@ -11,7 +11,8 @@ Layout, beside the store ``X.zarr``::
     X.zarr.tasks/<name>/manifest.json     spec, store fingerprint, arrays (dtype, shape, sha256), fingerprint
     X.zarr.tasks/<name>/<array>.npy       plain .npy arrays (read with allow_pickle=False)
 
-``<name>`` is ``<task>-<strategy>-k<K>`` (``-s<seed>`` when the set's seed is not 0). The fingerprint is
+``<name>`` is ``<task>-<strategy>-k<K>`` (``-s<seed>`` when the set's seed is not 0); a node-classification
+label set (:mod:`dgbench.tasks.node`) has no negatives and is named ``<task>-<labels>``. The fingerprint is
 the sha256 of the canonical JSON of the manifest without it: schema, task, strategy, K, seed, the store's
 fingerprint and every array's dtype, shape and content hash. Reading checks the store fingerprint, every
 array's hash and the fingerprint; any difference is one line naming the file. A set is created in a
@@ -51,7 +52,8 @@ class EvaluationSpec:
 
     @property
     def name(self) -> str:
-        return f"{self.task}-{self.strategy}-k{self.negatives}" + (f"-s{self.seed}" if self.seed else "")
+        negatives = f"-k{self.negatives}" if self.negatives else ""  # label sets have none
+        return f"{self.task}-{self.strategy}{negatives}" + (f"-s{self.seed}" if self.seed else "")
 
     def as_dict(self) -> dict[str, Any]:
         return {"task": self.task, "strategy": self.strategy, "negatives": self.negatives, "seed": self.seed}

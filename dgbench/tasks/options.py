@@ -1,5 +1,6 @@
-"""The evaluation options both families' protocols declare (trainers/*/family.py ``TaskOptions``), and
-how a run's options become its evaluation sets and the record's ``evaluation`` block."""
+"""The evaluation options both families' protocols declare (trainers/*/family.py ``TaskOptions``): the task
+(``--task link-prediction|node-classification``), its negatives or its decoder, and how a run's options
+become its evaluation sets and the record's ``task`` and ``evaluation`` block."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,11 +8,38 @@ from typing import Any
 
 from dgbench.errors import DgbenchError
 from dgbench.options import option
-from dgbench.tasks import LINK_PREDICTION
+from dgbench.tasks import LINK_PREDICTION, NODE_CLASSIFICATION, TASKS
 from dgbench.tasks import negatives as ns
 from dgbench.tasks.evalset import EvaluationSet
 
 DEFAULT_EVAL_NEGATIVES = 9  # each positive ranked among 10 candidates: MRR, Hits@1/3 mean something
+
+
+def task_option() -> Any:
+    return option(LINK_PREDICTION, "What validation and test score: link prediction (the evaluation sets' negatives) "
+                                   "or node classification (an MLP decoder on the trained model's frozen embeddings "
+                                   "predicting the store's labels; dgbench/tasks/node.py).", choices=TASKS)
+
+
+def decoder_epochs_option() -> Any:
+    return option(20, "--task node-classification: epochs of the MLP decoder (the best validation AUC is kept).",
+                  positive=True)
+
+
+def decoder_lr_option() -> Any:
+    return option(1e-3, "--task node-classification: Adam learning rate of the MLP decoder.", positive=True)
+
+
+def record_task(task: str) -> str:
+    """The record's ``task`` field of a ``--task`` value (``link_prediction``, ``node_classification``)."""
+    return task.replace("-", "_")
+
+
+def check_task(task: str, extra_negatives: str | None) -> None:
+    """Options of the other task are refused, not silently ignored."""
+    if task == NODE_CLASSIFICATION and extra_negatives:
+        raise DgbenchError(f"--extra-negatives {extra_negatives}: negative sets are link prediction's; "
+                           f"--task node-classification scores the store's labels")
 
 
 def negatives_option() -> Any:
@@ -40,15 +68,20 @@ def strategies(negatives: str, extra: str | None) -> list[str]:
 
 
 def evaluation_sets(store: Path, negatives: str, extra: str | None, k: int,
-                    max_events: int | None = None) -> list[EvaluationSet]:
-    """The run's evaluation sets (written beside the store on first use)."""
+                    max_events: int | None = None, task: str = LINK_PREDICTION) -> list[EvaluationSet]:
+    """The run's evaluation sets (written beside the store on first use): its negative sets, or with
+    ``task`` node classification the store's label set."""
     from dgbench.tasks.link import link_prediction_set
+    if task == NODE_CLASSIFICATION:
+        from dgbench.tasks.node import label_set
+        return [label_set(store, max_events)]
     return [link_prediction_set(store, strategy, k, max_events=max_events) for strategy in strategies(negatives, extra)]
 
 
 def evaluation_block(sets: list[EvaluationSet]) -> dict[str, Any]:
     """The record's ``evaluation`` block: the task and every set scored, the first one's fingerprint on top
     (what the official ranking compares)."""
-    return {"task": LINK_PREDICTION, "fingerprint": sets[0].fingerprint,
+    task = NODE_CLASSIFICATION if sets[0].spec.task.startswith(NODE_CLASSIFICATION) else LINK_PREDICTION
+    return {"task": task, "fingerprint": sets[0].fingerprint,
             "sets": [{**s.spec.as_dict(), "name": s.spec.name, "fingerprint": s.fingerprint,
                       "splits": s.details.get("splits", {})} for s in sets]}

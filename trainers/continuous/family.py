@@ -25,8 +25,10 @@ from dgbench.records import build_record, dataset_entry
 from dgbench.store import STREAM, EdgeStreamStore, open_store
 from dgbench.tasks.baselines import Baseline, evaluate_baseline
 from dgbench.tasks.evalset import EvaluationSet
-from dgbench.tasks.options import (eval_negatives_option, evaluation_block, evaluation_sets, extra_negatives_option,
-                                   negatives_option)
+from dgbench.tasks import NODE_CLASSIFICATION
+from dgbench.tasks.options import (check_task, decoder_epochs_option, decoder_lr_option, eval_negatives_option,
+                                   evaluation_block, evaluation_sets, extra_negatives_option, negatives_option,
+                                   record_task, task_option)
 from trainers.continuous.data import EventStream, StreamProblem
 from trainers.continuous.loop import BatchCounters, ContinuousTrainer, LoopOptions
 from trainers.continuous.sampler import STRATEGIES, TemporalSampler
@@ -55,6 +57,9 @@ class TaskOptions(Options):
     negatives: str = negatives_option()
     extra_negatives: str | None = extra_negatives_option()
     eval_negatives: int = eval_negatives_option()
+    task: str = task_option()
+    decoder_epochs: int = decoder_epochs_option()
+    decoder_lr: float = decoder_lr_option()
 
 
 def open_stream(path: Path, fingerprint: str | None) -> EdgeStreamStore:
@@ -72,6 +77,12 @@ def check(run: ResolvedRun) -> None:
     if task.sampler_decay and task.sampler != "sis":
         raise DgbenchError(f"--sampler-decay {task.sampler_decay}: time-decay weights are the sis sampler's "
                            f"(--sampler sis), not {task.sampler}'s")
+    check_task(task.task, task.extra_negatives)
+    if task.task == NODE_CLASSIFICATION:  # the decoder reads a trained model's embeddings (dgbench/tasks/node.py)
+        probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=0)
+        if isinstance(probe, Baseline) or type(run.scheme).train_rank is not ContinuousScheme.train_rank:
+            raise DgbenchError(f"--task {task.task}: {run.scheme.name}/{run.model.name} has no embeddings "
+                               f"to decode (baselines and schemes with their own driver score link prediction only)")
     _evaluation(run)  # written beside the store before any rank starts (dgbench/tasks/evalset.py)
 
 
@@ -79,7 +90,7 @@ def _evaluation(run: ResolvedRun) -> list[EvaluationSet]:
     task = run.task
     assert isinstance(task, TaskOptions)
     return evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives, task.eval_negatives,
-                           task.max_events)
+                           task.max_events, task.task)
 
 
 def partition_problem(run: ResolvedRun) -> StreamProblem:
@@ -112,6 +123,10 @@ def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
                           lr=run.config.lr, seed=run.config.seed, prefetch=int(run.config.extra.get("prefetch", 2)))
     trainer = ContinuousTrainer(ctx, stream, model, scheme, run.scheme_options, partition, options)
     trainer.evaluation = _evaluation(run)  # validation and test: the run's fixed evaluation sets
+    if task.task == NODE_CLASSIFICATION:
+        from dgbench.tasks.node import DecoderOptions, NodeClassification
+        trainer.node_task = NodeClassification(trainer.evaluation[0], stream.num_nodes, DecoderOptions(
+            task.decoder_epochs, task.decoder_lr, run.config.seed))
     return trainer
 
 
@@ -239,7 +254,8 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
              **({"baseline": per_rank[0]["baseline"]} if "baseline" in per_rank[0] else {}),
              **run.scheme.record_extras(run.scheme_options, partition)}
     backend = run.config.resolved_backend() or default_backend()  # --device cpu is gloo even where CUDA is
-    result = build_record(family="continuous", task=TASK, scheme=run.scheme.name, model=run.model.name,
+    result = build_record(family="continuous", task=record_task(task.task), scheme=run.scheme.name,
+                          model=run.model.name,
                           dataset=dataset_entry(store), hyperparameters=run.hyperparameters(), world_size=world,
                           backend=backend, device=torch.device("cuda" if backend == "nccl" else "cpu"),
                           epochs=epochs, final_metrics=last["metrics"], started_at=started, extra=extra)

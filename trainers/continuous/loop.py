@@ -32,6 +32,7 @@ from dgbench.options import Options
 from dgbench.progress import bar as progress_bar
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import Evaluator, SplitFigures, split_name
+from dgbench.tasks.node import NodeClassification
 from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
 from trainers.continuous.sampler import TemporalSampler
 from trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
@@ -108,6 +109,7 @@ class ContinuousTrainer:
         self.losses: list[float] = []
         self.microbatch_choice: dict[str, Any] = {}
         self.evaluation: list[EvaluationSet] = []  # the run's evaluation sets (set by the family)
+        self.node_task: NodeClassification | None = None  # --task node-classification (set by the family)
 
     # ------------------------------------------------------------------ one batch
     def _inputs(self, plan: BatchPlan, rows: torch.Tensor | None) -> BatchInputs:
@@ -131,7 +133,7 @@ class ContinuousTrainer:
     def _views(self, plan: BatchPlan) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Views of every needed position (and the raw rows where the scheme brings them here)."""
         query_t = torch.from_numpy(plan.query_times).to(self.ctx.device, self.dtype)
-        return self.state.views(plan.route, query_t, self.model.node_view)
+        return self.state.views(plan.route, query_t, self.model.node_views)
 
     def _write_ids(self, plan: BatchPlan) -> tuple[np.ndarray, np.ndarray]:
         """Ids and priorities of the update rows: [src, dst] (dst after src of one event), then the
@@ -304,6 +306,8 @@ class ContinuousTrainer:
         scored from the same post-training memory (restored between sets): its negatives ranked against
         every positive through the one evaluator of both families (dgbench/tasks/evaluator.py)."""
         self.model.eval()
+        if self.node_task is not None:
+            return self.node_task.figures(*self.source_embeddings())
         if not self.evaluation:
             return {split: self._evaluate_split(split) for split in ("val", "test")}
         trained = self.state.table.clone()
@@ -314,6 +318,35 @@ class ContinuousTrainer:
                 figures = self._evaluate_set(evaluation, split)
                 out[split_name(split, index, evaluation)] = figures.as_metrics()
         return out
+
+    @torch.no_grad()
+    def source_embeddings(self) -> tuple[np.ndarray, np.ndarray]:
+        """Node classification (dgbench/tasks/node.py; TGN §5, DyGLib train_node_classification.py): the
+        trained model frozen, memory reset and replayed over train, validation and test in time order as
+        in training; each event's source embedding at its time, as (event ids, embeddings) of every rank."""
+        self.model.eval()
+        self.state.reset()
+        gathered = []
+        for split in ("train", "val", "test"):
+            for plan in Prefetcher(self.planner, split, self.options.batch_size, self.options.prefetch):
+                local = self._embed_sources(plan)
+                gathered.append(self.ctx.comm.all_gather_uneven(local, tag="eval_scores").cpu().numpy())
+        every = np.concatenate(gathered)
+        return every[:, 0].astype(np.int64), every[:, 1:]
+
+    def _embed_sources(self, plan: BatchPlan) -> torch.Tensor:
+        """(event id, source embedding) rows of this rank's events of one batch, then its write-back."""
+        views, rows = self._views(plan)
+        b = len(plan.events)
+        if b == 0:
+            self._begin_write(plan, None, None, None).finish()
+            return torch.zeros(0, 1 + self.model.memory_dim, dtype=torch.float64, device=self.ctx.device)
+        inputs = self._inputs(plan, rows)
+        neighbor_view = views[3 * b:] if self.model.uses_neighbors and len(views) > 3 * b else None
+        h = self.model.embed(inputs, views[:3 * b], inputs.t.repeat(3), neighbor_view)[:b]
+        self._begin_write(plan, inputs, views, None).finish()
+        ids = torch.from_numpy(plan.events).to(h.device, torch.float64)[:, None]
+        return torch.cat([ids, h.double()], dim=1)
 
     def _evaluate_set(self, evaluation: EvaluationSet, split: str) -> SplitFigures:
         """Every positive of ``split`` and its K negatives scored batch by batch (memory updated by each
