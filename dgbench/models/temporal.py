@@ -355,7 +355,10 @@ class APAN(TemporalModel):
     rows_before_embedding = True
 
     def __init__(self, memory_dim: int, edge_dim: int, heads: int = 2, mail_delivery: str = "neighbors",
-                 **kwargs):
+                 mailbox_slots: int = 10, **kwargs):
+        if mailbox_slots < 1:
+            raise ValueError(f"mailbox_slots must be at least 1, not {mailbox_slots}")
+        self.mail_slots = mailbox_slots  # read by TemporalModel.__init__ to lay out the state row
         super().__init__(memory_dim, edge_dim, **kwargs)
         if mail_delivery not in MAIL_DELIVERY:
             raise ValueError(f"mail_delivery must be one of {MAIL_DELIVERY}, not {mail_delivery!r}")
@@ -414,13 +417,17 @@ class APANOptions(Options):
     mail_delivery: str = option("neighbors", "Who receives a new mail: the endpoints and their sampled neighbours "
                                 "(APAN's propagation), or the endpoints only (the earlier variant).",
                                 choices=MAIL_DELIVERY)
+    mailbox_slots: int = option(10, "Mails each vertex keeps (APAN/TGL: 10). 1 keeps only the most recent one: "
+                                "the N&M Sven prices (memory + one message; TPDS Table 1, Alg. 1, Eq. 9).",
+                                positive=True)
 
 
 @register_model("apan", family="continuous", options=APANOptions,
                 summary="APAN: LSTM memory + attention over a 10-slot mailbox, mails propagated to neighbours")
 def apan(memory_dim: int, edge_dim: int, time_shift: float = 0.0, time_scale: float = 1.0,
-         mail_delivery: str = "neighbors") -> TemporalModel:
-    return APAN(memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale, mail_delivery=mail_delivery)
+         mail_delivery: str = "neighbors", mailbox_slots: int = 10) -> TemporalModel:
+    return APAN(memory_dim, edge_dim, time_shift=time_shift, time_scale=time_scale, mail_delivery=mail_delivery,
+                mailbox_slots=mailbox_slots)
 
 
 def build_temporal_model(name: str, memory_dim: int, edge_dim: int, time_shift: float = 0.0,
