@@ -44,17 +44,20 @@ def test_views_once_per_pair_equal_every_position(placement, model_name):
     state.table = table
     ids = rng.integers(0, 12, 300)  # many repeats of a vertex, at two query times
     query_t = torch.from_numpy(rng.integers(4, 6, 300).astype(np.float64))
-    calls = []
+    calls, vertex_rows = [], []
 
-    def counting_view(rows: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
-        calls.append(len(rows))
-        return model.node_view(rows, times)
+    def counting_view(rows: torch.Tensor, vertex: torch.Tensor | None, times: torch.Tensor) -> torch.Tensor:
+        calls.append(len(times))
+        vertex_rows.append(len(rows))
+        return model.node_views(rows, vertex, times)
 
     views, rows = state.views(state.route(ids), query_t, counting_view)
     expected = model.node_view(table[torch.from_numpy(ids)], query_t)
     torch.testing.assert_close(rows, table[torch.from_numpy(ids)], rtol=0, atol=0)
     torch.testing.assert_close(views, expected, rtol=1e-12, atol=1e-12)
     assert sum(calls) == len(np.unique(np.stack([ids, query_t.numpy()]), axis=1).T) < len(ids)
+    if placement != "partitioned-3-chunks":  # one chunk: each vertex's row reaches the view function once
+        assert sum(vertex_rows) == len(np.unique(ids)) < sum(calls)
 
     weights = torch.from_numpy(rng.normal(size=views.shape))
     grads = torch.autograd.grad((views * weights).sum(), list(model.parameters()), allow_unused=True)
@@ -63,3 +66,34 @@ def test_views_once_per_pair_equal_every_position(placement, model_name):
         assert (got is None) == (want is None)
         if got is not None:
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["gru", "rnn", "lstm"])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_memory_updater_is_the_torch_cell(kind, grouped):
+    """The updater's split product (mail and hidden parts per vertex, time part per query) computes torch's
+    own GRUCell / RNNCell / LSTMCell on [mail, φ(Δt)] with the same parameters, values and gradients."""
+    from dgbench.models.temporal import MemoryUpdater
+
+    torch.manual_seed(0)
+    updater = MemoryUpdater(kind, memory_dim=5, mail_dim=7, time_dim=4).double()
+    rng = np.random.default_rng(2)
+    vertices = 6
+    state = torch.from_numpy(rng.normal(size=(vertices, updater.state_dim)))
+    memory_ts = torch.from_numpy(rng.uniform(0, 3, vertices))
+    mail = torch.from_numpy(rng.normal(size=(vertices, 7)))
+    vertex = torch.from_numpy(rng.integers(0, vertices, 20)) if grouped else torch.arange(vertices)
+    query_t = torch.from_numpy(rng.uniform(3, 9, len(vertex)))
+    got = updater(state, memory_ts, mail, query_t, vertex if grouped else None)
+    inputs = torch.cat([mail[vertex], updater.time_encoder(query_t - memory_ts[vertex])], dim=1)
+    hidden = state[vertex, :5]
+    if kind == "lstm":
+        want = torch.cat(updater.cell(inputs, (hidden, state[vertex, 5:])), dim=1)
+    else:
+        want = updater.cell(inputs, hidden)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    weights = torch.from_numpy(rng.normal(size=got.shape))
+    params = list(updater.cell.parameters())
+    grads = torch.autograd.grad((got * weights).sum(), params)
+    for g, w in zip(grads, torch.autograd.grad((want * weights).sum(), params)):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)

@@ -135,12 +135,36 @@ class MemoryUpdater(nn.Module):
         return 2 * self.memory_dim if self.kind == "lstm" else self.memory_dim
 
     def forward(self, state: torch.Tensor, memory_ts: torch.Tensor, latest_mail: torch.Tensor,
-                query_t: torch.Tensor) -> torch.Tensor:
-        inputs = torch.cat([latest_mail, self.time_encoder(query_t - memory_ts)], dim=1)
-        if self.kind == "lstm":
-            hidden, cell = self.cell(inputs, (state[:, :self.memory_dim], state[:, self.memory_dim:]))
-            return torch.cat([hidden, cell], dim=1)
-        return self.cell(inputs, state)
+                query_t: torch.Tensor, vertex: torch.Tensor | None = None) -> torch.Tensor:
+        """The cell's step at each query: ``state``/``memory_ts``/``latest_mail`` are rows of distinct
+        vertices and ``vertex`` each query's row among them (None: one row per query).
+
+        The cell's input is [mail, φ(query t - memory t)], so its input product splits into a mail part
+        and a time part, W_ih x = W_mail mail + W_time φ: the mail part and the hidden product W_hh h
+        depend on the vertex only and run once per distinct vertex, the time part once per query
+        (a Wikipedia batch queries each vertex at ~3.7 distinct times: its recent neighbours' roots).
+        The gates are the cell's own equations (torch.nn.GRUCell / RNNCell / LSTMCell, same parameters);
+        the arithmetic is the same with or without grouping, so every placement computes the same views."""
+        cell, mail_width = self.cell, latest_mail.shape[1]
+        hidden = state[:, :self.memory_dim]
+        mail_part = F.linear(latest_mail, cell.weight_ih[:, :mail_width], cell.bias_ih)
+        hidden_part = F.linear(hidden, cell.weight_hh, cell.bias_hh)
+        if vertex is not None:
+            state, memory_ts, mail_part, hidden_part = (x[vertex] for x in (state, memory_ts, mail_part, hidden_part))
+            hidden = state[:, :self.memory_dim]
+        time_part = F.linear(self.time_encoder(query_t - memory_ts), cell.weight_ih[:, mail_width:])
+        gates_in = mail_part + time_part
+        if self.kind == "rnn":
+            return torch.tanh(gates_in + hidden_part)
+        if self.kind == "gru":
+            r_in, z_in, n_in = gates_in.chunk(3, dim=1)
+            r_h, z_h, n_h = hidden_part.chunk(3, dim=1)
+            reset, update = torch.sigmoid(r_in + r_h), torch.sigmoid(z_in + z_h)
+            new = torch.tanh(n_in + reset * n_h)
+            return (hidden - new) * update + new  # (1 - z) n + z h, as torch's gru_cell computes it
+        i, f, g, o = (gates_in + hidden_part).chunk(4, dim=1)
+        cell_state = torch.sigmoid(f) * state[:, self.memory_dim:] + torch.sigmoid(i) * torch.tanh(g)
+        return torch.cat([torch.sigmoid(o) * torch.tanh(cell_state), cell_state], dim=1)
 
 
 class EdgePredictor(nn.Module):
@@ -171,6 +195,9 @@ class BatchInputs:
     neighbor_mask: torch.Tensor | None = None  # (3b, k) bool
     neighbor_dt: torch.Tensor | None = None  # (3b, k) query time minus neighbour event time
     neighbor_edge_features: torch.Tensor | None = None  # (3b, k, F)
+    # the real neighbour slots' distinct (vertex, query time) pairs, as trainers.continuous.state.distinct_queries
+    # gives them: (first slot of each pair, each slot's pair), row-major over neighbor_mask; None: every slot alone
+    neighbor_pairs: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 @dataclass
@@ -204,11 +231,15 @@ class TemporalModel(nn.Module):
         self.predictor = EdgePredictor(memory_dim)
         self.time_shift, self.time_scale = float(time_shift), float(time_scale)
 
-    def updated_state(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
-        """Memory after consuming the most recent mail, at the query time (TGL: before embedding)."""
+    def updated_state(self, rows: torch.Tensor, query_t: torch.Tensor, vertex: torch.Tensor | None = None
+                      ) -> torch.Tensor:
+        """Memory after consuming the most recent mail, at the query time (TGL: before embedding).
+        ``vertex``: each query's row among ``rows`` (rows of distinct vertices; None: a row per query)."""
         state, memory_ts, mails, mail_ts = self.layout.split(rows)
-        has_mail = (mail_ts[:, 0] >= 0).float()[:, None]
-        fresh = self.updater(state, memory_ts, mails[:, 0], query_t)
+        fresh = self.updater(state, memory_ts, mails[:, 0], query_t, vertex)
+        has_mail = (mail_ts[:, 0] >= 0).to(fresh.dtype)[:, None]
+        if vertex is not None:
+            state, has_mail = state[vertex], has_mail[vertex]
         # A vertex with no mail keeps its memory (TGL only updates vertices that received messages).
         return has_mail * fresh + (1 - has_mail) * state
 
@@ -220,7 +251,14 @@ class TemporalModel(nn.Module):
     def node_view(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
         """What the embedding needs of one vertex at ``query_t``, from its own N&M row only: the updated
         memory (its first ``state_dim`` columns) and any per-vertex extra a model appends."""
-        return self.updated_state(rows, query_t)
+        return self.node_views(rows, None, query_t)
+
+    def node_views(self, rows: torch.Tensor, vertex: torch.Tensor | None, query_t: torch.Tensor) -> torch.Tensor:
+        """:meth:`node_view` of each query, given the rows of distinct vertices and each query's row among
+        them (``vertex``; None: a row per query): the vertex-only parts of the update run once per vertex."""
+        if type(self).node_view is not TemporalModel.node_view:  # a model with its own per-row view only
+            return self.node_view(rows if vertex is None else rows[vertex], query_t)
+        return self.updated_state(rows, query_t, vertex)
 
     def embed(self, inputs: BatchInputs, root_view: torch.Tensor, root_t: torch.Tensor,
               neighbor_view: torch.Tensor | None) -> torch.Tensor:
@@ -295,16 +333,31 @@ class TGN(TemporalModel):
             aggregated = self._attend(inputs, query, neighbor_view[:, :self.memory_dim])
         return self.norm(F.relu(self.out(torch.cat([aggregated, hidden], dim=1))))
 
+    def _keys_and_values(self, inputs: BatchInputs, neighbor_hidden: torch.Tensor) -> torch.Tensor:
+        """[key | value] of every real neighbour slot: the key and value layers on [h_j, e_j, φ(Δt)], as
+        one product split by columns. The h_j part depends on the slot's (neighbour, query time) pair only
+        and runs once per distinct pair (``inputs.neighbor_pairs``; a Wikipedia batch repeats each ~4x), the
+        [e_j, φ(Δt)] part once per slot; the arithmetic is the same with or without the pairs."""
+        width = self.memory_dim
+        weight = torch.cat([self.key.weight, self.value.weight])  # (2M, M + E + M)
+        bias = torch.cat([self.key.bias, self.value.bias])
+        if inputs.neighbor_pairs is None:
+            hidden_part = F.linear(neighbor_hidden, weight[:, :width])
+        else:
+            first, pair = inputs.neighbor_pairs
+            hidden_part = F.linear(neighbor_hidden[first], weight[:, :width])[pair]
+        mask = inputs.neighbor_mask
+        rest = torch.cat([inputs.neighbor_edge_features[mask], self.time_encoder(inputs.neighbor_dt[mask])], dim=1)
+        return hidden_part + F.linear(rest, weight[:, width:], bias)
+
     def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor) -> torch.Tensor:
         mask = inputs.neighbor_mask
         roots, k = mask.shape
-        keys_in = torch.cat([neighbor_hidden, inputs.neighbor_edge_features[mask],
-                             self.time_encoder(inputs.neighbor_dt[mask])], dim=1)
         head_dim = self.memory_dim // self.heads
-        keys = query.new_zeros(roots, k, self.memory_dim)
-        values = query.new_zeros(roots, k, self.memory_dim)
-        keys = keys.index_put((mask.nonzero(as_tuple=True)), self.key(keys_in))
-        values = values.index_put((mask.nonzero(as_tuple=True)), self.value(keys_in))
+        keys_and_values = query.new_zeros(roots, k, 2 * self.memory_dim)
+        keys_and_values = keys_and_values.index_put(mask.nonzero(as_tuple=True),
+                                                    self._keys_and_values(inputs, neighbor_hidden))
+        keys, values = keys_and_values[..., :self.memory_dim], keys_and_values[..., self.memory_dim:]
         scores = (query.view(roots, 1, self.heads, head_dim) * keys.view(roots, k, self.heads, head_dim)).sum(-1)
         scores = scores / math.sqrt(head_dim)
         scores = scores.masked_fill(~mask[:, :, None], -1e9)
@@ -328,11 +381,13 @@ class JODIE(TemporalModel):
     def view_width(self) -> int:
         return self.layout.state_dim + 1
 
-    def node_view(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
+    def node_views(self, rows: torch.Tensor, vertex: torch.Tensor | None, query_t: torch.Tensor) -> torch.Tensor:
         """[updated memory | time of the vertex's last update] (the projection's Δt needs the latter)."""
         _, memory_ts, _, mail_ts = self.layout.split(rows)
         last_update = torch.where(mail_ts[:, 0] >= 0, mail_ts[:, 0], memory_ts)
-        return torch.cat([self.updated_state(rows, query_t), last_update[:, None]], dim=1)
+        if vertex is not None:
+            last_update = last_update[vertex]
+        return torch.cat([self.updated_state(rows, query_t, vertex), last_update[:, None]], dim=1)
 
     def embed(self, inputs, root_view, root_t, neighbor_view):
         last_update = root_view[:, -1]
@@ -376,10 +431,11 @@ class APAN(TemporalModel):
     def view_width(self) -> int:
         return self.layout.state_dim + self.memory_dim
 
-    def node_view(self, rows: torch.Tensor, query_t: torch.Tensor) -> torch.Tensor:
+    def node_views(self, rows: torch.Tensor, vertex: torch.Tensor | None, query_t: torch.Tensor) -> torch.Tensor:
         """[updated (h, c) | attention of h over the vertex's own mailbox at ``query_t``]."""
-        state = self.updated_state(rows, query_t)
-        return torch.cat([state, self._attend_mailbox(rows, state[:, :self.memory_dim], query_t)], dim=1)
+        state = self.updated_state(rows, query_t, vertex)
+        mailbox_rows = rows if vertex is None else rows[vertex]
+        return torch.cat([state, self._attend_mailbox(mailbox_rows, state[:, :self.memory_dim], query_t)], dim=1)
 
     def embed(self, inputs, root_view, root_t, neighbor_view):
         hidden = root_view[:, :self.memory_dim]

@@ -40,7 +40,8 @@ from trainers.continuous.sven_core import deduplicate, dispatch_plan
 DISPATCH_TAG, AGGREGATE_TAG = "nm_dispatch", "nm_aggregate"
 ID_SUFFIX, TIME_SUFFIX = ":ids", ":times"  # control values travelling with rows (not Eq. 7-9 volume)
 BACKWARD_SUFFIX = ":backward"  # DepComm's view gradients, returned to the owners
-ViewFunction = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# (rows of distinct vertices, each query's row among them or None for a row per query, query times) -> views
+ViewFunction = Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor], torch.Tensor]
 
 
 def last_wins(ids: np.ndarray, priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -141,7 +142,8 @@ class NodeState:
         """(view of every needed position, their raw rows or None). The requester computes the views
         from the rows as they arrive (data-parallel memory update); ``last_fetch_seconds`` /
         ``last_update_seconds`` split the wall time into waiting for rows and computing views. Views are
-        computed once per distinct (vertex, query time) pair of a chunk (:func:`distinct_queries`)."""
+        computed once per distinct (vertex, query time) pair of a chunk (:func:`distinct_queries`), and
+        the view function gets each distinct vertex's row once (its vertex-only parts run once per vertex)."""
         parts: list[tuple[torch.Tensor, torch.Tensor]] = []
         compute = [0.0]
 
@@ -150,12 +152,16 @@ class NodeState:
             device = self.ctx.device
             index = torch.from_numpy(positions).to(device)
             times = query_t[index]
-            first, pair = distinct_queries(route.request_ids[route.inverse[positions]], times.cpu().numpy())
-            if len(first) < len(positions):  # each distinct (vertex, time) once; autograd sums the copies
-                keep = torch.from_numpy(first).to(device)
-                parts.append((index, view(rows[keep], times[keep])[torch.from_numpy(pair).to(device)]))
-            else:
-                parts.append((index, view(rows, times)))
+            ids = route.request_ids[route.inverse[positions]]
+            first, pair = distinct_queries(ids, times.cpu().numpy())
+            # distinct vertices of the pairs: ``first`` is sorted by vertex, so each vertex's pairs are a run
+            pair_ids = ids[first]
+            starts = np.r_[True, pair_ids[1:] != pair_ids[:-1]] if len(first) else np.zeros(0, dtype=bool)
+            vertex_of_pair = torch.from_numpy(np.cumsum(starts) - 1).to(device)
+            vertex_rows = rows[torch.from_numpy(first[starts]).to(device)]
+            pair_views = view(vertex_rows, vertex_of_pair, times[torch.from_numpy(first).to(device)])
+            # each position reads its pair's view; autograd sums the copies' gradients
+            parts.append((index, pair_views[torch.from_numpy(pair).to(device)]))
             compute[0] += time.perf_counter() - start
 
         start = time.perf_counter()
@@ -330,7 +336,7 @@ class OwnerComputeState(PartitionedState):
         times = comm.all_to_all_single(query_t[order][:, None], route.send_counts, recv,
                                        DISPATCH_TAG + TIME_SUFFIX)[:, 0]
         compute_start = time.perf_counter()
-        served = view(self._rows(received_ids), times)  # local dispatch + memory update on the owner
+        served = view(self._rows(received_ids), None, times)  # local dispatch + memory update on the owner
         compute = time.perf_counter() - compute_start
         views = all_to_all_autograd(served, comm, list(recv), list(route.send_counts), tag=DISPATCH_TAG)
         self.last_fetch_seconds = time.perf_counter() - start - compute
