@@ -22,8 +22,10 @@ from dgbench.options import Options, option
 from dgbench.records import build_record, dataset_entry
 from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
 from dgbench.tasks.baselines import Baseline, evaluate_baseline
-from dgbench.tasks.options import (eval_negatives_option, evaluation_block, evaluation_sets, extra_negatives_option,
-                                   negatives_option)
+from dgbench.tasks import NODE_CLASSIFICATION
+from dgbench.tasks.options import (check_task, decoder_epochs_option, decoder_lr_option, eval_negatives_option,
+                                   evaluation_block, evaluation_sets, extra_negatives_option, negatives_option,
+                                   record_task, task_option)
 from trainers.contract import DiscreteScheme, Partition
 from trainers.discrete.data import TRAIN, DiscreteData
 from trainers.discrete.placement import CommProfile
@@ -53,6 +55,9 @@ class TaskOptions(Options):
     negatives: str = negatives_option()
     extra_negatives: str | None = extra_negatives_option()
     eval_negatives: int = eval_negatives_option()
+    task: str = task_option()
+    decoder_epochs: int = decoder_epochs_option()
+    decoder_lr: float = decoder_lr_option()
     smoothing: str = option("auto", "Temporal smoothing of the input snapshots (ESDG Table 1, §5.4); targets stay "
                                     "the raw next snapshots. auto = the model's pairing: tmgcn m-product, "
                                     "evolvegcn-o edge-life, others none.", choices=("auto", RAW, EDGE_LIFE, M_PRODUCT))
@@ -95,13 +100,19 @@ def check(run: ResolvedRun) -> None:
     if task.group_length and blocks > 1:
         raise DgbenchError(f"--blocks {blocks}: the group protocol (--group-length {task.group_length}) runs each "
                            f"group whole; leave --blocks at 1")
+    check_task(task.task, task.extra_negatives)
+    if task.task == NODE_CLASSIFICATION and (task.group_length or is_baseline(run) or schedule is not None):
+        raise DgbenchError(f"--task {task.task}: {name}/{run.model.name} has no whole-sequence embeddings to decode "
+                           f"(baselines, the group protocol and schemes with their own schedule score link "
+                           f"prediction only)")
     _evaluation(run)  # written beside the store before any rank starts (dgbench/tasks/evalset.py)
 
 
 def _evaluation(run: ResolvedRun) -> list:
     task = run.task
     assert isinstance(task, TaskOptions)
-    return evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives, task.eval_negatives)
+    return evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives, task.eval_negatives,
+                           task=task.task)
 
 
 def is_baseline(run: ResolvedRun) -> bool:
@@ -116,7 +127,8 @@ def _data(run: ResolvedRun) -> DiscreteData:
                         fingerprint=run.fingerprint,
                         smoothing=smoothing_of(run), smoothing_window=task.smoothing_window,
                         fixed_training_pairs=task.paper_protocol)
-    data.evaluation = _evaluation(run)  # validation and test pairs: the run's fixed evaluation sets
+    # validation and test pairs: the run's fixed evaluation sets (none under node classification: its labels)
+    data.evaluation = _evaluation(run) if task.task != NODE_CLASSIFICATION else []
     return data
 
 
@@ -146,8 +158,13 @@ def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
     if run.task.group_length and schedule is None:
         from trainers.discrete.groups import GroupSchedule
         schedule = GroupSchedule()
-    return DiscreteTrainer(ctx, data, placement, model, lr=run.config.lr,  # type: ignore[arg-type]
-                           schedule=schedule)
+    trainer = DiscreteTrainer(ctx, data, placement, model, lr=run.config.lr,  # type: ignore[arg-type]
+                              schedule=schedule)
+    if run.task.task == NODE_CLASSIFICATION:
+        from dgbench.tasks.node import DecoderOptions, NodeClassification
+        trainer.node_task = NodeClassification(_evaluation(run)[0], data.num_nodes, DecoderOptions(
+            run.task.decoder_epochs, run.task.decoder_lr, run.config.seed))
+    return trainer
 
 
 def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: DiscreteData) -> dict[str, Any]:
@@ -207,7 +224,7 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
                           "targets": "raw next snapshot", "features_smoothed": applied == M_PRODUCT}
     extra["training_pairs"] = "fixed (ESDG §6.4)" if task.paper_protocol else "redrawn every epoch"
     main = per_rank[0]
-    result = build_record(family="discrete", task=TASK, scheme=run.scheme.name, model=run.model.name,
+    result = build_record(family="discrete", task=record_task(task.task), scheme=run.scheme.name, model=run.model.name,
                           dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
                           world_size=main["world_size"], backend=main["backend"], device=torch.device(main["device"]),
                           epochs=epochs, final_metrics=epochs[-1]["metrics"] if epochs else {}, started_at=started,

@@ -21,11 +21,13 @@ import torch
 import torch.nn.functional as F
 
 from dgbench.dist import DistContext, PhaseTimer
+from dgbench.errors import DgbenchError
 from dgbench.metrics import link_prediction_metrics
 from dgbench.models.discrete import DynamicGNN, State
 from dgbench.tasks.evaluator import score_pairs
+from dgbench.tasks.node import NodeClassification
 from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData, PairBatch
-from trainers.discrete.placement import Placement, pair_logits
+from trainers.discrete.placement import Placement, TimePlacement, VertexPlacement, pair_logits
 from trainers.discrete.schedule import BlockSchedule, Schedule
 from trainers.gradients import GradientSync
 
@@ -69,6 +71,7 @@ class DiscreteTrainer:
         self.gradients = GradientSync(ctx.comm, list(model.parameters()))
         self.activations = SavedActivationMeter()
         self.transfer_per_epoch: list[dict[str, int]] = []
+        self.node_task: NodeClassification | None = None  # --task node-classification (set by the family)
 
     # ------------------------------------------------------------------ one block
     def block_loss(self, block: int, state: list[State], batches: list[PairBatch], total_pairs: int,
@@ -112,6 +115,8 @@ class DiscreteTrainer:
     def evaluate(self) -> dict[str, dict[str, float]]:
         """Scores of the validation and test pairs (the run's evaluation sets), gathered from every rank."""
         self.model.eval()
+        if self.node_task is not None:
+            return self.node_task.figures(*self.vertex_embeddings())
         own = self.schedule.evaluate(self)
         if own is not None:
             return own
@@ -133,6 +138,36 @@ class DiscreteTrainer:
         for split, rows in scored.items():
             out.update(self.split_metrics(split, self._gather(torch.cat(rows))))
         return out
+
+    @torch.no_grad()
+    def vertex_embeddings(self) -> tuple[np.ndarray, np.ndarray]:
+        """Node classification (dgbench/tasks/node.py): the trained model frozen, one pass over the sequence;
+        the embedding of each labelled (step t, vertex v) — the last layer's output at t, what the link
+        scorer reads — as (t·N + v, embedding) rows gathered from every rank."""
+        assert self.node_task is not None
+        wanted, n = self.node_task.all_keys(), self.data.num_nodes
+        timer, state, rows = PhaseTimer(self.ctx.device), self.initial_state(), []
+        for b in range(len(self.placement.blocks)):
+            view = self.placement.view(b, timer)
+            x, state = block_embeddings(self.model, view, state)
+            steps, vertices = self._embedding_index(view)
+            keys = (steps[:, None] * n + vertices[None, :]).reshape(-1)
+            keep = np.flatnonzero(np.isin(keys, wanted))
+            flat = x.reshape(len(keys), -1).index_select(0, torch.from_numpy(keep).to(x.device))
+            rows.append(torch.cat([torch.from_numpy(keys[keep]).to(x.device, torch.float64)[:, None],
+                                   flat.double()], dim=1))
+        every = self._gather(torch.cat(rows)).cpu().numpy()
+        return every[:, 0].astype(np.int64), every[:, 1:]
+
+    def _embedding_index(self, view: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The (steps, vertex ids) of a block's [steps, rows, width] embeddings on this rank."""
+        if isinstance(self.placement, TimePlacement):  # its local steps, every vertex
+            return np.arange(*view.local, dtype=np.int64), np.arange(self.data.num_nodes, dtype=np.int64)
+        if isinstance(self.placement, VertexPlacement):  # every step of the block, its own vertices
+            return np.arange(view.block.start, view.block.stop, dtype=np.int64), np.asarray(self.placement.own,
+                                                                                            np.int64)
+        raise DgbenchError(f"--task node-classification: the {type(self.placement).__name__} layout has no "
+                           f"per-vertex embeddings to decode (schemes single, checkpoint, snapshot, vertex, pts do)")
 
     def pair_rows(self, logits: torch.Tensor, batches: list[PairBatch]) -> torch.Tensor:
         """Rows every rank's scores are gathered in: (logit, pair id) for evaluation-set pairs (they carry
@@ -160,3 +195,16 @@ class DiscreteTrainer:
         if any(self.transfer_per_epoch):  # this rank's {"base": .., "gd": ..} of each training epoch
             out["transfer_bytes_by_epoch"] = self.transfer_per_epoch
         return out
+
+
+def block_embeddings(model: DynamicGNN, view: Any, state: list[State]) -> tuple[torch.Tensor, list[State]]:
+    """:meth:`DynamicGNN.forward_block` up to the embedding (the input of its link scorer), for node
+    classification; ``tests/test_tasks_node.py`` checks it against the scorer halves."""
+    x, new_state = None, []
+    for i, layer in enumerate(model.layers):
+        x, s = layer.run_block(x, state[i], view)
+        new_state.append(s)
+        if model.relu_between_layers and i + 1 < len(model.layers):
+            x = torch.relu(x)
+    assert x is not None
+    return x, new_state
