@@ -1,4 +1,5 @@
-"""`dgbench tasks STORE`: write a store's evaluation sets beside it and print their fingerprints."""
+"""`dgbench tasks STORE`: write a store's evaluation sets (link prediction's negative sets, or with
+``--task node-classification`` its label set) beside it and print their fingerprints."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,6 +7,7 @@ from pathlib import Path
 import click
 
 from dgbench.store import SNAPSHOTS, read_attrs
+from dgbench.tasks import LINK_PREDICTION, NODE_CLASSIFICATION, TASKS
 from dgbench.tasks import negatives as ns
 
 DEFAULT_NEGATIVES = 9  # per positive: each positive is ranked among 10 candidates (MRR, Hits@1/3)
@@ -20,9 +22,19 @@ DEFAULT_NEGATIVES = 9  # per positive: each positive is ranked among 10 candidat
               help="Negatives per positive.")
 @click.option("--max-events", type=click.IntRange(1), default=None,
               help="Streams: the set of a run on the first N events (dgbench run --max-events).")
-def tasks_command(store: Path, strategies: str | None, eval_negatives: int, max_events: int | None) -> None:
-    """Write STORE's link-prediction evaluation sets (STORE.tasks/) and print their fingerprints."""
+@click.option("--task", type=click.Choice(TASKS), default=LINK_PREDICTION, show_default=True,
+              help="link-prediction: the negative sets; node-classification: the store's label set.")
+def tasks_command(store: Path, strategies: str | None, eval_negatives: int, max_events: int | None,
+                  task: str) -> None:
+    """Write STORE's evaluation sets (STORE.tasks/) and print their fingerprints."""
     from dgbench.tasks.link import link_prediction_set
+    if task == NODE_CLASSIFICATION:
+        from dgbench.tasks.node import label_set
+        labels = label_set(store, max_events)
+        summary = "  ".join(f"{split}: {c['instances']:,} labelled, {c['positives']:,} positive"
+                            for split, c in labels.details.get("splits", {}).items())
+        click.echo(f"{labels.path}  fingerprint {labels.fingerprint[:16]}  {summary}")
+        return
     snapshots = read_attrs(store).get("kind") == SNAPSHOTS
     chosen = [s.strip() for s in strategies.split(",")] if strategies else \
         [s for s in ns.STRATEGIES if not (snapshots and s == ns.INDUCTIVE)]
