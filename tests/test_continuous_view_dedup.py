@@ -97,3 +97,38 @@ def test_memory_updater_is_the_torch_cell(kind, grouped):
     grads = torch.autograd.grad((got * weights).sum(), params)
     for g, w in zip(grads, torch.autograd.grad((want * weights).sum(), params)):
         torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_tgn_keys_once_per_neighbour_pair_equal_every_slot():
+    """TGN's key/value h_j part computed once per distinct (neighbour, query time) pair (neighbor_pairs)
+    equals computing it for every slot: the same embeddings and gradients, float64."""
+    from dgbench.models.temporal import BatchInputs
+    from trainers.continuous.state import neighbor_pairs
+
+    torch.manual_seed(0)
+    model = build_temporal_model("tgn", memory_dim=6, edge_dim=3).double()
+    rng = np.random.default_rng(3)
+    roots, k = 12, 5
+    mask = rng.random((roots, k)) < 0.7
+    nodes = np.where(mask, rng.integers(0, 4, (roots, k)), 0)  # few vertices: pairs repeat
+    root_t = rng.integers(5, 7, roots).astype(np.float64)
+    pair_first, pair = neighbor_pairs(nodes, mask, root_t, torch.device("cpu"))
+    assert len(pair_first) < int(mask.sum())
+    pair_hidden = torch.from_numpy(rng.normal(size=(len(pair_first), 6))).requires_grad_()
+    root_view = torch.from_numpy(rng.normal(size=(roots, 6)))
+    inputs = BatchInputs(None, torch.from_numpy(root_t[:roots // 3]), torch.zeros(roots // 3, 3),
+                         neighbor_mask=torch.from_numpy(mask),
+                         neighbor_dt=torch.from_numpy(rng.uniform(0, 4, (roots, k))),
+                         neighbor_edge_features=torch.from_numpy(rng.normal(size=(roots, k, 3))))
+    outputs = {}
+    for grouped in (False, True):
+        inputs.neighbor_pairs = (pair_first, pair) if grouped else None
+        h = model.embed(inputs, root_view, torch.from_numpy(root_t), pair_hidden[pair])
+        weights = torch.from_numpy(np.random.default_rng(4).normal(size=h.shape))
+        outputs[grouped] = (h, torch.autograd.grad((h * weights).sum(), [pair_hidden, *model.parameters()],
+                                                   allow_unused=True))
+    torch.testing.assert_close(outputs[True][0], outputs[False][0], rtol=1e-12, atol=1e-12)
+    for got, want in zip(outputs[True][1], outputs[False][1]):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
