@@ -277,7 +277,7 @@ def dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, pr
     run = resolve(config)
     world = int(config.nproc)
     hooks = family_hooks(run.family)
-    problem = problem if problem is not None else hooks.partition_problem(run)
+    problem = problem if problem is not None else _problem(run, hooks)
     loaded = time.perf_counter()
     partition = run.scheme.partition(problem, world, run.scheme_options)
     partitioned = time.perf_counter()
@@ -298,7 +298,17 @@ def partition_problem(config: Any) -> Any:
     of the same store, model and protocol (schemes differ only in what they do with it)."""
     from trainers.experiment import family_hooks, resolve
     run = resolve(config)
-    return family_hooks(run.family).partition_problem(run)
+    return _problem(run, family_hooks(run.family))
+
+
+def _problem(run: Any, hooks: Any) -> Any:
+    """The partition problem a dry run plans on: the discrete family's data built step by step on demand
+    (:mod:`dgbench.project.lazydata`: the plans need the partition, the sizes and rank 0's own steps, never
+    every step's arrays at once), the continuous family's as the run loads it."""
+    if run.family == "discrete":
+        from dgbench.project.lazydata import lazy_partition_problem
+        return lazy_partition_problem(run)
+    return hooks.partition_problem(run)
 
 
 def store_entry(path: Any) -> dict[str, Any]:

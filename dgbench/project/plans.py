@@ -37,6 +37,7 @@ from dgbench.dist import PhaseTimer
 from dgbench.errors import DgbenchError
 from dgbench.project.dryrun import (ALL_GATHER, ALL_TO_ALL, CONTROL_TAGS, INT_BYTES, PLAN, POINT_TO_POINT, UNIFORM,
                                     CountingComm, DryRun, DryRunUnsupported, TagCounter, dry_context, store_entry)
+from dgbench.project.lazydata import LazyPairs, nonzeros_per_step
 
 DISCRETE_EXTRA_TAGS = {"gradients", "loss"}
 FORWARD_EQUIVALENTS = 3.0  # one forward and one backward (about twice a forward) per unit: what single runs
@@ -97,7 +98,7 @@ def _time_shape(placement: Any, units: list[range], passes: list[int]) -> Discre
     """ESDG §4.2: per unit, rank r's local steps travel to every rank's vertex rows and back."""
     data, world = placement.data, placement.ctx.world_size
     rows = np.array([b - a for a, b in placement.vertex_ranges], np.int64)
-    nnz = np.array([a.val.size for a in data.adjacency], np.int64)
+    nnz = nonzeros_per_step(data)
     forward, backward = np.zeros((world, world), np.int64), np.zeros((world, world), np.int64)
     edges, cells, step_work = np.zeros(world), np.zeros(world), np.zeros(world)
     for unit, runs in zip(units, passes):
@@ -216,7 +217,7 @@ def _blad_shape(trainer: Any) -> DiscreteShape:
     credited: an upper bound on BLAD's compute, which §6 overlaps)."""
     placement, data = trainer.placement, trainer.data
     plan, world = placement.plan, trainer.ctx.world_size
-    nnz = np.array([a.val.size for a in data.adjacency], np.int64)
+    nnz = nonzeros_per_step(data)
     state, grads, control = (np.zeros((world, world), np.int64) for _ in range(3))
     dims = sum(t.dim() for layer in trainer.initial_state() for t in layer)
     edges, cells, steps = np.zeros(plan.devices), np.zeros(plan.devices), np.zeros(plan.devices)
@@ -239,7 +240,7 @@ def _blad_shape(trainer: Any) -> DiscreteShape:
 
 def _even_shape(trainer: Any, units: list[range], passes: list[int], world: int) -> DiscreteShape:
     data = trainer.data
-    nnz = np.array([a.val.size for a in data.adjacency], np.int64)
+    nnz = nonzeros_per_step(data)
     edges = sum((runs + 2) / FORWARD_EQUIVALENTS * nnz[u.start:u.stop].sum() for u, runs in zip(units, passes))
     cells = sum((runs + 2) / FORWARD_EQUIVALENTS * len(u) * data.num_nodes for u, runs in zip(units, passes))
     steps = sum((runs + 2) / FORWARD_EQUIVALENTS * len(u) for u, runs in zip(units, passes))
@@ -290,7 +291,7 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
     trainer = family.build_rank(dry_context(0, world), run, partition, problem)
     units, passes = _units(trainer)
     calls, kinds = _probe_forward(trainer, units[0], notes)
-    pairs = problem.split_pairs(TRAIN, epoch)
+    pairs = LazyPairs(problem, TRAIN, epoch)  # built only if the placement scores pairs across ranks
     predicted = trainer.schedule.predicted_elements(trainer, CommProfile.of(trainer.model), pairs)
     if predicted is None:
         raise DgbenchError(f"scheme '{run.scheme.name}' with model '{run.model.name}' has no model of its volume "
@@ -336,7 +337,7 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
                   run.hyperparameters(), "epoch", 1, counter.tags,
                   {"edges": shape.edges, "cells": shape.cells, "steps": shape.steps}, shape.pattern, parameters, notes,
                   {"units": len(units), "forward_passes": passes, "epoch_of_pairs": epoch,
-                   "edges_total": int(sum(a.val.size for a in trainer.data.adjacency)),
+                   "edges_total": int(nonzeros_per_step(trainer.data).sum()),
                    "cells_total": int(trainer.data.num_steps * trainer.data.num_nodes)})
 
 

@@ -1,0 +1,221 @@
+"""The dry run's discrete data: :class:`~trainers.discrete.data.DiscreteData` built step by step on demand.
+
+A real run's ranks each hold the whole :class:`~trainers.discrete.data.DiscreteData` (every step's Ã_t,
+Ã_t X_t frames, degree features and target keys). A dry run needs far less: the partition, the sizes
+(per-step nonzeros of Ã_t, N, T) and rank 0's own steps for its probe forward. At ESDG's weak-scaling
+size for P = 128 (N = 2^21, T = 256, f = 3: 1.6 B input edges) the whole data is ~70 GiB, so the dry
+run builds this subclass instead: the same per-step arithmetic (:func:`~dgbench.models.sparse.gcn_normalize`,
+the degree features, the target keys, ESDG §5.5's precomputed Ã_t X_t), each step read from the store
+only when a placement or plan asks for it, a few recent steps kept. Per-step nonzeros come from one
+streaming pass that counts the distinct (dst, src) entries plus self loops (what ``gcn_normalize`` keeps).
+
+Only the raw protocol streams: the smoothings (edge-life, M-product; ESDG Table 1) mix a window of steps,
+so a smoothed run's dry run builds the whole data (:func:`lazy_supported`). The link-prediction pairs a
+placement may ask for (vertex / instance pair scoring) are built on first use (:class:`LazyPairs`); the
+snapshot placement never asks, so they are never built for it.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
+from loaders.smoothing import RAW
+from trainers.discrete.data import DiscreteData
+
+KEEP_STEPS = 4  # steps kept per lazy sequence: a rank's block, and a mover's previous step (graph difference)
+
+
+class LazySteps(Sequence):
+    """``count`` per-step values, ``compute(t)`` on access; the ``keep`` most recently used are kept."""
+
+    def __init__(self, count: int, compute: Callable[[int], Any], keep: int = KEEP_STEPS):
+        self.count, self.compute, self.keep = count, compute, keep
+        self._cache: OrderedDict[int, Any] = OrderedDict()
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _one(self, t: int) -> Any:
+        if t < 0:
+            t += self.count
+        if not 0 <= t < self.count:
+            raise IndexError(f"step {t} of {self.count}")
+        if t in self._cache:
+            self._cache.move_to_end(t)
+            return self._cache[t]
+        value = self.compute(t)
+        self._cache[t] = value
+        while len(self._cache) > self.keep:
+            self._cache.popitem(last=False)
+        return value
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._one(t) for t in range(*index.indices(self.count))]
+        return self._one(int(index))
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self._one(t) for t in range(self.count))
+
+
+class LazyFrames:
+    """The [T, N, F] array of per-step frames, indexed like it: ``[a:b]`` and ``[:, rows]`` / ``[a:b, rows]``
+    build a dense array of the selected steps only."""
+
+    def __init__(self, steps: LazySteps, num_nodes: int, width: int):
+        self.steps, self.shape = steps, (len(steps), num_nodes, width)
+        self.dtype = np.dtype(np.float32)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        rest: tuple = ()
+        if isinstance(index, tuple):
+            index, rest = index[0], index[1:]
+        if not isinstance(index, slice):
+            frame = self.steps[int(index)]
+            return frame[rest] if rest else frame
+        chosen = range(*index.indices(self.shape[0]))
+        if not len(chosen):
+            return np.zeros((0, *self.shape[1:]), self.dtype)[(slice(None), *rest)]
+        return np.stack([self.steps[t][rest] if rest else self.steps[t] for t in chosen])
+
+
+class LazyTargets(dict):
+    """``target_keys``: snapshot t's distinct keys ``src · N + dst``, read from the store on access."""
+
+    def __init__(self, data: "LazyDiscreteData"):
+        super().__init__()
+        self.data = data
+        self._steps = range(1, data.store.num_snapshots)
+
+    def __missing__(self, t: int) -> np.ndarray:
+        if t not in self._steps:
+            raise KeyError(t)
+        snap = self.data.store.snapshot(t)
+        return np.unique(snap.src.astype(np.int64) * self.data.num_nodes + snap.dst)
+
+    def __contains__(self, t: object) -> bool:
+        return t in self._steps
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._steps)
+
+    def keys(self) -> Any:  # type: ignore[override]
+        return list(self._steps)
+
+
+class LazyPairs(Sequence):
+    """``data.split_pairs(split, epoch)``, built on first use (placements that score pairs across ranks)."""
+
+    def __init__(self, data: DiscreteData, split: str, epoch: int):
+        self.data, self.split, self.epoch = data, split, epoch
+        self._pairs: list | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._pairs is not None
+
+    def _all(self) -> list:
+        if self._pairs is None:
+            self._pairs = self.data.split_pairs(self.split, self.epoch)
+        return self._pairs
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._all())
+
+
+def lazy_supported(smoothing: str) -> bool:
+    """Whether a run with this input smoothing can build its data step by step (the raw protocol only)."""
+    return smoothing == RAW
+
+
+class LazyDiscreteData(DiscreteData):
+    """:class:`~trainers.discrete.data.DiscreteData` whose per-step arrays are computed on access (see the
+    module docstring). Same constructor; refuses smoothed inputs (:func:`lazy_supported`)."""
+
+    lazy = True
+
+    def _read_inputs_and_targets(self) -> None:
+        if not lazy_supported(self.smoothing):
+            raise ValueError(f"LazyDiscreteData: smoothing {self.smoothing!r} mixes steps; build DiscreteData")
+        steps = self.num_steps
+        self.target_keys = LazyTargets(self)
+        self.degree_features = LazySteps(steps, self._degree_features)
+        self.adjacency = LazySteps(steps, self._normalised)
+        self.raw_edges_per_step = self.store.edges_per_snapshot()[:steps].astype(np.int64)
+        self.edges_per_step = self.raw_edges_per_step.copy()  # raw inputs: the model aggregates every stored edge
+        self._nnz: np.ndarray | None = None
+
+    def _degree_features(self, t: int) -> np.ndarray:
+        snap, n = self.store.snapshot(t), self.num_nodes
+        return np.stack([np.bincount(snap.dst, minlength=n), np.bincount(snap.src, minlength=n)],
+                        axis=1).astype(np.float32)
+
+    def _normalised(self, t: int) -> CsrArrays:
+        snap = self.store.snapshot(t)
+        return gcn_normalize(snap.src, snap.dst, snap.weight, self.num_nodes)
+
+    def _first_frame(self, t: int) -> np.ndarray:
+        a, x = self.adjacency[t], self.degree_features[t]
+        matrix = csr_tensor(CsrArrays(torch.from_numpy(a.rowptr), torch.from_numpy(a.col.astype(np.int64)),
+                                      torch.from_numpy(a.val.astype(np.float64)), a.shape))
+        return (matrix @ torch.from_numpy(x.astype(np.float64))).numpy().astype(np.float32)
+
+    def _precompute_first_aggregation(self) -> Any:
+        return LazyFrames(LazySteps(self.num_steps, self._first_frame), self.num_nodes, self.in_features)
+
+    def nonzeros_per_step(self) -> np.ndarray:
+        """Nonzeros of every step's Ã_t (distinct (dst, src) entries and the N self loops), one streaming pass."""
+        if self._nnz is None:
+            n = np.int64(self.num_nodes)
+            loops = np.arange(n, dtype=np.int64) * (n + 1)
+            counts = []
+            for snap in self.store.snapshots(0, self.num_steps):
+                keys = np.sort(np.r_[snap.dst.astype(np.int64) * n + snap.src, loops])  # a sort: np.unique hashes,
+                counts.append(int((keys[1:] != keys[:-1]).sum()) + 1)  # ~20x slower here
+            self._nnz = np.array(counts, np.int64)
+        return self._nnz
+
+
+def nonzeros_per_step(data: DiscreteData) -> np.ndarray:
+    """Nonzeros of every input step's Ã_t: from the lazy data's streaming count, or the built matrices."""
+    if isinstance(data, LazyDiscreteData):
+        return data.nonzeros_per_step()
+    return np.array([a.val.size for a in data.adjacency], np.int64)
+
+
+def lazy_partition_problem(run: Any) -> DiscreteData:
+    """:func:`trainers.discrete.family.partition_problem` with :class:`LazyDiscreteData` (the same steps, in the
+    same order; the exactness tests compare the dry run built on it with real runs, tag by tag). A smoothed
+    run gets the family's whole data."""
+    from trainers.discrete import family
+    from trainers.discrete.presence import apply_presence
+    smoothing = family.smoothing_of(run)
+    if not lazy_supported(smoothing):
+        return family.partition_problem(run)
+    task = run.task
+    data = LazyDiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed,
+                            group_length=task.group_length, fingerprint=run.fingerprint, smoothing=smoothing,
+                            smoothing_window=task.smoothing_window, fixed_training_pairs=task.paper_protocol)
+    data.evaluation = family._evaluation(run)
+    apply_presence(data, task.presence)
+    data.build_model = None if family.is_baseline(run) else \
+        (lambda: run.model.build(run.model_options, in_features=data.in_features, hidden=task.hidden))
+    data.hidden = task.hidden
+    return data

@@ -1,0 +1,105 @@
+"""The dry run's step-by-step discrete data (dgbench/project/lazydata.py, issue 17's memory must-hold): it holds
+the same numbers as the run's whole DiscreteData, the dry run counts the same bytes, work and pattern on it for
+every discrete scheme, and the snapshot scheme's dry run builds only rank 0's own steps and no pairs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dgbench.project.dryrun import dry_run, partition_problem
+from dgbench.project.lazydata import LazyDiscreteData, LazySteps, lazy_partition_problem, nonzeros_per_step
+from dgbench.registry import SCHEMES, load_plugins
+from trainers.config import RunConfig
+from trainers.discrete.data import TRAIN
+from trainers.experiment import family_hooks, resolve
+
+load_plugins("trainers")
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    from generators.esdg_random import build
+    return build(out=tmp_path_factory.mktemp("lazy") / "snapshots.zarr", nodes=40, snapshots=9, edge_factor=3.0,
+                 seed=13)
+
+
+def _config(store: Path, scheme: str, world: int, model: str = "cdgcn", **extra) -> RunConfig:
+    return RunConfig(scheme, model, store, nproc=world, epochs=2, seed=7, hidden=6, out=store.parent / "runs",
+                     **extra)
+
+
+def test_lazy_data_holds_the_same_numbers_as_the_whole_data(store):
+    run = resolve(_config(store, "single", 1))
+    whole, lazy = family_hooks("discrete").partition_problem(run), lazy_partition_problem(run)
+    assert isinstance(lazy, LazyDiscreteData) and not isinstance(whole, LazyDiscreteData)
+    assert lazy.num_steps == whole.num_steps == len(lazy.adjacency)
+    for t in range(whole.num_steps):
+        a, b = whole.adjacency[t], lazy.adjacency[t]
+        assert np.array_equal(a.rowptr, b.rowptr) and np.array_equal(a.col, b.col) and np.array_equal(a.val, b.val)
+        assert np.array_equal(whole.degree_features[t], lazy.degree_features[t])
+        assert np.array_equal(whole.target_keys[t + 1], lazy.target_keys[t + 1])
+    assert np.array_equal(whole.first_layer_input[2:5], lazy.first_layer_input[2:5])
+    rows = np.array([3, 0, 17])
+    assert np.array_equal(whole.first_layer_input[:, rows], lazy.first_layer_input[:, rows])
+    assert np.array_equal(nonzeros_per_step(whole), nonzeros_per_step(lazy))
+    assert np.array_equal(whole.edges_per_step, lazy.edges_per_step) and whole.work() == lazy.work()
+    for x, y in zip(whole.split_pairs(TRAIN, 1), lazy.split_pairs(TRAIN, 1)):
+        assert x.step == y.step and np.array_equal(x.src, y.src) and np.array_equal(x.dst, y.dst)
+
+
+def _discrete_configs(store: Path, world: int) -> list[RunConfig]:
+    out = []
+    for scheme in sorted((s for s in SCHEMES.values() if s.family == "discrete"), key=lambda s: s.name):
+        if scheme.world.problem(scheme.name, world) is not None:
+            continue
+        models = getattr(scheme, "models", None)
+        model = "cdgcn" if models is None or "cdgcn" in models else models[0]
+        extra = {"group_length": 3} if scheme.name.startswith("blad") else {}
+        out.append(_config(store, scheme.name, world, model, **extra))
+    return out
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_dry_run_on_lazy_data_counts_what_it_counts_on_the_whole_data(store, world):
+    """The same bytes per tag, (sender, receiver) matrices, per-rank work and totals, for every discrete
+    scheme registered at this world (the exactness test compares the lazy dry run with real runs)."""
+    configs = _discrete_configs(store, world)
+    assert {"snapshot", "vertex"} <= {c.scheme for c in configs}
+    for config in configs:
+        whole = dry_run(config, problem=family_hooks("discrete").partition_problem(resolve(config)))
+        lazy = dry_run(config)
+        where = f"{config.scheme} P={world}"
+        assert lazy.bytes_by_tag() == whole.bytes_by_tag(), where
+        for tag, volume in whole.tags.items():
+            assert np.array_equal(volume.pairs, lazy.tags[tag].pairs), (where, tag)
+        for name, values in whole.work.items():
+            assert np.allclose(values, lazy.work[name]), (where, name)
+        assert lazy.extra == whole.extra, where
+
+
+def test_snapshot_dry_run_builds_only_rank_zeros_steps_and_no_pairs(store, monkeypatch):
+    """What keeps the weak-scaling dry run small: Ã_t, Ã_t X_t and X_t are built for rank 0's own steps
+    only (T/P of them), never every step; the training pairs are never drawn."""
+    built: list[int] = []
+    original = LazySteps._one
+
+    def counting(self, t):
+        if t not in self._cache:
+            built.append(t)
+        return original(self, t)
+
+    monkeypatch.setattr(LazySteps, "_one", counting)
+    drawn = []
+    monkeypatch.setattr(LazyDiscreteData, "split_pairs", lambda self, *a, **k: drawn.append(a) or [])
+    world = 4
+    config = _config(store, "snapshot", world)
+    problem = partition_problem(config)
+    result = dry_run(config, problem=problem)
+    steps = problem.num_steps
+    own = -(-steps // world)
+    assert result.bytes_by_tag()["to_vertex:forward"] > 0
+    assert len(set(built)) <= own and max(built) < own, built  # rank 0 holds steps [0, ceil(T/P))
+    assert drawn == []
