@@ -1,20 +1,30 @@
 """The discrete-time model zoo of ESDG §5: TM-GCN, EvolveGCN-O and CD-GCN.
 
 Each model is two dynamic layers (a GCN on every snapshot followed by a temporal module) and an
-edge scorer (concatenation of the two endpoint embeddings + linear). The models never know how the
-work is distributed: a layer runs one block of timesteps through a :class:`BlockView` the scheme
-supplies, which aggregates ``Ã X`` (locally, or with a halo exchange), and moves features between
-the time-partitioned layout of the GCN and the vertex-partitioned layout of a temporal module that
-needs each vertex's whole sequence (identity when nothing is distributed). The hand-over state
+edge scorer (concatenation of the two endpoint embeddings + linear). The activation is where ESDG
+writes it (``--sigma-placement eq2``, the default): every layer's GCN is Eq. 2, Y = σ(Ã X W) with
+σ = ReLU, applied *before* the layer's temporal module (§2.2, Fig. 1: GCN → RNN, layer after layer,
+nothing between one layer's RNN output and the next layer's GCN); CD-GCN applies σ to the
+concatenation, σ(ÃX ∘ ÃXW) (§5.1); EvolveGCN-O to σ(Ã_t X_t W_t) (§5.2). ``between-layers`` keeps
+the placement before issue 15 (no σ inside a layer, one ReLU after the first layer's temporal
+module) so older records can be reproduced; the record's hyper-parameters say which ran. σ is
+elementwise on each local (step, vertex) row, so every scheme's layout change commutes with it.
+
+The models never know how the work is distributed: a layer runs one block of timesteps through a
+:class:`BlockView` the scheme supplies, which aggregates ``Ã X`` (locally, or with a halo exchange),
+and moves features between the time-partitioned layout of the GCN and the vertex-partitioned layout
+of a temporal module that needs each vertex's whole sequence (identity when nothing is distributed). The hand-over state
 between blocks (π_b of ESDG §3.1) is what :meth:`DynamicGNN.forward_block` takes and returns.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from dgbench.errors import DgbenchError
 from dgbench.models.contract import BlockView, State
 from dgbench.options import Options, option
 from dgbench.models.sequence import LSTMSequence, MTransform
@@ -24,6 +34,14 @@ _TANH_BACKWARD = torch.ops.aten.tanh_backward.default  # the derivative kernels 
 _SIGMOID_BACKWARD = torch.ops.aten.sigmoid_backward.default
 
 
+SIGMA_PLACEMENTS = ("eq2", "between-layers")
+
+
+def _sigma(y: torch.Tensor, apply: bool) -> torch.Tensor:
+    """Eq. 2's σ (ReLU; ESDG: "a suitable activation function such as ReLU"), when ``apply``."""
+    return torch.relu(y) if apply else y
+
+
 def _glorot(rows: int, cols: int) -> nn.Parameter:
     weight = torch.empty(rows, cols)
     nn.init.xavier_uniform_(weight)
@@ -31,10 +49,12 @@ def _glorot(rows: int, cols: int) -> nn.Parameter:
 
 
 class TMGCNLayer(nn.Module):
-    """GCN on each snapshot, then the parameter-less M-transform over the last w steps (ESDG §5.1)."""
+    """GCN on each snapshot, σ(Ã X W) (Eq. 2), then the parameter-less M-transform over the last w
+    steps (ESDG §5.3). ``sigma``: apply Eq. 2's σ before the M-transform (False: the layer is linear)."""
 
-    def __init__(self, in_features: int, out_features: int, window: int):
+    def __init__(self, in_features: int, out_features: int, window: int, sigma: bool = True):
         super().__init__()
+        self.sigma = sigma
         self.weight = _glorot(in_features, out_features)
         self.temporal = MTransform(out_features, window)
         self.temporal_widths = (out_features, out_features)  # (to_vertex, to_time) feature widths
@@ -47,7 +67,7 @@ class TMGCNLayer(nn.Module):
         return tuple(t.to(self.weight) for t in self.temporal.initial_carry(vertex_rows))
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
-        return view.sequence(self.temporal, view.aggregate(x) @ self.weight, state)
+        return view.sequence(self.temporal, _sigma(view.aggregate(x) @ self.weight, self.sigma), state)
 
 
 class _WeightEvolution(torch.autograd.Function):
@@ -109,11 +129,13 @@ class _WeightEvolution(torch.autograd.Function):
 
 class EvolveGCNOLayer(nn.Module):
     """GCN whose weight matrix W_t is evolved by an LSTM over the weights, W_t = LSTM(W_{t-1})
-    (Pareja et al., EvolveGCN-O; ESDG §5.2). The evolution is over time only, so every rank runs it
-    itself and no features move between layouts."""
+    (Pareja et al., EvolveGCN-O; ESDG §5.2), and Y_t = σ(Ã_t X_t W_t) (§5.2's form of Eq. 2).
+    The evolution is over time only, so every rank runs it itself and no features move between
+    layouts. ``sigma``: apply σ (False: the layer is linear in X)."""
 
-    def __init__(self, in_features: int, out_features: int):
+    def __init__(self, in_features: int, out_features: int, sigma: bool = True):
         super().__init__()
+        self.sigma = sigma
         self.initial_weight = _glorot(in_features, out_features)
         self.evolution = nn.LSTMCell(out_features, out_features)  # rows of W are the batch
         self.temporal_widths = (0, 0)
@@ -139,15 +161,18 @@ class EvolveGCNOLayer(nn.Module):
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
         weights, cell = self.evolve(*state, view.num_steps)
-        return view.convolve(x, weights[view.local_steps]), (weights[-1], cell)  # (Ã X) W_t, BLAD may reorder
+        y = view.convolve(x, weights[view.local_steps])  # (Ã X) W_t; BLAD may run Ã (X W_t), σ comes after both
+        return _sigma(y, self.sigma), (weights[-1], cell)
 
 
 class CDGCNLayer(nn.Module):
-    """GCN with a skip connection by concatenation, [ÃX, ÃXW], then an LSTM over each vertex's
-    sequence (Manessi et al., CD-GCN; ESDG §5.3)."""
+    """GCN with a skip connection by concatenation, Y = σ(Y_0 ∘ Y_1) with Y_0 = ÃX, Y_1 = Y_0 W
+    (ESDG §5.1: σ on the whole concatenation, so the skip half ÃX is rectified too), then an LSTM
+    over each vertex's sequence (Manessi et al., CD-GCN). ``sigma``: apply σ (False: [ÃX, ÃXW])."""
 
-    def __init__(self, in_features: int, out_features: int):
+    def __init__(self, in_features: int, out_features: int, sigma: bool = True):
         super().__init__()
+        self.sigma = sigma
         self.weight = _glorot(in_features, out_features)
         self.temporal = LSTMSequence(in_features + out_features, out_features)
         self.temporal_widths = (in_features + out_features, out_features)
@@ -161,15 +186,21 @@ class CDGCNLayer(nn.Module):
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
         ax = view.aggregate(x)
-        return view.sequence(self.temporal, torch.cat([ax, ax @ self.weight], dim=-1), state)
+        return view.sequence(self.temporal, _sigma(torch.cat([ax, ax @ self.weight], dim=-1), self.sigma), state)
 
 
 class DynamicGNN(nn.Module):
-    """Two dynamic layers (ReLU between them) and the link scorer of ESDG §6.4."""
+    """Dynamic layers and the link scorer of ESDG §6.4.
 
-    def __init__(self, layers: list[nn.Module], embedding: int):
+    ``relu_between_layers``: a ReLU on every layer's output but the last, after its temporal module.
+    The DGC/BLAD zoo (``recurrent.py``, ``attention.py``) builds its GCN → ReLU → GCN stacks with it;
+    ESDG's models do not (their σ is inside each layer, Eq. 2), except under ``between-layers``.
+    """
+
+    def __init__(self, layers: list[nn.Module], embedding: int, relu_between_layers: bool = True):
         super().__init__()
         self.layers = nn.ModuleList(layers)
+        self.relu_between_layers = relu_between_layers
         self.scorer = nn.Linear(2 * embedding, 1)  # score(u, v) = w · [h_u, h_v] + b
 
     def initial_state(self, vertex_rows: int) -> list[State]:
@@ -186,7 +217,7 @@ class DynamicGNN(nn.Module):
         for i, layer in enumerate(self.layers):
             x, s = layer.run_block(x, state[i], view)
             new_state.append(s)
-            if i + 1 < len(self.layers):
+            if self.relu_between_layers and i + 1 < len(self.layers):
                 x = torch.relu(x)
         halves = x @ self.scorer.weight.view(2, -1).t()
         return halves, new_state
@@ -207,22 +238,49 @@ def _sizes(in_features: int, hidden: int) -> list[tuple[int, int]]:
     return [(in_features, hidden), (hidden, hidden)]
 
 
+_SIGMA_HELP = ("Where σ = ReLU goes: eq2 = on each layer's GCN output before its temporal module (ESDG Eq. 2, "
+               "§2.2; CD-GCN on the concatenation, §5.1); between-layers = one ReLU after the first layer's "
+               "temporal module (dgbench before issue 15).")
+
+
+def _sigma_option() -> str:
+    return option("eq2", _SIGMA_HELP, choices=SIGMA_PLACEMENTS)
+
+
+def _esdg_model(layer: Callable[[int, int, bool], nn.Module], sigma_placement: str, in_features: int,
+                hidden: int) -> DynamicGNN:
+    """Two ESDG layers ``layer(fin, fout, sigma)`` with the activation placed as ``sigma_placement`` says."""
+    if sigma_placement not in SIGMA_PLACEMENTS:
+        raise DgbenchError(f"--sigma-placement {sigma_placement}: choose one of {', '.join(SIGMA_PLACEMENTS)}")
+    in_layer = sigma_placement == "eq2"
+    return DynamicGNN([layer(i, o, in_layer) for i, o in _sizes(in_features, hidden)], hidden,
+                      relu_between_layers=not in_layer)
+
+
 @dataclass(frozen=True)
 class TMGCNOptions(Options):
-    window: int = option(3, "TM-GCN's M-transform window w (ESDG §5.1).", positive=True)
+    window: int = option(3, "TM-GCN's M-transform window w (ESDG §5.3).", positive=True)
+    sigma_placement: str = _sigma_option()
+
+
+@dataclass(frozen=True)
+class ESDGModelOptions(Options):
+    sigma_placement: str = _sigma_option()
 
 
 @register_model("tmgcn", family="discrete", summary="TM-GCN: GCN + M-transform over the last w steps",
                 options=TMGCNOptions)
-def tmgcn(in_features: int = 2, hidden: int = 6, window: int = 3) -> DynamicGNN:
-    return DynamicGNN([TMGCNLayer(i, o, window) for i, o in _sizes(in_features, hidden)], hidden)
+def tmgcn(in_features: int = 2, hidden: int = 6, window: int = 3, sigma_placement: str = "eq2") -> DynamicGNN:
+    return _esdg_model(lambda i, o, sigma: TMGCNLayer(i, o, window, sigma), sigma_placement, in_features, hidden)
 
 
-@register_model("evolvegcn-o", family="discrete", summary="EvolveGCN-O: GCN weights evolved by an LSTM")
-def evolvegcn_o(in_features: int = 2, hidden: int = 6, window: int = 3) -> DynamicGNN:
-    return DynamicGNN([EvolveGCNOLayer(i, o) for i, o in _sizes(in_features, hidden)], hidden)
+@register_model("evolvegcn-o", family="discrete", summary="EvolveGCN-O: GCN weights evolved by an LSTM",
+                options=ESDGModelOptions)
+def evolvegcn_o(in_features: int = 2, hidden: int = 6, window: int = 3, sigma_placement: str = "eq2") -> DynamicGNN:
+    return _esdg_model(EvolveGCNOLayer, sigma_placement, in_features, hidden)
 
 
-@register_model("cdgcn", family="discrete", summary="CD-GCN: skip-concatenated GCN + per-vertex LSTM")
-def cdgcn(in_features: int = 2, hidden: int = 6, window: int = 3) -> DynamicGNN:
-    return DynamicGNN([CDGCNLayer(i, o) for i, o in _sizes(in_features, hidden)], hidden)
+@register_model("cdgcn", family="discrete", summary="CD-GCN: skip-concatenated GCN + per-vertex LSTM",
+                options=ESDGModelOptions)
+def cdgcn(in_features: int = 2, hidden: int = 6, window: int = 3, sigma_placement: str = "eq2") -> DynamicGNN:
+    return _esdg_model(CDGCNLayer, sigma_placement, in_features, hidden)
