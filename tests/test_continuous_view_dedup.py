@@ -132,3 +132,34 @@ def test_tgn_keys_once_per_neighbour_pair_equal_every_slot():
         assert (got is None) == (want is None)
         if got is not None:
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_tgn_attention_over_real_slots_equals_the_dense_grid():
+    """TGN's attention computed on the real neighbour slots only equals TGL's dense (roots, k) form (padding
+    keys zero, scores masked to -1e9, softmax over k, weights times the mask), float64, with a root that has
+    no neighbour at all."""
+    import math
+
+    from dgbench.models.temporal import BatchInputs
+
+    torch.manual_seed(0)
+    model = build_temporal_model("tgn", memory_dim=6, edge_dim=3).double()
+    rng = np.random.default_rng(5)
+    roots, k = 9, 4
+    mask = torch.from_numpy(rng.random((roots, k)) < 0.6)
+    mask[0] = False
+    inputs = BatchInputs(None, torch.zeros(3), torch.zeros(3, 3), neighbor_mask=mask,
+                         neighbor_dt=torch.from_numpy(rng.uniform(0, 4, (roots, k))),
+                         neighbor_edge_features=torch.from_numpy(rng.normal(size=(roots, k, 3))))
+    query = torch.from_numpy(rng.normal(size=(roots, 6)))
+    hidden = torch.from_numpy(rng.normal(size=(int(mask.sum()), 6)))
+    got = model._attend(inputs, query, hidden)
+
+    keys_in = torch.cat([hidden, inputs.neighbor_edge_features[mask], model.time_encoder(inputs.neighbor_dt[mask])], 1)
+    keys = torch.zeros(roots, k, 6, dtype=torch.float64).index_put(mask.nonzero(as_tuple=True), model.key(keys_in))
+    values = torch.zeros(roots, k, 6, dtype=torch.float64).index_put(mask.nonzero(as_tuple=True), model.value(keys_in))
+    scores = (query.view(roots, 1, 2, 3) * keys.view(roots, k, 2, 3)).sum(-1) / math.sqrt(3)
+    weights = torch.softmax(scores.masked_fill(~mask[:, :, None], -1e9), dim=1) * mask[:, :, None]
+    want = (weights[..., None] * values.view(roots, k, 2, 3)).sum(1).flatten(1)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert got[0].abs().max() == 0

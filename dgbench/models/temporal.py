@@ -351,18 +351,21 @@ class TGN(TemporalModel):
         return hidden_part + F.linear(rest, weight[:, width:], bias)
 
     def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor) -> torch.Tensor:
+        """Multi-head attention of each root over its real neighbour slots. Keys, values and scores are
+        computed for the real slots only (row-major over the mask; on Wikipedia about half the (roots, k)
+        grid is padding); only the (roots, k, heads) scores take the grid's shape, for the softmax."""
         mask = inputs.neighbor_mask
         roots, k = mask.shape
-        head_dim = self.memory_dim // self.heads
-        keys_and_values = query.new_zeros(roots, k, 2 * self.memory_dim)
-        keys_and_values = keys_and_values.index_put(mask.nonzero(as_tuple=True),
-                                                    self._keys_and_values(inputs, neighbor_hidden))
-        keys, values = keys_and_values[..., :self.memory_dim], keys_and_values[..., self.memory_dim:]
-        scores = (query.view(roots, 1, self.heads, head_dim) * keys.view(roots, k, self.heads, head_dim)).sum(-1)
-        scores = scores / math.sqrt(head_dim)
-        scores = scores.masked_fill(~mask[:, :, None], -1e9)
-        weights = torch.softmax(scores, dim=1) * mask[:, :, None]  # no neighbours: aggregates nothing
-        return (weights[..., None] * values.view(roots, k, self.heads, head_dim)).sum(1).flatten(1)
+        heads, head_dim = self.heads, self.memory_dim // self.heads
+        root_of_slot, slot = mask.nonzero(as_tuple=True)
+        keys_and_values = self._keys_and_values(inputs, neighbor_hidden)
+        keys, values = keys_and_values[:, :self.memory_dim], keys_and_values[:, self.memory_dim:]
+        slots = len(root_of_slot)
+        scores = (query[root_of_slot] * keys).view(slots, heads, head_dim).sum(-1) / math.sqrt(head_dim)
+        grid = scores.new_full((roots, k, heads), -1e9).index_put((root_of_slot, slot), scores)
+        weights = torch.softmax(grid, dim=1)[root_of_slot, slot]  # a root without neighbours aggregates nothing
+        weighted = weights[:, :, None] * values.view(slots, heads, head_dim)
+        return query.new_zeros(roots, heads, head_dim).index_add(0, root_of_slot, weighted).flatten(1)
 
 
 class JODIE(TemporalModel):
