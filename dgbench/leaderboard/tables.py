@@ -113,8 +113,9 @@ def build_view(entries: list[Entry]) -> BoardView:
         scaling += series
         from dgbench.leaderboard.quality import time_to_quality_table  # it builds on this module's cells
         built = {"throughput": throughput_table(runs, section), "scaling": scaling_table(series, section),
-                 **accuracy_tables(pick("accuracy"), section),
-                 "time-to-quality": time_to_quality_table(pick("accuracy"), section)}
+                 **accuracy_tables(link_prediction(pick("accuracy")), section),
+                 **node_classification_tables(node_classification(pick("accuracy")), section),
+                 "time-to-quality": time_to_quality_table(link_prediction(pick("accuracy")), section)}
         for track, table in built.items():
             if table.rows or (official and track in TRACKS):
                 tables.setdefault(track, []).append(table)
@@ -281,8 +282,31 @@ ACCURACY_COLUMNS = ["Dataset", "Task", "Model", "Scheme", "World", "Seeds", "Tes
 ACCURACY_FIGURES = (*ACCURACY_METRICS, "mrr")  # MRR: rank among the evaluation set's negatives (dgbench/tasks)
 
 
-def accuracy_tables(entries: list[Entry], section: str) -> dict[str, Table]:
-    """Ranked rows (enough seeds) and rows still waiting for seeds, for one section."""
+NODE_CLASSIFICATION_TASK = "node_classification"  # a record's task field (dgbench/tasks/node.py)
+NODE_COLUMNS = ["Dataset", "Task", "Model", "Scheme", "World", "Seeds", "Test AUC", "Test AP", "Test F1",
+                "Test accuracy", "Setup"]
+NODE_FIGURES = ("auc", "ap", "f1", "accuracy")
+
+
+def link_prediction(entries: list[Entry]) -> list[Entry]:
+    return [e for e in entries if e.record["task"] != NODE_CLASSIFICATION_TASK]
+
+
+def node_classification(entries: list[Entry]) -> list[Entry]:
+    return [e for e in entries if e.record["task"] == NODE_CLASSIFICATION_TASK]
+
+
+def node_classification_tables(entries: list[Entry], section: str) -> dict[str, Table]:
+    """Node-classification rows in tables of their own (never ranked against link prediction): AUC first."""
+    return accuracy_tables(entries, section, table_key="node-classification", columns=NODE_COLUMNS,
+                           figures=NODE_FIGURES, name="Node classification")
+
+
+def accuracy_tables(entries: list[Entry], section: str, table_key: str = "accuracy",
+                    columns: list[str] = ACCURACY_COLUMNS, figures: tuple[str, ...] = ACCURACY_FIGURES,
+                    name: str = "Accuracy") -> dict[str, Table]:
+    """Ranked rows (enough seeds) and rows still waiting for seeds, for one section (link prediction's
+    columns unless ``columns``/``figures`` say otherwise)."""
     groups: dict[tuple, dict[int, Entry]] = defaultdict(dict)
     for entry in sorted(entries, key=lambda e: e.record["started_at"]):
         record = entry.record
@@ -292,7 +316,7 @@ def accuracy_tables(entries: list[Entry], section: str) -> dict[str, Table]:
     ranked, pending = [], []
     for (dataset, task, model, scheme, world, setup), by_seed in groups.items():
         row = [text(dataset), text(task), text(model), text(scheme), number(world), number(len(by_seed))]
-        for metric in ACCURACY_FIGURES:
+        for metric in figures:
             values = [e.record["final_metrics"]["test"].get(metric) for e in by_seed.values()]
             row.append(_mean_std_cell([v for v in values if v is not None]))
         row.append(Cell(setup, setup))  # the setup as JSON until _fill_setups words it
@@ -300,18 +324,19 @@ def accuracy_tables(entries: list[Entry], section: str) -> dict[str, Table]:
     notes = []
     for rows in (ranked, pending):
         rows.sort(key=lambda row: (row[0].sort, row[1].sort, row[2].sort, row[4].sort, -row[6].sort, row[3].sort))
-        setup_column = ACCURACY_COLUMNS.index("Setup")
+        setup_column = columns.index("Setup")
         notes.append(_fill_setups(rows, setup_column, [json.loads(row[setup_column].text) for row in rows]))
-    columns, numeric = ACCURACY_COLUMNS, [c in (4, 5, 6, 7, 8, 9) for c in range(len(ACCURACY_COLUMNS))]
+    numeric = [c in (4, 5, 6, 7, 8, 9) for c in range(len(columns))]
     reasons = sorted({e.unofficial_reason for e in entries if e.unofficial_reason})
     if reasons:  # records of registered stores listed here: why each is not ranked officially
         notes = ["Not ranked officially: " + "; ".join(reasons) + ". " + note for note in notes]
-    return {"accuracy": Table(f"accuracy-{section}", _title("accuracy", section), columns, numeric, ranked,
-                              note=f"Mean ± sample std over one run per seed; a row needs {MIN_SEEDS} seeds. "
-                                   + notes[0]),
-            "accuracy-pending": Table(f"accuracy-pending-{section}",
-                                      f"Accuracy — {section}, not yet ranked (fewer than {MIN_SEEDS} seeds)",
-                                      columns, numeric, pending, note=notes[1])}
+    title = _title("accuracy", section) if table_key == "accuracy" else f"{name} — {section}"
+    return {table_key: Table(f"{table_key}-{section}", title, columns, numeric, ranked,
+                             note=f"Mean ± sample std over one run per seed; a row needs {MIN_SEEDS} seeds. "
+                                  + notes[0]),
+            f"{table_key}-pending": Table(f"{table_key}-pending-{section}",
+                                          f"{name} — {section}, not yet ranked (fewer than {MIN_SEEDS} seeds)",
+                                          columns, numeric, pending, note=notes[1])}
 
 
 def _mean_std_cell(values: list[float]) -> Cell:
