@@ -28,6 +28,9 @@ training instances in batches of 200 (DyGLib), Adam at ``decoder_lr`` (1e-3; DyG
 fewer epochs here to fit a CPU) for ``decoder_epochs``, seeded by the run's seed; the epoch with the best
 validation AUC is kept (DyGLib/TGN early stopping; the last epoch when validation has one class only).
 
+The decoder is trained once, after the last link-prediction epoch (earlier epochs report no
+node-classification metrics: a decoder per epoch would cost a full replay and decoder training each).
+
 **Metrics**: AUC and AP (threshold-free, the papers' figures for these imbalanced labels: 217 positive
 of 157,474 Wikipedia events), and F1 of the positive class and accuracy at one threshold: the decoder
 logit that maximises F1 on the *validation* split (logit 0 where validation has no positive), applied
@@ -252,8 +255,15 @@ class NodeClassification:
     """The task a family's loop calls after link-prediction training: which instances to embed
     (:meth:`keys`), then :meth:`figures` from the gathered (key, embedding) rows."""
 
-    def __init__(self, labels: EvaluationSet, num_nodes: int, options: DecoderOptions):
+    def __init__(self, labels: EvaluationSet, num_nodes: int, options: DecoderOptions, epochs: int = 1):
         self.labels, self.num_nodes, self.options = labels, num_nodes, options
+        self.epochs, self.evaluations = epochs, 0
+
+    def due(self) -> bool:
+        """Whether this evaluation is the run's last (after its last training epoch): the decoder is
+        trained once, on the final model's embeddings; earlier epochs report no metrics."""
+        self.evaluations += 1
+        return self.evaluations >= self.epochs
 
     def keys(self, split: str) -> np.ndarray:
         return instance_keys(self.labels, split, self.num_nodes)

@@ -126,7 +126,7 @@ def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
     if task.task == NODE_CLASSIFICATION:
         from dgbench.tasks.node import DecoderOptions, NodeClassification
         trainer.node_task = NodeClassification(trainer.evaluation[0], stream.num_nodes, DecoderOptions(
-            task.decoder_epochs, task.decoder_lr, run.config.seed))
+            task.decoder_epochs, task.decoder_lr, run.config.seed), epochs=run.config.epochs)
     return trainer
 
 

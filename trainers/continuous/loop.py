@@ -308,7 +308,7 @@ class ContinuousTrainer:
         every positive through the one evaluator of both families (dgbench/tasks/evaluator.py)."""
         self.model.eval()
         if self.node_task is not None:
-            return self.node_task.figures(*self.source_embeddings())
+            return self.node_task.figures(*self.source_embeddings()) if self.node_task.due() else {}
         if not self.evaluation:
             return {split: self._evaluate_split(split) for split in ("val", "test")}
         trained = self.state.table.clone()

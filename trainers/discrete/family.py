@@ -163,7 +163,7 @@ def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
     if run.task.task == NODE_CLASSIFICATION:
         from dgbench.tasks.node import DecoderOptions, NodeClassification
         trainer.node_task = NodeClassification(_evaluation(run)[0], data.num_nodes, DecoderOptions(
-            run.task.decoder_epochs, run.task.decoder_lr, run.config.seed))
+            run.task.decoder_epochs, run.task.decoder_lr, run.config.seed), epochs=run.config.epochs)
     return trainer
 
 

@@ -116,7 +116,7 @@ class DiscreteTrainer:
         """Scores of the validation and test pairs (the run's evaluation sets), gathered from every rank."""
         self.model.eval()
         if self.node_task is not None:
-            return self.node_task.figures(*self.vertex_embeddings())
+            return self.node_task.figures(*self.vertex_embeddings()) if self.node_task.due() else {}
         own = self.schedule.evaluate(self)
         if own is not None:
             return own
