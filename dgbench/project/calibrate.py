@@ -20,6 +20,7 @@ import os
 import statistics
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,13 @@ from dgbench.dist import DistContext
 from dgbench.project.hardware import SCHEMA, VERSION, save_calibrated
 
 DISCRETE_STORES = ((1024, 17, 3.0), (4096, 17, 3.0), (1024, 33, 12.0), (2048, 9, 24.0), (32768, 9, 3.0))
-QUICK_DISCRETE_STORES = ((1024, 9, 3.0), (4096, 9, 3.0), (1024, 17, 12.0))
+QUICK_DISCRETE_STORES = ((1024, 9, 3.0), (4096, 9, 3.0), (1024, 17, 12.0), (16384, 9, 3.0))
 STREAM = dict(users=400, items=300, events=6000, edge_dim=8, seed=1)
 CONTINUOUS_SETTINGS = ((200, 5), (600, 5), (600, 10), (1500, 10))  # (batch size, neighbours)
 LINK_SIZES = (8, 1024, 16 * 1024, 256 * 1024, 2 * 2 ** 20, 8 * 2 ** 20)
 EPOCHS = 3
+WALL, PROCESS = "wall", "process"
+CLOCKS = {WALL: time.perf_counter, PROCESS: time.process_time}
 
 
 def nonnegative_fit(features: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
@@ -74,8 +77,9 @@ def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
     return 2 * source.numel() * 4 / statistics.median(seconds)
 
 
-def _time_all_to_all(ctx: DistContext, sizes: tuple[int, ...], repeats: int) -> list[float]:
+def _time_all_to_all(ctx: DistContext, sizes: tuple[int, ...], repeats: int, clock: str = WALL) -> list[float]:
     """Median seconds of an all-to-all sending ``size`` bytes to every other rank (rank-level function)."""
+    now = CLOCKS[clock]
     out = []
     for size in sizes:
         per_peer = max(1, size // 4)
@@ -85,17 +89,17 @@ def _time_all_to_all(ctx: DistContext, sizes: tuple[int, ...], repeats: int) -> 
         seconds = []
         for _ in range(repeats):
             ctx.comm.barrier()
-            start = time.perf_counter()
+            start = now()
             ctx.comm.all_to_all_single(tensor, splits, splits, "timed")
-            seconds.append(time.perf_counter() - start)
+            seconds.append(now() - start)
         out.append(statistics.median(seconds))
     return out
 
 
-def link(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = 15) -> dict[str, Any]:
+def link(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = 15, clock: str = WALL) -> dict[str, Any]:
     """alpha and bandwidth of an all-to-all between two local gloo ranks."""
     from dgbench.launch import launch
-    per_rank = launch(_time_all_to_all, nproc=2, args=(sizes, repeats), backend="gloo")
+    per_rank = launch(_time_all_to_all, nproc=2, args=(sizes, repeats, clock), backend="gloo")
     seconds = np.maximum(per_rank[0], per_rank[1])
     sent = np.array([max(1, s // 4) * 4 for s in sizes], np.float64)
     (alpha, beta), _ = nonnegative_fit(np.stack([np.ones_like(sent), sent], 1), seconds)
@@ -107,11 +111,43 @@ def _median_epoch(record: dict[str, Any]) -> float:
     return statistics.median(e["time_s"] for e in record["epochs"][1:])
 
 
-def _fit_family(configs: list[Any], keys: tuple[str, ...], work_of: Any) -> dict[str, dict[str, Any]]:
-    """Train every config, fit each model's rates to (work counts, median epoch seconds)."""
+def _clocked_train_runs(ctx: DistContext, runs: list[Any], quiet: bool, clock: str) -> list[dict[str, Any]]:
+    """:func:`trainers.experiment.train_runs` with its epochs (trainers/epochs.py) timed on ``clock``."""
+    import trainers.epochs as epochs
+    from trainers.experiment import train_runs
+    original = epochs.time
+    epochs.time = types.SimpleNamespace(perf_counter=CLOCKS[clock])  # type: ignore[assignment]
+    try:
+        return train_runs(ctx, runs, quiet)
+    finally:
+        epochs.time = original
+
+
+def run_timed(configs: list[Any], clock: str = WALL) -> list[dict[str, Any]]:
+    """:func:`trainers.experiment.run_experiments` with every rank's epochs timed on ``clock`` (the record's
+    ``time_s``: the slowest rank's; on the process clock its CPU seconds, see the module docstring)."""
+    from dgbench import progress
+    from dgbench.launch import launch
+    from dgbench.records import utc_now
+    from trainers.experiment import family_hooks, resolve, run_experiments
+    if clock == WALL:
+        return run_experiments(configs)
+    if clock not in CLOCKS:
+        raise ValueError(f"clock {clock!r}: choose one of {', '.join(CLOCKS)}")
+    runs, started, head = [resolve(config) for config in configs], utc_now(), configs[0]
+    if len({(c.nproc, c.backend, c.device, c.timeout_s) for c in configs}) > 1:
+        raise ValueError("runs timed together need the same nproc, backend, device and timeout")
+    per_rank = launch(_clocked_train_runs, nproc=head.nproc, args=(runs, progress.is_quiet(), clock),
+                      backend=head.resolved_backend(), timeout_s=head.timeout_s)
+    return [family_hooks(run.family).record(run, [results[i] for results in per_rank], started)
+            for i, run in enumerate(runs)]
+
+
+def _fit_family(configs: list[Any], keys: tuple[str, ...], work_of: Any,
+                clock: str = WALL) -> dict[str, dict[str, Any]]:
+    """Train every config, fit each model's rates to (work counts, median epoch seconds on ``clock``)."""
     from dgbench.project.dryrun import dry_run
-    from trainers.experiment import run_experiments
-    records = run_experiments(configs)
+    records = run_timed(configs, clock)
     by_model: dict[str, list[tuple[list[float], float]]] = {}
     for config, record in zip(configs, records):
         by_model.setdefault(config.model, []).append((work_of(dry_run(config)), _median_epoch(record)))
@@ -133,8 +169,13 @@ def _continuous_work(dry: Any) -> list[float]:
 
 
 def calibrate(out: str | Path, discrete_models: list[str], continuous_models: list[str], quick: bool = False,
-              work_dir: str | Path | None = None) -> Path:
-    """Measure this machine and write its profile to ``out`` (see the module docstring)."""
+              work_dir: str | Path | None = None, clock: str = WALL,
+              options: dict[str, dict[str, Any]] | None = None) -> Path:
+    """Measure this machine and write its profile to ``out`` (see the module docstring). ``options``: per
+    family, the run options (widths: ``hidden``, ``memory_dim``, ...) the calibration runs use — the rates
+    are fitted per model at those widths, so calibrate at the widths you will project (the profile
+    records them, and a projection at other widths says so)."""
+    options = options or {}
     from generators.esdg_random import build as snapshots
     from generators.stream import build as stream
     from trainers.config import RunConfig
@@ -147,27 +188,31 @@ def calibrate(out: str | Path, discrete_models: list[str], continuous_models: li
             if discrete_models:
                 stores = [snapshots(out=root / f"s{n}-{t}-{f}.zarr", nodes=n, snapshots=t, edge_factor=f, seed=3)
                           for n, t, f in (QUICK_DISCRETE_STORES if quick else DISCRETE_STORES)]
-                configs = [RunConfig("single", m, s, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs")
-                           for m in discrete_models for s in stores]
+                configs = [RunConfig("single", m, s, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs",
+                                     **options.get("discrete", {})) for m in discrete_models for s in stores]
                 compute["discrete"] = _fit_family(configs, ("per_edge_s", "per_cell_s", "per_step_s"),
-                                                  _discrete_work)
+                                                  _discrete_work, clock)
             if continuous_models:
                 events = stream(out=root / "stream.zarr", **STREAM)
                 settings = CONTINUOUS_SETTINGS[:3] if quick else CONTINUOUS_SETTINGS
+                given = {k: v for k, v in options.get("continuous", {}).items() if k not in ("batch_size", "neighbors")}
                 configs = [RunConfig("single", m, events, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs",
-                                     batch_size=b, neighbors=k) for m in continuous_models for b, k in settings]
+                                     batch_size=b, neighbors=k, **given)
+                           for m in continuous_models for b, k in settings]
                 compute["continuous"] = _fit_family(configs, ("per_event_s", "per_position_s", "per_batch_s"),
-                                                    _continuous_work)
+                                                    _continuous_work, clock)
     finally:
         torch.set_num_threads(before)
     bandwidth = memory_bandwidth()
-    measured = link()
+    measured = link(clock=clock)
     loopback = {"alpha_s": measured["alpha_s"], "bandwidth": measured["bandwidth"],
                 "what": "gloo all-to-all between two local ranks (loopback)", "source": "measured",
                 "points": measured["points"]}
     cores = os.cpu_count() or 1
     document = {"schema": SCHEMA, "version": VERSION, "name": "this-machine", "source": "calibrated",
-                "description": f"this machine, one core per rank ({cores} cores): compute fitted on single runs, "
+                "clock": clock, "calibrated_with": {family: dict(options.get(family, {})) for family in compute},
+                "description": f"this machine, one core per rank ({cores} cores), {clock} clock: compute fitted on "
+                               f"single runs, "
                                f"link measured between two local ranks; no second node here, so the inter-node "
                                f"link is the same measured loopback link",
                 "ranks_per_node": cores,
@@ -177,4 +222,4 @@ def calibrate(out: str | Path, discrete_models: list[str], continuous_models: li
                 "compute": compute, "citations": []}
     fit = {family: {model: rates["fit"]["max_relative_error"] for model, rates in models.items()}
            for family, models in compute.items()}
-    return save_calibrated(out, document, {"max_relative_error": fit, "threads_per_rank": 1})
+    return save_calibrated(out, document, {"max_relative_error": fit, "threads_per_rank": 1, "clock": clock})

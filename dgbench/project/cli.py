@@ -2,6 +2,7 @@
 
     dgbench project dryrun STORE --scheme S --model M --nproc P [--set NAME=VALUE ...] [-o DRY.json]
     dgbench project calibrate -o PROFILE.json [--discrete-models ...] [--continuous-models ...] [--quick]
+                              [--clock wall|process] [--discrete-set NAME=VALUE ...] [--continuous-set ...]
     dgbench project strong STORE --scheme S --model M --worlds 1,2,4,... --profile NAME|FILE [-o OUT.json]
     dgbench project weak --scheme S --model M --worlds 1,2,4,... --profile NAME|FILE --stores DIR [-o OUT.json]
     dgbench project price DRY.pkl [DRY.pkl ...] --mode strong|weak --profile NAME|FILE [-o OUT.json]
@@ -151,11 +152,20 @@ def dryrun_command(store: Path, scheme: str, model: str, nproc: int, settings: t
 @click.option("--continuous-models", default="tgn,apan,jodie", show_default=True,
               help="Comma-separated continuous models to time ('' for none).")
 @click.option("--quick", is_flag=True, help="Fewer, smaller calibration runs (less accurate).")
-def calibrate_command(out: Path, discrete_models: str, continuous_models: str, quick: bool) -> None:
+@click.option("--clock", type=click.Choice(["wall", "process"]), default="wall", show_default=True,
+              help="Time epochs and collectives on the wall clock, or in each rank's process CPU seconds (steadier "
+                   "on a shared machine; blind to waiting; docs/projection.md).")
+@click.option("--discrete-set", multiple=True, metavar="NAME=VALUE",
+              help="An option of the discrete calibration runs (widths: --discrete-set hidden=6); rates are per width.")
+@click.option("--continuous-set", multiple=True, metavar="NAME=VALUE",
+              help="An option of the continuous calibration runs (e.g. --continuous-set memory_dim=100).")
+def calibrate_command(out: Path, discrete_models: str, continuous_models: str, quick: bool, clock: str,
+                      discrete_set: tuple[str, ...], continuous_set: tuple[str, ...]) -> None:
     """Measure this machine: compute rates per model, memory bandwidth, link alpha-beta."""
     from dgbench.project.calibrate import calibrate
     path = calibrate(out, [m for m in discrete_models.split(",") if m], [m for m in continuous_models.split(",") if m],
-                     quick=quick)
+                     quick=quick, clock=clock,
+                     options={"discrete": _settings(discrete_set), "continuous": _settings(continuous_set)})
     click.echo(f"wrote {path}")
 
 

@@ -97,6 +97,15 @@ def communication_seconds(dry: DryRun, network: collectives.Network,
     return out
 
 
+def width_notes(dry: DryRun, calibrated: HardwareProfile) -> list[str]:
+    """A note for every option the profile's rates were calibrated at that this run sets otherwise: the rates
+    are per model at the calibration's widths (dgbench/project/calibrate.py)."""
+    given = calibrated.document.get("calibrated_with", {}).get(dry.family, {})
+    return [f"rates calibrated at {name} = {value!r}, projected at {dry.hyperparameters.get(name)!r}"
+            for name, value in sorted(given.items())
+            if name in dry.hyperparameters and dry.hyperparameters[name] != value]
+
+
 def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile | None = None,
                   scale_overheads: bool = False) -> dict[str, Any]:
     """One epoch of ``dry`` on ``profile``'s hardware (``scale_overheads``: see HardwareProfile.rates)."""
@@ -108,6 +117,7 @@ def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile 
     if n is not None and DISPATCH_TAG in dry.tags:
         override[DISPATCH_TAG] = n
         notes.append(f"Sven's micro-batches n = {n} from Eq. 12 on this profile's link")
+    notes += width_notes(dry, basis if basis is not None and not profile.document.get("compute") else profile)
     by_tag = communication_seconds(dry, network, override)
     communication = float(sum(by_tag.values()))
     work = float(dry.work["edges"].sum() if dry.family == "discrete" else dry.work["events"].sum())
