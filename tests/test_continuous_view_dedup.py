@@ -84,13 +84,15 @@ def test_memory_updater_is_the_torch_cell(kind, grouped):
     mail = torch.from_numpy(rng.normal(size=(vertices, 7)))
     vertex = torch.from_numpy(rng.integers(0, vertices, 20)) if grouped else torch.arange(vertices)
     query_t = torch.from_numpy(rng.uniform(3, 9, len(vertex)))
-    got = updater(state, memory_ts, mail, query_t, vertex if grouped else None)
+    has_mail = torch.from_numpy(rng.random(vertices) < 0.7)
+    got = updater(state, memory_ts, mail, query_t, vertex if grouped else None, has_mail)
     inputs = torch.cat([mail[vertex], updater.time_encoder(query_t - memory_ts[vertex])], dim=1)
     hidden = state[vertex, :5]
     if kind == "lstm":
         want = torch.cat(updater.cell(inputs, (hidden, state[vertex, 5:])), dim=1)
     else:
         want = updater.cell(inputs, hidden)
+    want = torch.where(has_mail[vertex][:, None], want, state[vertex])  # no mail: the vertex keeps its state
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     weights = torch.from_numpy(rng.normal(size=got.shape))
     params = list(updater.cell.parameters())

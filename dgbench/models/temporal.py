@@ -135,36 +135,50 @@ class MemoryUpdater(nn.Module):
         return 2 * self.memory_dim if self.kind == "lstm" else self.memory_dim
 
     def forward(self, state: torch.Tensor, memory_ts: torch.Tensor, latest_mail: torch.Tensor,
-                query_t: torch.Tensor, vertex: torch.Tensor | None = None) -> torch.Tensor:
+                query_t: torch.Tensor, vertex: torch.Tensor | None = None,
+                has_mail: torch.Tensor | None = None) -> torch.Tensor:
         """The cell's step at each query: ``state``/``memory_ts``/``latest_mail`` are rows of distinct
-        vertices and ``vertex`` each query's row among them (None: one row per query).
+        vertices and ``vertex`` each query's row among them (None: one row per query); a vertex whose
+        ``has_mail`` is False keeps its state (None: every vertex has mail).
 
         The cell's input is [mail, φ(query t - memory t)], so its input product splits into a mail part
         and a time part, W_ih x = W_mail mail + W_time φ: the mail part and the hidden product W_hh h
-        depend on the vertex only and run once per distinct vertex, the time part once per query
-        (a Wikipedia batch queries each vertex at ~3.7 distinct times: its recent neighbours' roots).
-        The gates are the cell's own equations (torch.nn.GRUCell / RNNCell / LSTMCell, same parameters);
-        the arithmetic is the same with or without grouping, so every placement computes the same views."""
-        cell, mail_width = self.cell, latest_mail.shape[1]
-        hidden = state[:, :self.memory_dim]
+        depend on the vertex only and run once per distinct vertex (summed there where the gate equation
+        only needs their sum), the time part once per query (a Wikipedia batch queries each vertex at
+        ~3.7 distinct times: its recent neighbours' roots). What a query needs of its vertex is gathered
+        in one row. The gates are the cell's own equations (torch.nn.GRUCell / RNNCell / LSTMCell, same
+        parameters); the arithmetic is the same with or without grouping, so every placement computes the
+        same views."""
+        cell, mail_width, width = self.cell, latest_mail.shape[1], self.memory_dim
         mail_part = F.linear(latest_mail, cell.weight_ih[:, :mail_width], cell.bias_ih)
-        hidden_part = F.linear(hidden, cell.weight_hh, cell.bias_hh)
+        hidden_part = F.linear(state[:, :width], cell.weight_hh, cell.bias_hh)
+        if self.kind == "gru":  # r and z need mail + hidden; n needs them apart (n = tanh(n_in + r * n_h))
+            summed = [mail_part[:, :2 * width] + hidden_part[:, :2 * width], mail_part[:, 2 * width:],
+                      hidden_part[:, 2 * width:]]
+        else:
+            summed = [mail_part + hidden_part]
+        per_vertex = torch.cat([*summed, state, memory_ts[:, None]], dim=1)
         if vertex is not None:
-            state, memory_ts, mail_part, hidden_part = (x[vertex] for x in (state, memory_ts, mail_part, hidden_part))
-            hidden = state[:, :self.memory_dim]
-        time_part = F.linear(self.time_encoder(query_t - memory_ts), cell.weight_ih[:, mail_width:])
-        gates_in = mail_part + time_part
+            per_vertex = per_vertex[vertex]
+            has_mail = None if has_mail is None else has_mail[vertex]
+        gates_width = per_vertex.shape[1] - self.state_dim - 1
+        state = per_vertex[:, gates_width:-1]
+        time_part = F.linear(self.time_encoder(query_t - per_vertex[:, -1]), cell.weight_ih[:, mail_width:])
         if self.kind == "rnn":
-            return torch.tanh(gates_in + hidden_part)
-        if self.kind == "gru":
-            r_in, z_in, n_in = gates_in.chunk(3, dim=1)
-            r_h, z_h, n_h = hidden_part.chunk(3, dim=1)
-            reset, update = torch.sigmoid(r_in + r_h), torch.sigmoid(z_in + z_h)
-            new = torch.tanh(n_in + reset * n_h)
-            return (hidden - new) * update + new  # (1 - z) n + z h, as torch's gru_cell computes it
-        i, f, g, o = (gates_in + hidden_part).chunk(4, dim=1)
-        cell_state = torch.sigmoid(f) * state[:, self.memory_dim:] + torch.sigmoid(i) * torch.tanh(g)
-        return torch.cat([torch.sigmoid(o) * torch.tanh(cell_state), cell_state], dim=1)
+            fresh = torch.tanh(per_vertex[:, :gates_width] + time_part)
+        elif self.kind == "gru":
+            reset, update = torch.sigmoid(per_vertex[:, :2 * width] + time_part[:, :2 * width]).chunk(2, dim=1)
+            new = torch.tanh(per_vertex[:, 2 * width:3 * width] + time_part[:, 2 * width:]
+                             + reset * per_vertex[:, 3 * width:4 * width])
+            fresh = (state - new) * update + new  # (1 - z) n + z h, as torch's gru_cell computes it
+        else:
+            i, f, g, o = (per_vertex[:, :gates_width] + time_part).chunk(4, dim=1)
+            cell_state = torch.sigmoid(f) * state[:, width:] + torch.sigmoid(i) * torch.tanh(g)
+            fresh = torch.cat([torch.sigmoid(o) * torch.tanh(cell_state), cell_state], dim=1)
+        if has_mail is None:
+            return fresh
+        # A vertex with no mail keeps its memory (TGL only updates vertices that received messages).
+        return torch.where(has_mail[:, None], fresh, state)
 
 
 class EdgePredictor(nn.Module):
@@ -236,12 +250,7 @@ class TemporalModel(nn.Module):
         """Memory after consuming the most recent mail, at the query time (TGL: before embedding).
         ``vertex``: each query's row among ``rows`` (rows of distinct vertices; None: a row per query)."""
         state, memory_ts, mails, mail_ts = self.layout.split(rows)
-        fresh = self.updater(state, memory_ts, mails[:, 0], query_t, vertex)
-        has_mail = (mail_ts[:, 0] >= 0).to(fresh.dtype)[:, None]
-        if vertex is not None:
-            state, has_mail = state[vertex], has_mail[vertex]
-        # A vertex with no mail keeps its memory (TGL only updates vertices that received messages).
-        return has_mail * fresh + (1 - has_mail) * state
+        return self.updater(state, memory_ts, mails[:, 0], query_t, vertex, has_mail=mail_ts[:, 0] >= 0)
 
     @property
     def view_width(self) -> int:
