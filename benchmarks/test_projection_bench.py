@@ -84,10 +84,11 @@ def test_projected_epoch_time_at_one_and_two_ranks(benchmark, stores, clock, tmp
                                    out=stores[family].parent / "runs", **options)
                 load[f"{family}:P{world}"] = os.getloadavg()[0]
                 record = run_timed([config], clock)[0]
-                dry = dry_run(config)
+                chosen = (record["extra"].get("microbatches") or {}).get("n") if family == "continuous" else None
+                dry = dry_run(config, eq12_n=chosen)  # Sven's n as its run chose it (Eq. 12 on the measured link)
                 projected = project_epoch(dry, profile)
                 measured = _median_epoch(record)
-                report[f"{family}:{name}/{model}:P{world}"] = {"notes": projected["notes"],
+                report[f"{family}:{name}/{model}:P{world}"] = {"notes": projected["notes"], "eq12_n": chosen,
                     "measured_s": measured, "projected_s": projected["time_s"],
                     "relative_error": (projected["time_s"] - measured) / measured,
                     "projected_compute_s": projected["compute_s"],

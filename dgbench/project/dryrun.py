@@ -28,11 +28,12 @@ per-rank elements of each unit of work), so memory stays that of one rank's plan
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,7 +267,28 @@ class TagCounter:
 
 # --------------------------------------------------------------------------- driver
 
+@contextlib.contextmanager
+def without_evaluation_sets() -> Iterator[None]:
+    """The dry run counts a training epoch, so the run's evaluation sets (validation and test pairs, which
+    the discrete family's ``check`` writes beside the store on first use: dgbench/tasks/link.py holds every
+    snapshot's edge keys while it builds them, O(N·T) — ~26 GiB at ESDG's P = 128 weak-scaling size) are
+    neither built nor read while it resolves the run and loads its data."""
+    from trainers.discrete import family
+    original = family._evaluation
+    family._evaluation = lambda run: []  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        family._evaluation = original
+
+
 def dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, problem: Any = None) -> DryRun:
+    """Count one training epoch of ``config`` (see :func:`_dry_run`), without the run's evaluation sets."""
+    with without_evaluation_sets():
+        return _dry_run(config, epoch, eq12_n, problem)
+
+
+def _dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, problem: Any = None) -> DryRun:
     """Count one training epoch of ``config`` (a :class:`trainers.config.RunConfig`) at ``config.nproc``
     ranks. ``epoch``: which epoch's sampled pairs (discrete; default the run's last). ``eq12_n``: the
     micro-batch count a run chose by Eq. 12 at run time (Sven with ``--microbatches 0``). ``problem``: the
@@ -297,8 +319,9 @@ def partition_problem(config: Any) -> Any:
     """The family's partition problem of ``config`` (what :func:`dry_run` loads), to share between dry runs
     of the same store, model and protocol (schemes differ only in what they do with it)."""
     from trainers.experiment import family_hooks, resolve
-    run = resolve(config)
-    return _problem(run, family_hooks(run.family))
+    with without_evaluation_sets():
+        run = resolve(config)
+        return _problem(run, family_hooks(run.family))
 
 
 def _problem(run: Any, hooks: Any) -> Any:

@@ -479,7 +479,8 @@ def continuous_epoch(run: Any, problem: Any, partition: Any, world: int, eq12_n:
                     eq12.append((*fitted, len(plan.events), rank))
         del state, planner
     extra: dict[str, Any] = {"batches": units, "batch_size": trainer.options.batch_size, "widths": widths,
-                             "microbatches_counted": chunks, "scheme_predicted_bytes": predicted}
+                             "microbatches_counted": chunks, "scheme_predicted_bytes": predicted,
+                             "microbatches_given": bool(decided and eq12_n)}  # a measured run's n: price it as is
     if decided and eq12:  # the trainer all-reduces the ranks' A, B and dispatch bytes per event, then averages
         served = counter.tags[DISPATCH_TAG].sent[0] * float_bytes if DISPATCH_TAG in counter.tags else np.zeros(world)
         extra["eq12"] = {"A": float(np.mean([a for a, _, _, _ in eq12])),

@@ -55,8 +55,8 @@ def eq12_microbatches(dry: DryRun, network: collectives.Network) -> int | None:
     """Sven's n (Eq. 12) as the trainer would choose it on this network: eta(bs) = A + B/bs from the dry
     run's first batch, S = bandwidth x latency / dispatch bytes per event (sven_core.granularity)."""
     eq12 = dry.extra.get("eq12")
-    if not eq12 or not eq12.get("dispatch_bytes_per_event"):
-        return None
+    if not eq12 or not eq12.get("dispatch_bytes_per_event") or dry.extra.get("microbatches_given"):
+        return None  # (a dry run of a measured run counted with the n that run chose: priced as counted)
     from trainers.continuous.sven_core import granularity
     world = dry.world_size
     multi = network.nodes(world) > 1
