@@ -152,27 +152,30 @@ class MemoryUpdater(nn.Module):
         cell, mail_width, width = self.cell, latest_mail.shape[1], self.memory_dim
         mail_part = F.linear(latest_mail, cell.weight_ih[:, :mail_width], cell.bias_ih)
         hidden_part = F.linear(state[:, :width], cell.weight_hh, cell.bias_hh)
+        # column blocks are taken with split, whose backward concatenates the blocks' gradients (a slice's
+        # backward fills a zero tensor of the whole width, per slice)
         if self.kind == "gru":  # r and z need mail + hidden; n needs them apart (n = tanh(n_in + r * n_h))
-            summed = [mail_part[:, :2 * width] + hidden_part[:, :2 * width], mail_part[:, 2 * width:],
-                      hidden_part[:, 2 * width:]]
+            mail_rz, mail_n = mail_part.split([2 * width, width], 1)
+            hidden_rz, hidden_n = hidden_part.split([2 * width, width], 1)
+            summed = [mail_rz + hidden_rz, mail_n, hidden_n]
         else:
             summed = [mail_part + hidden_part]
-        per_vertex = torch.cat([*summed, state, memory_ts[:, None]], dim=1)
+        blocks = [x.shape[1] for x in summed] + [self.state_dim]
+        per_vertex = torch.cat([*summed, state], dim=1)
         if vertex is not None:
-            per_vertex = per_vertex[vertex]
+            per_vertex, memory_ts = per_vertex[vertex], memory_ts[vertex]
             has_mail = None if has_mail is None else has_mail[vertex]
-        gates_width = per_vertex.shape[1] - self.state_dim - 1
-        state = per_vertex[:, gates_width:-1]
-        time_part = F.linear(self.time_encoder(query_t - per_vertex[:, -1]), cell.weight_ih[:, mail_width:])
+        *gates, state = per_vertex.split(blocks, 1)
+        time_part = F.linear(self.time_encoder(query_t - memory_ts), cell.weight_ih[:, mail_width:])
         if self.kind == "rnn":
-            fresh = torch.tanh(per_vertex[:, :gates_width] + time_part)
+            fresh = torch.tanh(gates[0] + time_part)
         elif self.kind == "gru":
-            reset, update = torch.sigmoid(per_vertex[:, :2 * width] + time_part[:, :2 * width]).chunk(2, dim=1)
-            new = torch.tanh(per_vertex[:, 2 * width:3 * width] + time_part[:, 2 * width:]
-                             + reset * per_vertex[:, 3 * width:4 * width])
+            time_rz, time_n = time_part.split([2 * width, width], 1)
+            reset, update = torch.sigmoid(gates[0] + time_rz).chunk(2, dim=1)
+            new = torch.tanh(gates[1] + time_n + reset * gates[2])
             fresh = (state - new) * update + new  # (1 - z) n + z h, as torch's gru_cell computes it
         else:
-            i, f, g, o = (per_vertex[:, :gates_width] + time_part).chunk(4, dim=1)
+            i, f, g, o = (gates[0] + time_part).chunk(4, dim=1)
             cell_state = torch.sigmoid(f) * state[:, width:] + torch.sigmoid(i) * torch.tanh(g)
             fresh = torch.cat([torch.sigmoid(o) * torch.tanh(cell_state), cell_state], dim=1)
         if has_mail is None:
@@ -367,8 +370,7 @@ class TGN(TemporalModel):
         roots, k = mask.shape
         heads, head_dim = self.heads, self.memory_dim // self.heads
         root_of_slot, slot = mask.nonzero(as_tuple=True)
-        keys_and_values = self._keys_and_values(inputs, neighbor_hidden)
-        keys, values = keys_and_values[:, :self.memory_dim], keys_and_values[:, self.memory_dim:]
+        keys, values = self._keys_and_values(inputs, neighbor_hidden).chunk(2, dim=1)
         slots = len(root_of_slot)
         scores = (query[root_of_slot] * keys).view(slots, heads, head_dim).sum(-1) / math.sqrt(head_dim)
         grid = scores.new_full((roots, k, heads), -1e9).index_put((root_of_slot, slot), scores)

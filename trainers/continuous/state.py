@@ -69,6 +69,20 @@ def distinct_queries(ids: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np
     return order[starts], inverse
 
 
+def _pair_views(ids: np.ndarray, times: torch.Tensor, rows_at: Callable[[np.ndarray], torch.Tensor],
+                view: ViewFunction) -> torch.Tensor:
+    """The view of every position (vertex ``ids``, query ``times``), computed once per distinct (vertex,
+    time) pair from each distinct vertex's row (``rows_at(positions)``: the rows at those positions)."""
+    first, pair = distinct_queries(ids, times.cpu().numpy())
+    # distinct vertices of the pairs: ``first`` is sorted by vertex, so each vertex's pairs are a run
+    pair_ids = ids[first]
+    starts = np.r_[True, pair_ids[1:] != pair_ids[:-1]] if len(first) else np.zeros(0, dtype=bool)
+    device = times.device
+    vertex_of_pair = torch.from_numpy(np.cumsum(starts) - 1).to(device)
+    pair_views = view(rows_at(first[starts]), vertex_of_pair, times[torch.from_numpy(first).to(device)])
+    return pair_views[torch.from_numpy(pair).to(device)]  # autograd sums the copies' gradients
+
+
 @dataclass
 class FetchRoute:
     """How one rank's needed positions map to requests (prepared off the critical path).
@@ -143,25 +157,24 @@ class NodeState:
         from the rows as they arrive (data-parallel memory update); ``last_fetch_seconds`` /
         ``last_update_seconds`` split the wall time into waiting for rows and computing views. Views are
         computed once per distinct (vertex, query time) pair of a chunk (:func:`distinct_queries`), and
-        the view function gets each distinct vertex's row once (its vertex-only parts run once per vertex)."""
+        the view function gets each distinct vertex's row once (its vertex-only parts run once per vertex).
+        Where the table is local (``single``, ``depcache``) only those rows are read, and no raw rows
+        are returned (the model works from the views)."""
+        if type(self).fetch is NodeState.fetch:
+            start = time.perf_counter()
+            ids = route.request_ids[route.inverse]
+            views = _pair_views(ids, query_t, lambda positions: self._rows(ids[positions]), view)
+            self.last_fetch_seconds, self.last_update_seconds = 0.0, time.perf_counter() - start
+            return views, None
         parts: list[tuple[torch.Tensor, torch.Tensor]] = []
         compute = [0.0]
 
         def on_chunk(positions: np.ndarray, rows: torch.Tensor) -> None:
             start = time.perf_counter()
-            device = self.ctx.device
-            index = torch.from_numpy(positions).to(device)
-            times = query_t[index]
+            index = torch.from_numpy(positions).to(self.ctx.device)
             ids = route.request_ids[route.inverse[positions]]
-            first, pair = distinct_queries(ids, times.cpu().numpy())
-            # distinct vertices of the pairs: ``first`` is sorted by vertex, so each vertex's pairs are a run
-            pair_ids = ids[first]
-            starts = np.r_[True, pair_ids[1:] != pair_ids[:-1]] if len(first) else np.zeros(0, dtype=bool)
-            vertex_of_pair = torch.from_numpy(np.cumsum(starts) - 1).to(device)
-            vertex_rows = rows[torch.from_numpy(first[starts]).to(device)]
-            pair_views = view(vertex_rows, vertex_of_pair, times[torch.from_numpy(first).to(device)])
-            # each position reads its pair's view; autograd sums the copies' gradients
-            parts.append((index, pair_views[torch.from_numpy(pair).to(device)]))
+            parts.append((index, _pair_views(ids, query_t[index], lambda chosen: rows[torch.from_numpy(chosen).to(
+                rows.device)], view)))
             compute[0] += time.perf_counter() - start
 
         start = time.perf_counter()
