@@ -119,6 +119,15 @@ class TimeEncoder(nn.Module):
     def forward(self, delta: torch.Tensor) -> torch.Tensor:
         return torch.cos(delta.reshape(-1, 1).to(self.frequencies.dtype) * self.frequencies)
 
+    def beside(self, features: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        """[features, φ(delta)] built in place (no concatenation copy); neither side carries a gradient."""
+        out = features.new_empty(len(delta), features.shape[1] + len(self.frequencies))
+        out[:, :features.shape[1]] = features
+        encoded = out[:, features.shape[1]:]
+        torch.mul(delta.reshape(-1, 1).to(self.frequencies.dtype), self.frequencies, out=encoded)
+        encoded.cos_()
+        return out
+
 
 class MemoryUpdater(nn.Module):
     """Updates memory with the most recent mail and the time since the last update (GRU / LSTM / RNN)."""
@@ -178,7 +187,7 @@ class MemoryUpdater(nn.Module):
             i, f, g, o = (gates[0] + time_part).chunk(4, dim=1)
             cell_state = torch.sigmoid(f) * state[:, width:] + torch.sigmoid(i) * torch.tanh(g)
             fresh = torch.cat([torch.sigmoid(o) * torch.tanh(cell_state), cell_state], dim=1)
-        if has_mail is None:
+        if has_mail is None or bool(has_mail.all()):
             return fresh
         # A vertex with no mail keeps its memory (TGL only updates vertices that received messages).
         return torch.where(has_mail[:, None], fresh, state)
@@ -359,7 +368,7 @@ class TGN(TemporalModel):
             first, pair = inputs.neighbor_pairs
             hidden_part = F.linear(neighbor_hidden[first], weight[:, :width])[pair]
         mask = inputs.neighbor_mask
-        rest = torch.cat([inputs.neighbor_edge_features[mask], self.time_encoder(inputs.neighbor_dt[mask])], dim=1)
+        rest = self.time_encoder.beside(inputs.neighbor_edge_features[mask], inputs.neighbor_dt[mask])
         return hidden_part + F.linear(rest, weight[:, width:], bias)
 
     def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor) -> torch.Tensor:
