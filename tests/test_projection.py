@@ -343,6 +343,8 @@ def test_kept_dry_runs_price_again_to_the_same_curve(even_store, tmp_path):
     measured = ("world_size", "time_s", "compute_s", "communication_s", "bytes", "speedup")
     curve = [[p[k] for k in measured] for p in json.loads(first.read_text())["points"]]
     assert curve == [[p[k] for k in measured] for p in json.loads(again.read_text())["points"]]
-    assert json.loads(again.read_text())["command"].startswith("dgbench project price")
+    command = json.loads(again.read_text())["command"]
+    assert command.startswith("dgbench project price ")  # and names every dry run priced, as a user re-types it
+    assert all(f" {path} " in command for path in sorted(kept.glob("*.pkl"))) and "PosixPath" not in command
     bad = CliRunner().invoke(main, ["project", "price", str(first), "--mode", "strong", "--profile", str(profile)])
     assert bad.exit_code == 1 and "not a dry run kept by --keep-dryruns" in bad.output

@@ -34,8 +34,8 @@ def _command() -> str:
         value = ctx.params.get(param.name)
         if value is None or value == param.default or value == () or value is False:
             continue
-        if isinstance(param, click.Argument):
-            words.append(str(value))
+        if isinstance(param, click.Argument):  # nargs=-1 (price's dry runs): every path, not the tuple's repr
+            words += [str(item) for item in value] if isinstance(value, (tuple, list)) else [str(value)]
             continue
         flag = max(param.opts, key=len)
         for item in value if isinstance(value, tuple) else (value,):
