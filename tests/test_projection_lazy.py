@@ -1,6 +1,7 @@
 """The dry run's step-by-step discrete data (dgbench/project/lazydata.py, issue 17's memory must-hold): it holds
 the same numbers as the run's whole DiscreteData, the dry run counts the same bytes, work and pattern on it for
-every discrete scheme, and the snapshot scheme's dry run builds only rank 0's own steps and no pairs."""
+every discrete scheme, and the snapshot scheme's dry run builds only rank 0's own steps and no pairs. Also the
+projection's Sven micro-batch term (priced with the n a measured run chose)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -103,3 +104,31 @@ def test_snapshot_dry_run_builds_only_rank_zeros_steps_and_no_pairs(store, monke
     assert result.bytes_by_tag()["to_vertex:forward"] > 0
     assert len(set(built)) <= own and max(built) < own, built  # rank 0 holds steps [0, ceil(T/P))
     assert drawn == []
+
+
+def test_sven_micro_batches_cost_their_calibrated_overhead_and_a_measured_runs_n_is_kept(tmp_path):
+    """Sven's n chunks per batch (Alg. 2) each cost ``per_microbatch_s`` beyond the first (calibrated on Sven's
+    own runs); a dry run given the n its run chose (Eq. 12 at run time) is priced with that n."""
+    import json
+
+    from dgbench.project.hardware import load_profile
+    from dgbench.project.projection import project_epoch
+    from generators.stream import build
+    events = build(out=tmp_path / "stream.zarr", users=30, items=20, events=600, edge_dim=4, seed=5)
+    rates = {"per_event_s": 1e-5, "per_position_s": 1e-5, "per_batch_s": 1e-3}
+    profiles = []
+    for extra in ({}, {"per_microbatch_s": 0.01}):
+        path = tmp_path / f"profile{len(profiles)}.json"
+        path.write_text(json.dumps({
+            "schema": "dgbench.hardware", "version": 1, "name": "test", "source": "calibrated", "ranks_per_node": 2,
+            "device": {"name": "cpu", "memory_bandwidth": 1e10},
+            "links": {"intra": {"alpha_s": 1e-4, "bandwidth": 1e8}, "inter": {"alpha_s": 1e-3, "bandwidth": 1e7}},
+            "compute": {"continuous": {"tgn": {**rates, **extra}}}}))
+        profiles.append(load_profile(path))
+    config = RunConfig("sven", "tgn", events, nproc=2, epochs=1, batch_size=100, memory_dim=8, neighbors=3, seed=1)
+    dry = dry_run(config, eq12_n=5)
+    assert dry.extra["microbatches_given"] and dry.extra["microbatches_counted"] == 5
+    plain, chunked = project_epoch(dry, profiles[0]), project_epoch(dry, profiles[1])
+    assert plain["microbatches"] is None  # the run's n, not one recomputed from the profile's link
+    assert chunked["compute_s"] - plain["compute_s"] == pytest.approx(0.01 * 4 * dry.units)
+    assert chunked["communication_s"] == plain["communication_s"]

@@ -6,6 +6,8 @@
   over their epochs after the first; each model's rates are the non-negative least-squares fit of
   those epoch times to the dry run's work counts of the same runs (relative errors weighted
   equally), and the fit's residuals are kept in the profile;
+* **Sven's micro-batches**: per continuous model, the seconds one more of Sven's n chunks per batch adds
+  (Alg. 2), from two P = 2 ``sven`` runs differing only in n (``per_microbatch_s``);
 * **memory bandwidth**: a timed copy of a large tensor (read + write bytes over the median time);
 * **link**: an all-to-all between two local ranks (gloo), timed over message sizes and fitted to
   alpha + n / bandwidth. This machine has no second node, so the inter-node link is the same
@@ -160,6 +162,32 @@ def _fit_family(configs: list[Any], keys: tuple[str, ...], work_of: Any,
     return out
 
 
+MICROBATCHES = (1, 8)
+
+
+def _microbatch_overhead(models: list[str], events: Path, root: Path, clock: str,
+                         given: dict[str, Any]) -> dict[str, float]:
+    """Per model, the seconds one more Sven micro-batch adds to a batch (Alg. 2's n chunks: each chunk plans,
+    packs and exchanges on its own), from two P = 2 ``sven`` runs of the calibration stream differing only
+    in n: (T(n=8) - T(n=1)) / (7 · batches). ``single`` runs have no micro-batches to fit it from."""
+    from dgbench.errors import DgbenchError
+    from dgbench.project.dryrun import dry_run
+    from trainers.config import RunConfig
+    from trainers.experiment import resolve
+    out = {}
+    for model in models:
+        configs = [RunConfig("sven", model, events, nproc=2, epochs=EPOCHS, seed=0, out=root / "runs", batch_size=600,
+                             neighbors=5, microbatches=n, **given) for n in MICROBATCHES]
+        try:
+            resolve(configs[0])
+        except DgbenchError:  # a model Sven does not train has no micro-batches to price
+            continue
+        seconds = [_median_epoch(record) for record in (run_timed([config], clock)[0] for config in configs)]
+        batches = dry_run(configs[0]).units
+        out[model] = max(0.0, (seconds[1] - seconds[0]) / ((MICROBATCHES[1] - MICROBATCHES[0]) * batches))
+    return out
+
+
 def _discrete_work(dry: Any) -> list[float]:
     return [float(dry.work["edges"][0]), float(dry.work["cells"][0]), float(dry.work["steps"][0])]
 
@@ -201,6 +229,8 @@ def calibrate(out: str | Path, discrete_models: list[str], continuous_models: li
                            for m in continuous_models for b, k in settings]
                 compute["continuous"] = _fit_family(configs, ("per_event_s", "per_position_s", "per_batch_s"),
                                                     _continuous_work, clock)
+                for model, seconds in _microbatch_overhead(continuous_models, events, root, clock, given).items():
+                    compute["continuous"][model]["per_microbatch_s"] = seconds
     finally:
         torch.set_num_threads(before)
     bandwidth = memory_bandwidth()

@@ -40,6 +40,8 @@ PROFILE_KIND = "hardware-profile"  # dgbench.costmodel kind of calibrated profil
 BUILTIN = Path(__file__).with_name("profiles")
 RATE_KEYS = {"discrete": ("per_edge_s", "per_cell_s", "per_step_s"),
              "continuous": ("per_event_s", "per_position_s", "per_batch_s")}
+# measured on a scheme's own runs when calibrated (a profile without them prices that term as zero)
+OPTIONAL_RATE_KEYS = {"continuous": ("per_microbatch_s",)}
 SCALED_KEYS = {"per_edge_s", "per_cell_s", "per_event_s", "per_position_s"}  # memory-bound work
 
 
@@ -80,7 +82,8 @@ class HardwareProfile:
         host step; the default keeps the calibrated machine's, a pessimistic bound)."""
         own = self.document.get("compute", {}).get(family, {}).get(model)
         if own:
-            return {k: float(own[k]) for k in RATE_KEYS[family]}, f"{self.source} ({self.name})"
+            optional = {k: float(own[k]) for k in OPTIONAL_RATE_KEYS.get(family, ()) if k in own}
+            return {**{k: float(own[k]) for k in RATE_KEYS[family]}, **optional}, f"{self.source} ({self.name})"
         if basis is None:
             raise DgbenchError(f"hardware profile '{self.name}' has no {family} rates for model '{model}'; give a "
                                f"calibrated profile to scale from (--compute-from, made by `dgbench project "

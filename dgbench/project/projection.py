@@ -8,7 +8,8 @@ executes the four steps sequentially"):
   aggregates, vertex-steps it computes and timesteps it runs, in forward-equivalents of the epoch).
   Continuous: per batch ``per_batch_s + max_r(per_event_s · events_r + per_position_s · positions_r)``
   (positions: the views a rank computes — its own dispatch list, or under DepComm what the owners
-  compute for everyone), summed over the epoch's batches.
+  compute for everyone), summed over the epoch's batches; plus, for Sven, ``per_microbatch_s`` per
+  extra micro-batch of each batch (n − 1, Alg. 2; calibrated on Sven's own runs, zero if not).
 * **communication** — every tag's collectives priced by :mod:`dgbench.project.collectives` from the
   per-rank bytes of each call and the share of them crossing nodes (from the (sender, receiver)
   matrix, ranks placed node by node).
@@ -120,6 +121,10 @@ def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile 
     notes += width_notes(dry, basis if basis is not None and not profile.document.get("compute") else profile)
     by_tag = communication_seconds(dry, network, override)
     communication = float(sum(by_tag.values()))
+    if DISPATCH_TAG in dry.tags and rates.get("per_microbatch_s"):  # Sven's n chunks per batch (Alg. 2)
+        chunks = n if n is not None else int(dry.extra.get("microbatches_counted", 1))
+        extra = rates["per_microbatch_s"] * max(chunks - 1, 0) * dry.units
+        compute = {key: value + extra for key, value in compute.items()}
     work = float(dry.work["edges"].sum() if dry.family == "discrete" else dry.work["events"].sum())
     if dry.family == "discrete":  # throughput counts each input edge once per epoch (ESDG §6.3)
         work = float(dry.extra.get("edges_total", work))
