@@ -203,7 +203,7 @@ def _train_decoder(inputs: dict[str, np.ndarray], labels: dict[str, np.ndarray],
     # the run's own random streams stay untouched; loops evaluate under no_grad
     with torch.random.fork_rng(devices=[]), torch.enable_grad():
         torch.manual_seed(options.seed)
-        decoder = Decoder(x["train"].shape[1])
+        decoder = Decoder(x["train"].shape[1]).float()  # float32 even where a run sets float64 as default
         optimizer = torch.optim.Adam(decoder.parameters(), lr=options.lr)
         order = torch.Generator().manual_seed(options.seed)
         best: tuple[float, int, dict[str, Any]] = (float("-inf"), -1, copy.deepcopy(decoder.state_dict()))
