@@ -161,20 +161,18 @@ class MemoryUpdater(nn.Module):
         cell, mail_width, width = self.cell, latest_mail.shape[1], self.memory_dim
         mail_part = F.linear(latest_mail, cell.weight_ih[:, :mail_width], cell.bias_ih)
         hidden_part = F.linear(state[:, :width], cell.weight_hh, cell.bias_hh)
-        # column blocks are taken with split, whose backward concatenates the blocks' gradients (a slice's
-        # backward fills a zero tensor of the whole width, per slice)
+        # column blocks are taken with split (a slice's backward fills a zero tensor of the whole width, per
+        # slice), and each block is gathered on its own (its gradient goes straight to the vertex's row)
         if self.kind == "gru":  # r and z need mail + hidden; n needs them apart (n = tanh(n_in + r * n_h))
             mail_rz, mail_n = mail_part.split([2 * width, width], 1)
             hidden_rz, hidden_n = hidden_part.split([2 * width, width], 1)
-            summed = [mail_rz + hidden_rz, mail_n, hidden_n]
+            gates = [mail_rz + hidden_rz, mail_n, hidden_n]
         else:
-            summed = [mail_part + hidden_part]
-        blocks = [x.shape[1] for x in summed] + [self.state_dim]
-        per_vertex = torch.cat([*summed, state], dim=1)
+            gates = [mail_part + hidden_part]
         if vertex is not None:
-            per_vertex, memory_ts = per_vertex[vertex], memory_ts[vertex]
+            gates = [block[vertex] for block in gates]
+            state, memory_ts = state[vertex], memory_ts[vertex]
             has_mail = None if has_mail is None else has_mail[vertex]
-        *gates, state = per_vertex.split(blocks, 1)
         time_part = F.linear(self.time_encoder(query_t - memory_ts), cell.weight_ih[:, mail_width:])
         if self.kind == "rnn":
             fresh = torch.tanh(gates[0] + time_part)
