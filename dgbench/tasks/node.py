@@ -111,8 +111,8 @@ def snapshot_steps(num_snapshots: int) -> dict[str, tuple[int, int]]:
     train_end = int(round(steps * SNAPSHOT_FRACTIONS[0]))
     val_end = int(round(steps * (SNAPSHOT_FRACTIONS[0] + SNAPSHOT_FRACTIONS[1])))
     if not 0 < train_end < val_end < steps:
-        raise DgbenchError(f"node classification needs at least 3 input snapshots per split rule "
-                           f"(train, validation, test steps); the store has {num_snapshots} snapshots")
+        raise DgbenchError(f"node classification needs input steps for train, validation and test (70/15/15 % "
+                           f"of the T-1 input snapshots); the store has {num_snapshots} snapshots")
     return {"train": (0, train_end), "val": (train_end, val_end), "test": (val_end, steps)}
 
 
@@ -161,6 +161,8 @@ def instance_keys(labels: EvaluationSet, split: str, num_nodes: int) -> np.ndarr
 
 @dataclass(frozen=True)
 class DecoderOptions:
+    """``--decoder-epochs``, ``--decoder-lr`` and the run's seed (initial weights, batch order, dropout)."""
+
     epochs: int = 20
     lr: float = 1e-3
     seed: int = 0
