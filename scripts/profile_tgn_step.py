@@ -23,7 +23,7 @@ from trainers.experiment import run_experiment
 PARTS = {
     "plan: sampler (TemporalSampler.sample)": ("trainers/continuous/sampler.py", "sample"),
     "plan: all (negatives, sampler, ids, route)": ("trainers/continuous/data.py", "plan"),
-    "fetch rows + views (fetch; includes node_view)": ("trainers/continuous/state.py", "fetch"),
+    "rows + views (NodeState.views; includes node_views)": ("trainers/continuous/state.py", "views"),
     "  memory update: views (node_views)": ("dgbench/models/temporal.py", "node_views"),
     "    of which GRU cell + time encoding (MemoryUpdater)": ("dgbench/models/temporal.py", "forward:MemoryUpdater"),
     "batch inputs (times, features, masks)": ("trainers/continuous/loop.py", "_inputs"),
