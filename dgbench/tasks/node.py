@@ -25,8 +25,10 @@ trained on the training split's labels, selected on validation AUC and scored on
 **Decoder** (:func:`train_decoder`): inputs standardised by the training split's mean and standard
 deviation (the discrete models' ReLU embeddings are not normalised; TGN's are layer-normed), BCE on the
 training instances in batches of 200 (DyGLib), Adam at ``decoder_lr`` (1e-3; DyGLib 1e-4 for 100 epochs,
-fewer epochs here to fit a CPU) for ``decoder_epochs``, seeded by the run's seed; the epoch with the best
-validation AUC is kept (DyGLib/TGN early stopping; the last epoch when validation has one class only).
+fewer epochs here to fit a CPU) for ``decoder_epochs`` (50: with 20, JODIE's best validation epoch on
+Wikipedia was the last, and 60 raised its test AUC 0.779 → 0.814, best at epoch 48), seeded by the run's
+seed; the epoch with the best validation AUC is kept (DyGLib/TGN early stopping; the last epoch when
+validation has one class only).
 
 The decoder is trained once, after the last link-prediction epoch (earlier epochs report no
 node-classification metrics: a decoder per epoch would cost a full replay and decoder training each).
@@ -163,7 +165,7 @@ def instance_keys(labels: EvaluationSet, split: str, num_nodes: int) -> np.ndarr
 class DecoderOptions:
     """``--decoder-epochs``, ``--decoder-lr`` and the run's seed (initial weights, batch order, dropout)."""
 
-    epochs: int = 20
+    epochs: int = 50
     lr: float = 1e-3
     seed: int = 0
 

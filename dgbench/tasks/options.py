@@ -22,7 +22,7 @@ def task_option() -> Any:
 
 
 def decoder_epochs_option() -> Any:
-    return option(20, "--task node-classification: epochs of the MLP decoder (the best validation AUC is kept).",
+    return option(50, "--task node-classification: epochs of the MLP decoder (the best validation AUC is kept).",
                   positive=True)
 
 
