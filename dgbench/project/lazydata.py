@@ -121,10 +121,6 @@ class LazyPairs(Sequence):
         self.data, self.split, self.epoch = data, split, epoch
         self._pairs: list | None = None
 
-    @property
-    def built(self) -> bool:
-        return self._pairs is not None
-
     def _all(self) -> list:
         if self._pairs is None:
             self._pairs = self.data.split_pairs(self.split, self.epoch)
@@ -149,8 +145,6 @@ class LazyDiscreteData(DiscreteData):
     """:class:`~trainers.discrete.data.DiscreteData` whose per-step arrays are computed on access (see the
     module docstring). Same constructor; refuses smoothed inputs (:func:`lazy_supported`)."""
 
-    lazy = True
-
     def _read_inputs_and_targets(self) -> None:
         if not lazy_supported(self.smoothing):
             raise ValueError(f"LazyDiscreteData: smoothing {self.smoothing!r} mixes steps; build DiscreteData")
@@ -162,6 +156,8 @@ class LazyDiscreteData(DiscreteData):
         self.edges_per_step = self.raw_edges_per_step.copy()  # raw inputs: the model aggregates every stored edge
         self._nnz: np.ndarray | None = None
 
+    # the two readers below repeat DiscreteData's per-step arithmetic for one step (tests/test_projection_lazy.py
+    # holds them equal to it)
     def _degree_features(self, t: int) -> np.ndarray:
         snap, n = self.store.snapshot(t), self.num_nodes
         return np.stack([np.bincount(snap.dst, minlength=n), np.bincount(snap.src, minlength=n)],
