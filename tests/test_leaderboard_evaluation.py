@@ -14,6 +14,9 @@ from dgbench.leaderboard.tables import build_view
 from dgbench.records import REPO_ROOT
 from tests.leaderboard_records import make_record, official_dataset, reseal, write
 
+# the registered stores whose labels make the node-classification task (dgbench/tasks/node.py)
+LABEL_SETS = {"AMLSim 20K fanin200cycle200": {"node-classification-active-vertex"},
+              "Wikipedia (JODIE/TGN)": {"node-classification-source-state"}}
 REGISTRY = {s["label"]: s
             for s in json.loads((REPO_ROOT / "leaderboards" / "official_stores.json").read_text())["stores"]}
 
@@ -30,7 +33,19 @@ def test_every_official_store_lists_its_evaluation_sets():
         expected = {"link-prediction-random-k9", "link-prediction-historical-k9"}
         if entry["kind"] == "stream":
             expected.add("link-prediction-inductive-k9")
+        expected |= LABEL_SETS.get(label, set())
         assert names == expected, label
+
+
+def test_a_labelled_store_registers_its_label_set_and_a_one_class_store_none(tmp_path):
+    from dgbench.leaderboard.evaluation import official_evaluation_sets
+    from dgbench.tasks.node import label_set
+    from tests.test_tasks_node import planted_stream
+    store = planted_stream(tmp_path / "planted.zarr")
+    sets = official_evaluation_sets(store)
+    assert sets["node-classification-source-state"] == label_set(store).fingerprint
+    one_class = planted_stream(tmp_path / "one-class.zarr", label="zeros")
+    assert not any(name.startswith("node-classification") for name in official_evaluation_sets(one_class))
 
 
 def test_a_record_scoring_another_evaluation_set_is_not_ranked_officially(tmp_path):

@@ -28,11 +28,24 @@ def official_strategies(kind: str) -> tuple[str, ...]:
 
 
 def official_evaluation_sets(store: Path, negatives: int = DEFAULT_EVAL_NEGATIVES) -> dict[str, str]:
-    """name -> fingerprint of the store's official link-prediction sets (written beside it if missing)."""
+    """name -> fingerprint of the store's official link-prediction sets and, where its labels make the task,
+    its node-classification label set (each written beside the store if missing)."""
     from dgbench.tasks.link import link_prediction_set
     kind = str(read_attrs(store)["kind"])
     sets = [link_prediction_set(store, strategy, negatives) for strategy in official_strategies(kind)]
-    return {s.spec.name: s.fingerprint for s in sets}
+    labels = _official_label_set(store)
+    return {s.spec.name: s.fingerprint for s in sets + ([labels] if labels is not None else [])}
+
+
+def _official_label_set(store: Path):  # noqa: ANN202 (EvaluationSet; imported lazily like the link sets)
+    """The store's node-classification label set, when its labels make the task (None otherwise: no labels,
+    or one class only, as the LastFM slice)."""
+    from dgbench.errors import DgbenchError
+    from dgbench.tasks.node import label_set
+    try:
+        return label_set(store)
+    except DgbenchError:
+        return None
 
 
 def evaluation_problem(record: dict[str, Any], registered: dict[str, Any] | None) -> str | None:
