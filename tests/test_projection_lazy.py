@@ -132,3 +132,24 @@ def test_sven_micro_batches_cost_their_calibrated_overhead_and_a_measured_runs_n
     assert plain["microbatches"] is None  # the run's n, not one recomputed from the profile's link
     assert chunked["compute_s"] - plain["compute_s"] == pytest.approx(0.01 * 4 * dry.units)
     assert chunked["communication_s"] == plain["communication_s"]
+
+
+@pytest.mark.parametrize("family", ["discrete", "continuous"])
+def test_a_dry_run_neither_builds_nor_writes_evaluation_sets(tmp_path, family):
+    """Dry runs score nothing: a fresh store has no evaluation sets beside it after one (building a snapshot
+    store's sets is O(N·T), dgbench/tasks/options.py), and a real run still writes them."""
+    from generators.esdg_random import build
+    from generators.stream import build as stream
+    if family == "discrete":
+        store = build(out=tmp_path / "s.zarr", nodes=40, snapshots=9, edge_factor=3.0, seed=13)
+        config = _config(store, "snapshot", 2)
+    else:
+        store = stream(out=tmp_path / "e.zarr", users=30, items=20, events=400, edge_dim=4, seed=1)
+        config = RunConfig("sven", "tgn", store, nproc=2, epochs=1, seed=0, batch_size=100, memory_dim=8,
+                           out=tmp_path / "runs")
+    dry_run(config)
+    sets_dir = store.parent / f"{store.name}.tasks"
+    assert not sets_dir.exists() or not any(sets_dir.iterdir())
+    from dgbench.tasks.options import evaluation_sets
+    assert evaluation_sets(store, "random", None, 9)  # outside a dry run the sets are built as before
+    assert any(sets_dir.iterdir())

@@ -28,12 +28,11 @@ per-rank elements of each unit of work), so memory stays that of one rank's plan
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +42,7 @@ import torch
 from dgbench.dist import DRY_RUN_BACKEND, Comm, DistContext
 from dgbench.errors import DgbenchError
 from dgbench.memory import peak_rss_bytes
+from dgbench.tasks.options import without_evaluation_sets
 
 SCHEMA, VERSION = "dgbench.dryrun", 1
 INT_BYTES = 8  # ids and row counts travel as int64
@@ -267,24 +267,9 @@ class TagCounter:
 
 # --------------------------------------------------------------------------- driver
 
-@contextlib.contextmanager
-def without_evaluation_sets() -> Iterator[None]:
-    """The dry run counts a training epoch, so the run's evaluation sets (validation and test pairs, which
-    the discrete family's ``check`` writes beside the store on first use: dgbench/tasks/link.py holds every
-    snapshot's edge keys while it builds them, O(N·T) — ~26 GiB at ESDG's P = 128 weak-scaling size) are
-    neither built nor read while it resolves the run and loads its data."""
-    from trainers.discrete import family
-    original = family._evaluation
-    family._evaluation = lambda run: []  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        family._evaluation = original
-
-
 def dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, problem: Any = None) -> DryRun:
     """Count one training epoch of ``config`` (see :func:`_dry_run`), without the run's evaluation sets."""
-    with without_evaluation_sets():
+    with without_evaluation_sets():  # a dry run scores nothing (dgbench/tasks/options.py)
         return _dry_run(config, epoch, eq12_n, problem)
 
 

@@ -3,6 +3,9 @@
 become its evaluation sets and the record's ``task`` and ``evaluation`` block."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +70,28 @@ def strategies(negatives: str, extra: str | None) -> list[str]:
     return chosen
 
 
+_SKIPPED = ContextVar("dgbench_evaluation_sets_skipped", default=False)
+
+
+@contextlib.contextmanager
+def without_evaluation_sets() -> Iterator[None]:
+    """Within this block a run has no evaluation sets: :func:`evaluation_sets` neither builds nor reads them.
+    For callers that train nothing and score nothing (``dgbench project``'s dry runs): building a snapshot
+    store's sets holds every snapshot's edge keys (dgbench/tasks/link.py), O(N·T), ~26 GiB at ESDG's
+    P = 128 weak-scaling size."""
+    token = _SKIPPED.set(True)
+    try:
+        yield
+    finally:
+        _SKIPPED.reset(token)
+
+
 def evaluation_sets(store: Path, negatives: str, extra: str | None, k: int,
                     max_events: int | None = None, task: str = LINK_PREDICTION) -> list[EvaluationSet]:
     """The run's evaluation sets (written beside the store on first use): its negative sets, or with
-    ``task`` node classification the store's label set."""
+    ``task`` node classification the store's label set; none inside :func:`without_evaluation_sets`."""
+    if _SKIPPED.get():
+        return []
     from dgbench.tasks.link import link_prediction_set
     if task == NODE_CLASSIFICATION:
         from dgbench.tasks.node import label_set
