@@ -153,7 +153,6 @@ def test_continuous_decoder_finds_a_planted_label_signal(tmp_path, one_thread):
 def test_discrete_embeddings_are_the_link_scorers_input(tmp_path):
     from dgbench.dist import Comm, DistContext, PhaseTimer
     from trainers.discrete.family import build_rank, partition_problem
-    from trainers.discrete.loop import block_embeddings
     from trainers.experiment import resolve
 
     run = resolve(RunConfig("single", "cdgcn", planted_snapshots(tmp_path / "s.zarr"), task="node-classification"))
@@ -163,7 +162,7 @@ def test_discrete_embeddings_are_the_link_scorers_input(tmp_path):
     view = trainer.placement.view(0, PhaseTimer(ctx.device))
     with torch.no_grad():
         halves, _ = trainer.model.forward_block(view, trainer.initial_state())
-        x, _ = block_embeddings(trainer.model, view, trainer.initial_state())
+        x, _ = trainer.model.embed_block(view, trainer.initial_state())
         keys, rows = trainer.vertex_embeddings()
     torch.testing.assert_close(x @ trainer.model.scorer.weight.view(2, -1).t(), halves)
     step, vertex = np.divmod(keys, trainer.data.num_nodes)

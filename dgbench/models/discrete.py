@@ -213,14 +213,21 @@ class DynamicGNN(nn.Module):
         ``halves[t, u, 0] + halves[t, v, 1] + b`` — the concatenation + linear of ESDG §6.4,
         computed once per vertex instead of once per pair.
         """
+        x, new_state = self.embed_block(view, state)
+        halves = x @ self.scorer.weight.view(2, -1).t()
+        return halves, new_state
+
+    def embed_block(self, view: BlockView, state: list[State]) -> tuple[torch.Tensor, list[State]]:
+        """One block up to the embedding (the link scorer's input, [local steps, rows, hidden]) and the next
+        state; node classification decodes these embeddings (dgbench/tasks/node.py)."""
         x, new_state = None, []
         for i, layer in enumerate(self.layers):
             x, s = layer.run_block(x, state[i], view)
             new_state.append(s)
             if self.relu_between_layers and i + 1 < len(self.layers):
                 x = torch.relu(x)
-        halves = x @ self.scorer.weight.view(2, -1).t()
-        return halves, new_state
+        assert x is not None
+        return x, new_state
 
     def feature_widths(self) -> list[tuple[int, int]]:
         """Per layer, the widths moved to and from the vertex layout (0: none moved)."""

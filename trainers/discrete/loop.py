@@ -149,7 +149,7 @@ class DiscreteTrainer:
         timer, state, rows = PhaseTimer(self.ctx.device), self.initial_state(), []
         for b in range(len(self.placement.blocks)):
             view = self.placement.view(b, timer)
-            x, state = block_embeddings(self.model, view, state)
+            x, state = self.model.embed_block(view, state)
             steps, vertices = self._embedding_index(view)
             keys = (steps[:, None] * n + vertices[None, :]).reshape(-1)
             keep = np.flatnonzero(np.isin(keys, wanted))
@@ -195,16 +195,3 @@ class DiscreteTrainer:
         if any(self.transfer_per_epoch):  # this rank's {"base": .., "gd": ..} of each training epoch
             out["transfer_bytes_by_epoch"] = self.transfer_per_epoch
         return out
-
-
-def block_embeddings(model: DynamicGNN, view: Any, state: list[State]) -> tuple[torch.Tensor, list[State]]:
-    """:meth:`DynamicGNN.forward_block` up to the embedding (the input of its link scorer), for node
-    classification; ``tests/test_tasks_node.py`` checks it against the scorer halves."""
-    x, new_state = None, []
-    for i, layer in enumerate(model.layers):
-        x, s = layer.run_block(x, state[i], view)
-        new_state.append(s)
-        if model.relu_between_layers and i + 1 < len(model.layers):
-            x = torch.relu(x)
-    assert x is not None
-    return x, new_state
