@@ -88,7 +88,7 @@ from dgbench.tasks.evaluator import Evaluator
 from dgbench.tasks.options import DEFAULT_EVAL_NEGATIVES, evaluation_sets
 from trainers.continuous.data import SPLIT_CODES, EventStream
 
-from test_peer_tgn import BATCH, HEADS, LR, NEIGHBORS, QUICK, SEED, THREADS, _median, ours_tgn  # noqa: E402
+from test_peer_tgn import BATCH, HEADS, LR, NEIGHBORS, QUICK, SEED, THREADS, ours_tgn, print_sides, side_by_side  # noqa: E402
 
 DYGLIB_COMMIT = "3aacc36b94b8d2d8293d70a74fdf6d39089b4163"  # "update paper bibtex", 2023-09-28
 DYGLIB_URL = "https://github.com/yule-BUAA/DyGLib.git"
@@ -377,21 +377,12 @@ def peer_store(request, shared_data, tmp_path_factory) -> tuple[str, Path]:
 
 
 def print_table(name: str, model: str, memory_dim: int, runs: dict[str, list[dict]], fingerprint: str) -> dict:
-    keys = ("events_per_s", "events_per_cpu_s", "train_s", "val_ap", "test_ap")
-    table = {side: {key: _median(side_runs, key) for key in keys} for side, side_runs in runs.items()}
-    speedup = table["dgbench"]["events_per_s"] / table["dyglib"]["events_per_s"]
-    cpu_speedup = table["dgbench"]["events_per_cpu_s"] / table["dyglib"]["events_per_cpu_s"]
+    table, speedup, cpu_speedup = side_by_side(runs, "dyglib")
     print(f"\n{model.upper()} vs DyGLib {DYGLIB_MODELS[model]} @{DYGLIB_COMMIT[:10]}, {name} first {EVENTS or 'all'} "
           f"events (store {fingerprint[:16]}), memory=time {memory_dim}, k={NEIGHBORS} recent, 1 layer, {HEADS} "
           f"heads, dropout 0, batch {BATCH}, lr {LR}, 1 negative (same ids), {THREADS} thread(s), median of "
           f"{ROUNDS} alternating 1-epoch runs")
-    print(f"{'side':8s} {'train ev/s':>11s} {'ev/CPU-s':>9s} {'train s':>8s} {'val AP':>7s} {'test AP':>8s} "
-          f"{'params':>8s}  per run ev/s | ev/CPU-s")
-    for side, side_runs in runs.items():
-        row = table[side]
-        print(f"{side:8s} {row['events_per_s']:11.0f} {row['events_per_cpu_s']:9.0f} {row['train_s']:8.2f} "
-              f"{row['val_ap']:7.4f} {row['test_ap']:8.4f} {side_runs[0]['parameters']:8d}  "
-              f"{[round(r['events_per_s']) for r in side_runs]} | {[round(r['events_per_cpu_s']) for r in side_runs]}")
+    print_sides(runs, table)
     print(f"speed-up dgbench / DyGLib: {speedup:.2f}x wall, {cpu_speedup:.2f}x per CPU-second (goal >= 3x at "
           f"memory 172); dgbench commit {runs['dgbench'][0].get('code_commit')}; load {os.getloadavg()[0]:.1f}")
     return {"table": table, "speedup": round(speedup, 3), "cpu_speedup": round(cpu_speedup, 3)}

@@ -245,6 +245,24 @@ def equal_threads():
 def _median(runs: list[dict], key: str) -> float:
     return float(np.median([r[key] for r in runs]))
 
+def side_by_side(runs: dict[str, list[dict]], peer: str) -> tuple[dict[str, dict[str, float]], float, float]:
+    """Per side, the median of each figure over its runs; dgbench's wall and per-CPU-second speed-up on ``peer``."""
+    keys = ("events_per_s", "events_per_cpu_s", "train_s", "val_ap", "test_ap")
+    table = {side: {key: _median(side_runs, key) for key in keys} for side, side_runs in runs.items()}
+    return (table, table["dgbench"]["events_per_s"] / table[peer]["events_per_s"],
+            table["dgbench"]["events_per_cpu_s"] / table[peer]["events_per_cpu_s"])
+
+
+def print_sides(runs: dict[str, list[dict]], table: dict[str, dict[str, float]]) -> None:
+    """One row per side: the medians, the parameter count and every run's ev/s and ev/CPU-s."""
+    print(f"{'side':8s} {'train ev/s':>11s} {'ev/CPU-s':>9s} {'train s':>8s} {'val AP':>7s} {'test AP':>8s} "
+          f"{'params':>8s}  per run ev/s | ev/CPU-s")
+    for side, side_runs in runs.items():
+        row = table[side]
+        print(f"{side:8s} {row['events_per_s']:11.0f} {row['events_per_cpu_s']:9.0f} {row['train_s']:8.2f} "
+              f"{row['val_ap']:7.4f} {row['test_ap']:8.4f} {side_runs[0]['parameters']:8d}  "
+              f"{[round(r['events_per_s']) for r in side_runs]} | {[round(r['events_per_cpu_s']) for r in side_runs]}")
+
 
 @pytest.mark.realdata
 @pytest.mark.parametrize("memory_dim", MEMORY_DIMS)
@@ -262,10 +280,7 @@ def test_tgn_against_pyg_tgn(benchmark, wikipedia, memory_dim):
             runs["pyg"].append(peer_tgn(wikipedia, memory_dim, EVENTS))
         return runs
     runs = benchmark.pedantic(alternate, rounds=1, iterations=1)
-    keys = ("events_per_s", "events_per_cpu_s", "train_s", "val_ap", "test_ap")
-    table = {side: {key: _median(side_runs, key) for key in keys} for side, side_runs in runs.items()}
-    speedup = table["dgbench"]["events_per_s"] / table["pyg"]["events_per_s"]
-    cpu_speedup = table["dgbench"]["events_per_cpu_s"] / table["pyg"]["events_per_cpu_s"]
+    table, speedup, cpu_speedup = side_by_side(runs, "pyg")
     benchmark.extra_info.update(memory_dim=memory_dim, events=EVENTS or "all", rounds=ROUNDS, lr=LR, threads=THREADS,
                                 table=table, speedup=round(speedup, 3),
                                 cpu_speedup=round(cpu_speedup, 3),
@@ -274,13 +289,7 @@ def test_tgn_against_pyg_tgn(benchmark, wikipedia, memory_dim):
     print(f"\nTGN vs PyG TGN, Wikipedia first {EVENTS or 'all'} events, memory=time=embedding {memory_dim}, "
           f"k={NEIGHBORS} recent, 1 layer, {HEADS} heads, dropout 0, batch {BATCH}, lr {LR}, 1 negative, "
           f"{THREADS} thread(s), median of {ROUNDS} alternating 1-epoch runs (shared machine: noisy)")
-    print(f"{'side':8s} {'train ev/s':>11s} {'ev/CPU-s':>9s} {'train s':>8s} {'val AP':>7s} {'test AP':>8s} "
-          f"{'params':>8s}  per run ev/s | ev/CPU-s")
-    for side, side_runs in runs.items():
-        row = table[side]
-        print(f"{side:8s} {row['events_per_s']:11.0f} {row['events_per_cpu_s']:9.0f} {row['train_s']:8.2f} "
-              f"{row['val_ap']:7.4f} {row['test_ap']:8.4f} {side_runs[0]['parameters']:8d}  "
-              f"{[round(r['events_per_s']) for r in side_runs]} | {[round(r['events_per_cpu_s']) for r in side_runs]}")
+    print_sides(runs, table)
     print(f"speed-up dgbench / PyG: {speedup:.2f}x wall, {cpu_speedup:.2f}x per CPU-second (goal >= 3x at memory "
           f"172); dgbench commit {events['code_commit']}")
     assert all(r["events_per_s"] > 0 for rs in runs.values() for r in rs)
