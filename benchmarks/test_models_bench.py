@@ -33,7 +33,7 @@ ZOO_NODES = int(os.environ.get("DGBENCH_BENCH_ZOO_NODES", "1024" if QUICK else "
 ZOO_SNAPSHOTS = int(os.environ.get("DGBENCH_BENCH_ZOO_SNAPSHOTS", "8" if QUICK else "32"))
 EPOCHS = 3  # the median of the two after the first (warm-up)
 PEER_NODES, PEER_SNAPSHOTS, PEER_EPOCHS = (2048, 9, 3) if QUICK else (16384, 9, 9)
-AP_EPOCHS, AP_THETA = 10, 1.0  # θ = 1: CollegeMsg's last days have 28 and 40 edges, θ = 0.1 would score 3 and 4
+AP_EPOCHS, AP_THETA = 30, 1.0  # θ = 1: CollegeMsg's last days have 28 and 40 edges, θ = 0.1 would score 3 and 4
 HIDDEN = 6
 # label -> (registered model, its options); TM-GCN is the reference row
 ZOO = {"tmgcn": ("tmgcn", {}), "tgcn": ("tgcn", {}), "tgcn-pygt": ("tgcn", {"variant": "pygt"}),
@@ -239,10 +239,14 @@ def test_wdgcn_against_pytorch_geometric(benchmark, tmp_path):
 
 # --------------------------------------------------------------------------- accuracy on real data
 
-def test_ap_after_ten_epochs_on_collegemsg(benchmark, college_store):
-    """AP/AUC of every discrete model after 10 epochs (= 10 full-batch Adam steps) on CollegeMsg daily,
+def test_ap_after_thirty_epochs_on_collegemsg(benchmark, college_store):
+    """AP/AUC of every discrete model after 30 epochs (= 30 full-batch Adam steps) on CollegeMsg daily,
     seed 0, θ = 1, the run's evaluation sets (random negatives). A model at chance on real data is a bug
-    to find: T-GCN with a ReLU before its GRU died to constant scores (AUC 0.5) for seed 1."""
+    to find: T-GCN with a ReLU before its GRU died to constant scores (AUC 0.5) for seed 1.
+
+    30 steps, not 10: after 10 steps TM-GCN's mean val/test AUC was seed luck (seeds 0, 1, 2: 0.44, 0.63,
+    0.57 with σ placed as Eq. 2 writes it; 0.57, 0.60, 0.45 with the ReLU between layers), so a 10-step check
+    failed on a model that learns. After 30 steps TM-GCN's seeds 0-3 gave 0.56, 0.60, 0.58, 0.59."""
     store = college_store
 
     def measure():
@@ -257,6 +261,6 @@ def test_ap_after_ten_epochs_on_collegemsg(benchmark, college_store):
     print(f"\nCollegeMsg daily, seed 0, theta {AP_THETA}, {AP_EPOCHS} epochs, hidden {HIDDEN}:")
     for label, row in table.items():
         print(f"  {label:12s} {row}")
-    for label in ZOO:  # 10 full-batch steps only: "above chance" (measured 0.55-0.72 for val/test AUC, seed 0)
+    for label in ZOO:  # "above chance" (measured 0.56-0.73 for mean val/test AUC, seed 0, 30 steps)
         above = (table[label]["val_auc"] + table[label]["test_auc"]) / 2
         assert above > 0.55, f"{label} is at chance on CollegeMsg: {table[label]}"
