@@ -263,6 +263,13 @@ class NodeClassification:
         self.labels, self.num_nodes, self.options = labels, num_nodes, options
         self.epochs, self.evaluations = epochs, 0
 
+    @classmethod
+    def for_run(cls, labels: EvaluationSet, num_nodes: int, task: Any, config: Any) -> NodeClassification:
+        """The task as a run sets it: ``task``'s ``--decoder-epochs`` / ``--decoder-lr`` (either family's task
+        options) and ``config``'s seed and epoch count (the decoder trains after the last epoch)."""
+        return cls(labels, num_nodes, DecoderOptions(task.decoder_epochs, task.decoder_lr, config.seed),
+                   epochs=config.epochs)
+
     def due(self) -> bool:
         """Whether this evaluation is the run's last (after its last training epoch): the decoder is
         trained once, on the final model's embeddings; earlier epochs report no metrics."""

@@ -124,9 +124,8 @@ def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
     trainer = ContinuousTrainer(ctx, stream, model, scheme, run.scheme_options, partition, options)
     trainer.evaluation = _evaluation(run)  # validation and test: the run's fixed evaluation sets
     if task.task == NODE_CLASSIFICATION:
-        from dgbench.tasks.node import DecoderOptions, NodeClassification
-        trainer.node_task = NodeClassification(trainer.evaluation[0], stream.num_nodes, DecoderOptions(
-            task.decoder_epochs, task.decoder_lr, run.config.seed), epochs=run.config.epochs)
+        from dgbench.tasks.node import NodeClassification
+        trainer.node_task = NodeClassification.for_run(trainer.evaluation[0], stream.num_nodes, task, run.config)
     return trainer
 
 

@@ -161,9 +161,8 @@ def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
     trainer = DiscreteTrainer(ctx, data, placement, model, lr=run.config.lr,  # type: ignore[arg-type]
                               schedule=schedule)
     if run.task.task == NODE_CLASSIFICATION:
-        from dgbench.tasks.node import DecoderOptions, NodeClassification
-        trainer.node_task = NodeClassification(_evaluation(run)[0], data.num_nodes, DecoderOptions(
-            run.task.decoder_epochs, run.task.decoder_lr, run.config.seed), epochs=run.config.epochs)
+        from dgbench.tasks.node import NodeClassification
+        trainer.node_task = NodeClassification.for_run(_evaluation(run)[0], data.num_nodes, run.task, run.config)
     return trainer
 
 
