@@ -28,7 +28,7 @@ PARTS = {
     "    of which GRU cell + time encoding (MemoryUpdater)": ("dgbench/models/temporal.py", "forward:MemoryUpdater"),
     "batch inputs (times, features, masks)": ("trainers/continuous/loop.py", "_inputs"),
     "embedding: attention (TGN.embed)": ("dgbench/models/temporal.py", "embed"),
-    "  of which key/value products (TGN._keys_and_values)": ("dgbench/models/temporal.py", "_keys_and_values"),
+    "  of which attention over the neighbours (TGN._attend)": ("dgbench/models/temporal.py", "_attend"),
     "edge predictor (forward)": ("dgbench/models/temporal.py", "forward:EdgePredictor"),
     "mailbox write: update rows (write_rows)": ("dgbench/models/temporal.py", "write_rows"),
     "mailbox write: merge into table (_store)": ("trainers/continuous/state.py", "_store"),

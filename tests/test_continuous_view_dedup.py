@@ -104,67 +104,55 @@ def test_memory_updater_is_the_torch_cell(kind, grouped):
         torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
 
 
-def test_tgn_keys_once_per_neighbour_pair_equal_every_slot():
-    """TGN's key/value h_j part computed once per distinct (neighbour, query time) pair (neighbor_pairs)
-    equals computing it for every slot: the same embeddings and gradients, float64."""
-    from dgbench.models.temporal import BatchInputs
-    from trainers.continuous.state import neighbor_pairs
-
-    torch.manual_seed(0)
-    model = build_temporal_model("tgn", memory_dim=6, edge_dim=3).double()
-    rng = np.random.default_rng(3)
-    roots, k = 12, 5
-    mask = rng.random((roots, k)) < 0.7
-    nodes = np.where(mask, rng.integers(0, 4, (roots, k)), 0)  # few vertices: pairs repeat
-    root_t = rng.integers(5, 7, roots).astype(np.float64)
-    pair_first, pair = neighbor_pairs(nodes, mask, root_t, torch.device("cpu"))
-    assert len(pair_first) < int(mask.sum())
-    pair_hidden = torch.from_numpy(rng.normal(size=(len(pair_first), 6))).requires_grad_()
-    root_view = torch.from_numpy(rng.normal(size=(roots, 6)))
-    inputs = BatchInputs(None, torch.from_numpy(root_t[:roots // 3]), torch.zeros(roots // 3, 3),
-                         neighbor_mask=torch.from_numpy(mask),
-                         neighbor_dt=torch.from_numpy(rng.uniform(0, 4, (roots, k))),
-                         neighbor_edge_features=torch.from_numpy(rng.normal(size=(roots, k, 3))))
-    outputs = {}
-    for grouped in (False, True):
-        inputs.neighbor_pairs = (pair_first, pair) if grouped else None
-        h = model.embed(inputs, root_view, torch.from_numpy(root_t), pair_hidden[pair])
-        weights = torch.from_numpy(np.random.default_rng(4).normal(size=h.shape))
-        outputs[grouped] = (h, torch.autograd.grad((h * weights).sum(), [pair_hidden, *model.parameters()],
-                                                   allow_unused=True))
-    torch.testing.assert_close(outputs[True][0], outputs[False][0], rtol=1e-12, atol=1e-12)
-    for got, want in zip(outputs[True][1], outputs[False][1]):
-        assert (got is None) == (want is None)
-        if got is not None:
-            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
-
-
-def test_tgn_attention_over_real_slots_equals_the_dense_grid():
-    """TGN's attention computed on the real neighbour slots only equals TGL's dense (roots, k) form (padding
-    keys zero, scores masked to -1e9, softmax over k, weights times the mask), float64, with a root that has
-    no neighbour at all."""
+def _dense_tgn_attention(model, inputs, query: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """TGL's attention as written: keys and values of every slot of the (roots, k) grid (padding zero),
+    scores masked to -1e9, softmax over k, weights times the mask, weighted sum of the values."""
     import math
 
+    mask = inputs.neighbor_mask
+    roots, k = mask.shape
+    heads, head_dim = model.heads, model.memory_dim // model.heads
+    keys_in = torch.cat([hidden, inputs.neighbor_edge_features[mask], model.time_encoder(inputs.neighbor_dt[mask])], 1)
+    real = mask.nonzero(as_tuple=True)
+    keys = hidden.new_zeros(roots, k, model.memory_dim).index_put(real, model.key(keys_in))
+    values = hidden.new_zeros(roots, k, model.memory_dim).index_put(real, model.value(keys_in))
+    scores = (query.view(roots, 1, heads, head_dim) * keys.view(roots, k, heads, head_dim)).sum(-1) / math.sqrt(
+        head_dim)
+    weights = torch.softmax(scores.masked_fill(~mask[:, :, None], -1e9), dim=1) * mask[:, :, None]
+    return (weights[..., None] * values.view(roots, k, heads, head_dim)).sum(1).flatten(1)
+
+
+@pytest.mark.parametrize("edge_dim", [3, 0])
+def test_tgn_attention_reassociated_equals_the_dense_grid(edge_dim):
+    """TGN's attention with its key/value products moved to the root side ((W_kᵀ q)·x_j, W_v Σ w_j x_j) equals
+    TGL's dense (roots, k) form with keys and values per slot: embeddings and the gradients of the query, the
+    neighbours' views and every parameter, float64, with a root that has no neighbour at all and (edge_dim 0)
+    a stream without edge features (Wikipedia's)."""
     from dgbench.models.temporal import BatchInputs
 
     torch.manual_seed(0)
-    model = build_temporal_model("tgn", memory_dim=6, edge_dim=3).double()
+    model = build_temporal_model("tgn", memory_dim=6, edge_dim=edge_dim).double()
+    for parameter in model.parameters():  # not the initial zeros: every bias takes part
+        torch.nn.init.normal_(parameter)
     rng = np.random.default_rng(5)
     roots, k = 9, 4
     mask = torch.from_numpy(rng.random((roots, k)) < 0.6)
     mask[0] = False
-    inputs = BatchInputs(None, torch.zeros(3), torch.zeros(3, 3), neighbor_mask=mask,
+    mask[1] = True
+    inputs = BatchInputs(None, torch.zeros(3), torch.zeros(3, edge_dim), neighbor_mask=mask,
                          neighbor_dt=torch.from_numpy(rng.uniform(0, 4, (roots, k))),
-                         neighbor_edge_features=torch.from_numpy(rng.normal(size=(roots, k, 3))))
-    query = torch.from_numpy(rng.normal(size=(roots, 6)))
-    hidden = torch.from_numpy(rng.normal(size=(int(mask.sum()), 6)))
+                         neighbor_edge_features=torch.from_numpy(rng.normal(size=(roots, k, edge_dim))))
+    query = torch.from_numpy(rng.normal(size=(roots, 6))).requires_grad_()
+    hidden = torch.from_numpy(rng.normal(size=(int(mask.sum()), 6))).requires_grad_()
     got = model._attend(inputs, query, hidden)
-
-    keys_in = torch.cat([hidden, inputs.neighbor_edge_features[mask], model.time_encoder(inputs.neighbor_dt[mask])], 1)
-    keys = torch.zeros(roots, k, 6, dtype=torch.float64).index_put(mask.nonzero(as_tuple=True), model.key(keys_in))
-    values = torch.zeros(roots, k, 6, dtype=torch.float64).index_put(mask.nonzero(as_tuple=True), model.value(keys_in))
-    scores = (query.view(roots, 1, 2, 3) * keys.view(roots, k, 2, 3)).sum(-1) / math.sqrt(3)
-    weights = torch.softmax(scores.masked_fill(~mask[:, :, None], -1e9), dim=1) * mask[:, :, None]
-    want = (weights[..., None] * values.view(roots, k, 2, 3)).sum(1).flatten(1)
+    want = _dense_tgn_attention(model, inputs, query, hidden)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     assert got[0].abs().max() == 0
+    weights = torch.from_numpy(rng.normal(size=got.shape))
+    wrt = [query, hidden, *model.parameters()]
+    grads = torch.autograd.grad((got * weights).sum(), wrt, allow_unused=True)
+    reference = torch.autograd.grad((want * weights).sum(), wrt, allow_unused=True)
+    for got_grad, want_grad in zip(grads, reference):
+        assert (got_grad is None) == (want_grad is None)
+        if got_grad is not None:
+            torch.testing.assert_close(got_grad, want_grad, rtol=1e-10, atol=1e-10)

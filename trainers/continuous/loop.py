@@ -36,7 +36,7 @@ from dgbench.tasks.node import NodeClassification
 from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
 from trainers.continuous.sampler import TemporalSampler
 from trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
-                                       PartitionedState, PendingWrite, neighbor_pairs)
+                                       PartitionedState, PendingWrite)
 from trainers.continuous.sven_core import (BatchTraffic, fit_redundancy_curve, granularity, redundancy,
                                            redundancy_by_batch_size, remote_redundancy)
 from trainers.contract import ContinuousScheme, Partition
@@ -128,7 +128,6 @@ class ContinuousTrainer:
                 device, self.dtype)
             inputs.neighbor_edge_features = torch.from_numpy(
                 s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
-            inputs.neighbor_pairs = neighbor_pairs(nbr.nodes, nbr.mask, root_t, device)
         return inputs
 
     def _views(self, plan: BatchPlan) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -382,7 +381,6 @@ class ContinuousTrainer:
                     device, self.dtype)
                 inputs.neighbor_edge_features = torch.from_numpy(
                     s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
-                inputs.neighbor_pairs = neighbor_pairs(nbr.nodes, nbr.mask, root_t, device)
         return inputs
 
     def _score_candidates(self, plan: BatchPlan) -> torch.Tensor:

@@ -356,11 +356,3 @@ class OwnerComputeState(PartitionedState):
         self.last_update_seconds = compute
         return views[torch.from_numpy(route.inverse).to(device)], None
 
-
-def neighbor_pairs(nodes: np.ndarray, mask: np.ndarray, root_t: np.ndarray, device: torch.device
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`distinct_queries` of the real sampled-neighbour slots (row-major over ``mask``), each queried at
-    its root's time: the (first slot, slot -> pair) index the embedding computes per-pair parts with."""
-    times = np.broadcast_to(root_t[:, None], mask.shape)[mask]
-    first, pair = distinct_queries(nodes[mask], times)
-    return torch.from_numpy(first).to(device), torch.from_numpy(pair).to(device)
