@@ -1,17 +1,27 @@
 """``dgbench project calibrate``: a hardware profile of the machine at hand, measured.
 
 * **compute**: ``single`` runs of every chosen model on a few generated stores of different shapes
-  (ESDG's random snapshots, §6.1; an edge stream of users and items), one core per rank (a rank of a
-  job here gets cpu_count / nproc threads, so one thread is what P = cpu_count ranks see), timed
-  over their epochs after the first; each model's rates are the non-negative least-squares fit of
-  those epoch times to the dry run's work counts of the same runs (relative errors weighted
-  equally), and the fit's residuals are kept in the profile;
+  (ESDG's random snapshots, §6.1; an edge stream of users and items), at one intra-op thread per rank
+  (``THREADS_PER_RANK``, set in every rank whatever launch would give it: launch gives a spawned rank
+  cpu_count // nproc threads and leaves a P = 1 run, which runs in the caller's process, at the caller's
+  count — 2 here — and a P = 1 epoch at 2 threads took 21 % less wall time and 52 % more CPU than at 1; a run
+  checked against this profile is timed at the same count, ``run_timed(..., threads=1)``), timed over their
+  epochs after ``WARMUP_EPOCHS`` (the second epoch still ran 14-37 % slow on several stores); each model's
+  rates are the non-negative least-squares fit of those epoch times to the dry run's work counts of the
+  same runs (relative errors weighted equally), and the fit's residuals are kept in the profile;
 * **Sven's micro-batches**: per continuous model, the seconds one more of Sven's n chunks per batch adds
   (Alg. 2), from two P = 2 ``sven`` runs differing only in n (``per_microbatch_s``);
 * **memory bandwidth**: a timed copy of a large tensor (read + write bytes over the median time);
 * **link**: an all-to-all between two local ranks (gloo), timed over message sizes and fitted to
   alpha + n / bandwidth. This machine has no second node, so the inter-node link is the same
   measured loopback link, and the profile says so.
+
+**Clocks.** Every epoch and every timed collective is read on both clocks at once (``wall``:
+``time.perf_counter``; ``process``: ``time.process_time``, the rank's CPU seconds over all its threads,
+nothing while it waits), so :func:`calibrate_clocks` fits a profile per clock from the same runs, and
+:func:`run_timed` gives a measured run on both: the two clocks' errors then differ only by what the clocks
+see, never by which runs were sampled. The profile records the conditions it was measured under
+(``conditions``: threads per rank, warm-up and timed epochs, the load average before and after).
 
 The profile is written through :func:`dgbench.costmodel.save_fitted`, with this machine's identity.
 """
@@ -22,7 +32,6 @@ import os
 import statistics
 import tempfile
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +46,9 @@ QUICK_DISCRETE_STORES = ((1024, 9, 3.0), (4096, 9, 3.0), (1024, 17, 12.0), (1638
 STREAM = dict(users=400, items=300, events=6000, edge_dim=8, seed=1)
 CONTINUOUS_SETTINGS = ((200, 5), (600, 5), (600, 10), (1500, 10))  # (batch size, neighbours)
 LINK_SIZES = (8, 1024, 16 * 1024, 256 * 1024, 2 * 2 ** 20, 8 * 2 ** 20)
-EPOCHS = 3
+EPOCHS = 6
+WARMUP_EPOCHS = 2  # not timed: the second epoch still ran 14-37 % slow on several stores (allocator, caches)
+THREADS_PER_RANK = 1  # intra-op threads of every calibration rank (module docstring)
 WALL, PROCESS = "wall", "process"
 CLOCKS = {WALL: time.perf_counter, PROCESS: time.process_time}
 
@@ -79,102 +90,162 @@ def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
     return 2 * source.numel() * 4 / statistics.median(seconds)
 
 
-def _time_all_to_all(ctx: DistContext, sizes: tuple[int, ...], repeats: int, clock: str = WALL) -> list[float]:
-    """Median seconds of an all-to-all sending ``size`` bytes to every other rank (rank-level function)."""
-    now = CLOCKS[clock]
-    out = []
+def _time_all_to_all(ctx: DistContext, sizes: tuple[int, ...], repeats: int) -> dict[str, list[float]]:
+    """Per clock, the median seconds of an all-to-all sending ``size`` bytes to every other rank (rank-level
+    function; both clocks read around the same calls)."""
+    torch.set_num_threads(THREADS_PER_RANK)
+    out: dict[str, list[float]] = {WALL: [], PROCESS: []}
     for size in sizes:
         per_peer = max(1, size // 4)
         tensor = torch.zeros(per_peer * ctx.world_size, 1)
         splits = [per_peer] * ctx.world_size
         ctx.comm.all_to_all_single(tensor, splits, splits, "warm-up")
-        seconds = []
+        seconds: dict[str, list[float]] = {WALL: [], PROCESS: []}
         for _ in range(repeats):
             ctx.comm.barrier()
-            start = now()
+            wall, cpu = time.perf_counter(), time.process_time()
             ctx.comm.all_to_all_single(tensor, splits, splits, "timed")
-            seconds.append(now() - start)
-        out.append(statistics.median(seconds))
+            seconds[WALL].append(time.perf_counter() - wall)
+            seconds[PROCESS].append(time.process_time() - cpu)
+        for clock, values in seconds.items():
+            out[clock].append(statistics.median(values))
+    return out
+
+
+def link_both(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = 15) -> dict[str, dict[str, Any]]:
+    """Per clock, alpha and bandwidth of an all-to-all between two local gloo ranks (one thread each, as the
+    ranks of a 2-rank job here), fitted to alpha + n / bandwidth."""
+    from dgbench.launch import launch
+    per_rank = launch(_time_all_to_all, nproc=2, args=(sizes, repeats), backend="gloo")
+    sent = np.array([max(1, s // 4) * 4 for s in sizes], np.float64)
+    out = {}
+    for clock in CLOCKS:
+        seconds = np.maximum(per_rank[0][clock], per_rank[1][clock])
+        (alpha, beta), _ = nonnegative_fit(np.stack([np.ones_like(sent), sent], 1), seconds)
+        out[clock] = {"alpha_s": float(alpha), "bandwidth": float(1 / beta) if beta > 0 else float("inf"),
+                      "points": [{"bytes": int(b), "seconds": float(t)} for b, t in zip(sent, seconds)]}
     return out
 
 
 def link(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = 15, clock: str = WALL) -> dict[str, Any]:
-    """alpha and bandwidth of an all-to-all between two local gloo ranks."""
-    from dgbench.launch import launch
-    per_rank = launch(_time_all_to_all, nproc=2, args=(sizes, repeats, clock), backend="gloo")
-    seconds = np.maximum(per_rank[0], per_rank[1])
-    sent = np.array([max(1, s // 4) * 4 for s in sizes], np.float64)
-    (alpha, beta), _ = nonnegative_fit(np.stack([np.ones_like(sent), sent], 1), seconds)
-    return {"alpha_s": float(alpha), "bandwidth": float(1 / beta) if beta > 0 else float("inf"),
-            "points": [{"bytes": int(b), "seconds": float(t)} for b, t in zip(sent, seconds)]}
+    """alpha and bandwidth of an all-to-all between two local gloo ranks, on ``clock``."""
+    return link_both(sizes, repeats)[clock]
 
 
-def _median_epoch(record: dict[str, Any]) -> float:
-    return statistics.median(e["time_s"] for e in record["epochs"][1:])
+def median_epoch(record: dict[str, Any], clock: str, warmup: int = WARMUP_EPOCHS) -> float:
+    """The median of a :func:`run_timed` record's epochs after ``warmup`` (the slowest rank's, on ``clock``)."""
+    epochs = record["extra"]["clocks"][clock]["epochs"]
+    if len(epochs) <= warmup:
+        raise ValueError(f"{len(epochs)} epochs: none timed after {warmup} warm-up epochs")
+    return statistics.median(epochs[warmup:])
 
 
-def _clocked_train_runs(ctx: DistContext, runs: list[Any], quiet: bool, clock: str) -> list[dict[str, Any]]:
-    """:func:`trainers.experiment.train_runs` with its epochs (trainers/epochs.py) timed on ``clock``."""
+class _BothClocks:
+    """Stands in for ``time`` in trainers/epochs.py: every ``perf_counter()`` call (run_epochs makes two per
+    epoch, its start and its end) reads the wall and the process clock together and returns ``clock``'s, so
+    one run is timed on both clocks at once."""
+
+    def __init__(self, clock: str):
+        self.clock = clock
+        self.stamps: list[tuple[float, float]] = []
+
+    def perf_counter(self) -> float:
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.stamps.append((wall, cpu))
+        return wall if self.clock == WALL else cpu
+
+
+def _clocked_train_runs(ctx: DistContext, runs: list[Any], quiet: bool, clock: str,
+                        threads: int | None = None) -> list[dict[str, Any]]:
+    """:func:`trainers.experiment.train_runs` with its epochs (trainers/epochs.py) timed on ``clock``, at
+    ``threads`` intra-op threads if given (else the rank's own count); each result also gets ``clocks``: this
+    rank's epoch seconds on both clocks (``{"wall": [...], "process": [...]}``) and ``threads``, the intra-op
+    threads it ran with."""
     import trainers.epochs as epochs
     from trainers.experiment import train_runs
-    original = epochs.time
-    epochs.time = types.SimpleNamespace(perf_counter=CLOCKS[clock])  # type: ignore[assignment]
+    original, stamps, before = epochs.time, _BothClocks(clock), torch.get_num_threads()
+    epochs.time = stamps  # type: ignore[assignment]
+    torch.set_num_threads(threads or before)
     try:
-        return train_runs(ctx, runs, quiet)
+        results = train_runs(ctx, runs, quiet)
+        ran_with = torch.get_num_threads()
     finally:
         epochs.time = original
+        torch.set_num_threads(before)
+    at = 0
+    for run, result in zip(runs, results):  # run_epochs reads the clock twice per epoch, runs one after another
+        pairs = stamps.stamps[at:at + 2 * run.config.epochs]
+        at += len(pairs)
+        result["clocks"] = {name: [end[i] - start[i] for start, end in zip(pairs[::2], pairs[1::2])]
+                            for i, name in enumerate((WALL, PROCESS))}
+        result["threads"] = ran_with
+    if at != len(stamps.stamps):
+        raise RuntimeError(f"{len(stamps.stamps)} clock readings for {at // 2} epochs: trainers/epochs.py no longer "
+                           f"reads the clock exactly twice per epoch")
+    return results
 
 
-def run_timed(configs: list[Any], clock: str = WALL) -> list[dict[str, Any]]:
+def run_timed(configs: list[Any], clock: str = WALL, threads: int | None = None) -> list[dict[str, Any]]:
     """:func:`trainers.experiment.run_experiments` with every rank's epochs timed on ``clock`` (the record's
-    ``time_s``: the slowest rank's; on the process clock its CPU seconds, see the module docstring)."""
+    ``time_s``: the slowest rank's; on the process clock its CPU seconds, see the module docstring) and run at
+    ``threads`` intra-op threads per rank if given (else launch's: cores // nproc for spawned ranks, this
+    process's count at P = 1). Every record also gets ``extra.clocks``: per clock, the slowest rank's seconds
+    of every epoch and each rank's (``{"wall": {"epochs": [...], "per_rank": [[...], ...]}, "process": ...}``:
+    both clocks read around the same epochs), and ``extra.threads_per_rank``."""
     from dgbench import progress
     from dgbench.launch import launch
     from dgbench.records import utc_now
-    from trainers.experiment import family_hooks, resolve, run_experiments
-    if clock == WALL:
-        return run_experiments(configs)
+    from trainers.experiment import family_hooks, resolve
     if clock not in CLOCKS:
         raise ValueError(f"clock {clock!r}: choose one of {', '.join(CLOCKS)}")
     runs, started, head = [resolve(config) for config in configs], utc_now(), configs[0]
     if len({(c.nproc, c.backend, c.device, c.timeout_s) for c in configs}) > 1:
         raise ValueError("runs timed together need the same nproc, backend, device and timeout")
-    per_rank = launch(_clocked_train_runs, nproc=head.nproc, args=(runs, progress.is_quiet(), clock),
+    per_rank = launch(_clocked_train_runs, nproc=head.nproc, args=(runs, progress.is_quiet(), clock, threads),
                       backend=head.resolved_backend(), timeout_s=head.timeout_s)
-    return [family_hooks(run.family).record(run, [results[i] for results in per_rank], started)
-            for i, run in enumerate(runs)]
+    records = []
+    for i, run in enumerate(runs):
+        results = [rank_results[i] for rank_results in per_rank]
+        record = family_hooks(run.family).record(run, results, started)
+        record["extra"]["clocks"] = {name: {"epochs": [max(e) for e in zip(*(r["clocks"][name] for r in results))],
+                                            "per_rank": [r["clocks"][name] for r in results]} for name in CLOCKS}
+        record["extra"]["threads_per_rank"] = [r["threads"] for r in results]
+        records.append(record)
+    return records
 
 
-def _fit_family(configs: list[Any], keys: tuple[str, ...], work_of: Any,
-                clock: str = WALL) -> dict[str, dict[str, Any]]:
-    """Train every config, fit each model's rates to (work counts, median epoch seconds on ``clock``)."""
+def _fit_family(configs: list[Any], keys: tuple[str, ...], work_of: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """Train every config once; per clock, fit each model's rates to (work counts, median epoch seconds)."""
     from dgbench.project.dryrun import dry_run
-    records = run_timed(configs, clock)
-    by_model: dict[str, list[tuple[list[float], float]]] = {}
-    for config, record in zip(configs, records):
-        by_model.setdefault(config.model, []).append((work_of(dry_run(config)), _median_epoch(record)))
-    out = {}
-    for model, rows in by_model.items():
-        features = np.array([w for w, _ in rows], np.float64)
-        seconds = np.array([t for _, t in rows], np.float64)
-        coefficients, fit = nonnegative_fit(features, seconds)
-        out[model] = {**dict(zip(keys, coefficients.tolist())), "fit": {**fit, "seconds": seconds.tolist()}}
+    records = run_timed(configs, threads=THREADS_PER_RANK)
+    works = [work_of(dry_run(config)) for config in configs]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for clock in CLOCKS:
+        by_model: dict[str, list[tuple[list[float], float]]] = {}
+        for config, work, record in zip(configs, works, records):
+            by_model.setdefault(config.model, []).append((work, median_epoch(record, clock)))
+        out[clock] = {}
+        for model, rows in by_model.items():
+            features = np.array([w for w, _ in rows], np.float64)
+            seconds = np.array([t for _, t in rows], np.float64)
+            coefficients, fit = nonnegative_fit(features, seconds)
+            out[clock][model] = {**dict(zip(keys, coefficients.tolist())), "fit": {**fit, "seconds": seconds.tolist()}}
     return out
 
 
 MICROBATCHES = (1, 8)
 
 
-def _microbatch_overhead(models: list[str], events: Path, root: Path, clock: str,
-                         given: dict[str, Any]) -> dict[str, float]:
-    """Per model, the seconds one more Sven micro-batch adds to a batch (Alg. 2's n chunks: each chunk plans,
-    packs and exchanges on its own), from two P = 2 ``sven`` runs of the calibration stream differing only
-    in n: (T(n=8) - T(n=1)) / (7 · batches). ``single`` runs have no micro-batches to fit it from."""
+def _microbatch_overhead(models: list[str], events: Path, root: Path,
+                         given: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per clock and model, the seconds one more Sven micro-batch adds to a batch (Alg. 2's n chunks: each
+    chunk plans, packs and exchanges on its own), from two P = 2 ``sven`` runs of the calibration stream
+    differing only in n: (T(n=8) - T(n=1)) / (7 · batches). ``single`` runs have no micro-batches to fit it from."""
     from dgbench.errors import DgbenchError
     from dgbench.project.dryrun import dry_run
     from trainers.config import RunConfig
     from trainers.experiment import resolve
-    out = {}
+    out: dict[str, dict[str, float]] = {clock: {} for clock in CLOCKS}
     for model in models:
         configs = [RunConfig("sven", model, events, nproc=2, epochs=EPOCHS, seed=0, out=root / "runs", batch_size=600,
                              neighbors=5, microbatches=n, **given) for n in MICROBATCHES]
@@ -182,9 +253,11 @@ def _microbatch_overhead(models: list[str], events: Path, root: Path, clock: str
             resolve(configs[0])
         except DgbenchError:  # a model Sven does not train has no micro-batches to price
             continue
-        seconds = [_median_epoch(record) for record in (run_timed([config], clock)[0] for config in configs)]
+        records = [run_timed([config], threads=THREADS_PER_RANK)[0] for config in configs]
         batches = dry_run(configs[0]).units
-        out[model] = max(0.0, (seconds[1] - seconds[0]) / ((MICROBATCHES[1] - MICROBATCHES[0]) * batches))
+        for clock in CLOCKS:
+            seconds = [median_epoch(record, clock) for record in records]
+            out[clock][model] = max(0.0, (seconds[1] - seconds[0]) / ((MICROBATCHES[1] - MICROBATCHES[0]) * batches))
     return out
 
 
@@ -196,60 +269,84 @@ def _continuous_work(dry: Any) -> list[float]:
     return [float(dry.work["events"].sum()), float(dry.work["computed"].sum()), float(dry.units)]
 
 
-def calibrate(out: str | Path, discrete_models: list[str], continuous_models: list[str], quick: bool = False,
-              work_dir: str | Path | None = None, clock: str = WALL,
-              options: dict[str, dict[str, Any]] | None = None) -> Path:
-    """Measure this machine and write its profile to ``out`` (see the module docstring). ``options``: per
-    family, the run options (widths: ``hidden``, ``memory_dim``, ...) the calibration runs use — the rates
-    are fitted per model at those widths, so calibrate at the widths you will project (the profile
-    records them, and a projection at other widths says so)."""
-    options = options or {}
+def _measure_compute(discrete_models: list[str], continuous_models: list[str], quick: bool, root: Path,
+                     options: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per clock, per family and model, the fitted rates (at one intra-op thread: see the module docstring)."""
     from generators.esdg_random import build as snapshots
     from generators.stream import build as stream
     from trainers.config import RunConfig
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
-            root = Path(scratch)
-            compute: dict[str, Any] = {}
-            if discrete_models:
-                stores = [snapshots(out=root / f"s{n}-{t}-{f}.zarr", nodes=n, snapshots=t, edge_factor=f, seed=3)
-                          for n, t, f in (QUICK_DISCRETE_STORES if quick else DISCRETE_STORES)]
-                configs = [RunConfig("single", m, s, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs",
-                                     **options.get("discrete", {})) for m in discrete_models for s in stores]
-                compute["discrete"] = _fit_family(configs, ("per_edge_s", "per_cell_s", "per_step_s"),
-                                                  _discrete_work, clock)
-            if continuous_models:
-                events = stream(out=root / "stream.zarr", **STREAM)
-                settings = CONTINUOUS_SETTINGS[:3] if quick else CONTINUOUS_SETTINGS
-                given = {k: v for k, v in options.get("continuous", {}).items() if k not in ("batch_size", "neighbors")}
-                configs = [RunConfig("single", m, events, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs",
-                                     batch_size=b, neighbors=k, **given)
-                           for m in continuous_models for b, k in settings]
-                compute["continuous"] = _fit_family(configs, ("per_event_s", "per_position_s", "per_batch_s"),
-                                                    _continuous_work, clock)
-                for model, seconds in _microbatch_overhead(continuous_models, events, root, clock, given).items():
-                    compute["continuous"][model]["per_microbatch_s"] = seconds
-    finally:
-        torch.set_num_threads(before)
+    compute: dict[str, dict[str, Any]] = {clock: {} for clock in CLOCKS}
+    if discrete_models:
+        stores = [snapshots(out=root / f"s{n}-{t}-{f}.zarr", nodes=n, snapshots=t, edge_factor=f, seed=3)
+                  for n, t, f in (QUICK_DISCRETE_STORES if quick else DISCRETE_STORES)]
+        configs = [RunConfig("single", m, s, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs",
+                             **options.get("discrete", {})) for m in discrete_models for s in stores]
+        for clock, rates in _fit_family(configs, ("per_edge_s", "per_cell_s", "per_step_s"), _discrete_work).items():
+            compute[clock]["discrete"] = rates
+    if continuous_models:
+        events = stream(out=root / "stream.zarr", **STREAM)
+        settings = CONTINUOUS_SETTINGS[:3] if quick else CONTINUOUS_SETTINGS
+        given = {k: v for k, v in options.get("continuous", {}).items() if k not in ("batch_size", "neighbors")}
+        configs = [RunConfig("single", m, events, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs",
+                             batch_size=b, neighbors=k, **given) for m in continuous_models for b, k in settings]
+        fitted = _fit_family(configs, ("per_event_s", "per_position_s", "per_batch_s"), _continuous_work)
+        overhead = _microbatch_overhead(continuous_models, events, root, given)
+        for clock, rates in fitted.items():
+            for model, seconds in overhead[clock].items():
+                rates[model]["per_microbatch_s"] = seconds
+            compute[clock]["continuous"] = rates
+    return compute
+
+
+
+def calibrate_clocks(outs: dict[str, str | Path], discrete_models: list[str], continuous_models: list[str],
+                     quick: bool = False, work_dir: str | Path | None = None,
+                     options: dict[str, dict[str, Any]] | None = None) -> dict[str, Path]:
+    """Measure this machine once and write a profile per clock (``{"wall": PATH, "process": PATH}``, either or
+    both), each fitted from the same runs and the same link measurement read on its clock (see the module
+    docstring). ``options``: per family, the run options (widths: ``hidden``, ``memory_dim``, ...) the
+    calibration runs use — the rates are fitted per model at those widths, so calibrate at the widths you
+    will project (the profile records them, and a projection at other widths says so). Every profile records
+    its conditions: threads per rank, epochs (warm-up and timed), load average before and after."""
+    options = options or {}
+    unknown = set(outs) - set(CLOCKS)
+    if unknown:
+        raise ValueError(f"clock {sorted(unknown)[0]!r}: choose one of {', '.join(CLOCKS)}")
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
+        compute = _measure_compute(discrete_models, continuous_models, quick, Path(scratch), options)
     bandwidth = memory_bandwidth()
-    measured = link(clock=clock)
-    loopback = {"alpha_s": measured["alpha_s"], "bandwidth": measured["bandwidth"],
-                "what": "gloo all-to-all between two local ranks (loopback)", "source": "measured",
-                "points": measured["points"]}
+    links = link_both()
     cores = os.cpu_count() or 1
-    document = {"schema": SCHEMA, "version": VERSION, "name": "this-machine", "source": "calibrated",
-                "clock": clock, "calibrated_with": {family: dict(options.get(family, {})) for family in compute},
-                "description": f"this machine, one core per rank ({cores} cores), {clock} clock: compute fitted on "
-                               f"single runs, "
-                               f"link measured between two local ranks; no second node here, so the inter-node "
-                               f"link is the same measured loopback link",
-                "ranks_per_node": cores,
-                "device": {"name": "cpu", "memory_bandwidth": bandwidth, "source": "measured copy"},
-                "links": {"intra": loopback, "inter": {**loopback, "what": "assumed equal to the measured "
-                                                                           "loopback link (no second node)"}},
-                "compute": compute, "citations": []}
-    fit = {family: {model: rates["fit"]["max_relative_error"] for model, rates in models.items()}
-           for family, models in compute.items()}
-    return save_calibrated(out, document, {"max_relative_error": fit, "threads_per_rank": 1, "clock": clock})
+    conditions = {"threads_per_rank": THREADS_PER_RANK, "warmup_epochs": WARMUP_EPOCHS,
+                  "timed_epochs": EPOCHS - WARMUP_EPOCHS, "quick": quick, "cores": cores,
+                  "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+                  "clocks_measured_together": sorted(CLOCKS)}
+    written = {}
+    for clock, out in outs.items():
+        loopback = {"alpha_s": links[clock]["alpha_s"], "bandwidth": links[clock]["bandwidth"],
+                    "what": "gloo all-to-all between two local ranks (loopback)", "source": "measured",
+                    "points": links[clock]["points"]}
+        document = {"schema": SCHEMA, "version": VERSION, "name": "this-machine", "source": "calibrated",
+                    "clock": clock, "conditions": conditions,
+                    "calibrated_with": {family: dict(options.get(family, {})) for family in compute[clock]},
+                    "description": f"this machine, one core per rank ({cores} cores), {clock} clock: compute fitted "
+                                   f"on single runs at {THREADS_PER_RANK} thread, link measured between two local "
+                                   f"ranks; no second node here, so the inter-node link is the same measured "
+                                   f"loopback link",
+                    "ranks_per_node": cores,
+                    "device": {"name": "cpu", "memory_bandwidth": bandwidth, "source": "measured copy"},
+                    "links": {"intra": loopback, "inter": {**loopback, "what": "assumed equal to the measured "
+                                                                               "loopback link (no second node)"}},
+                    "compute": compute[clock], "citations": []}
+        fit = {family: {model: rates["fit"]["max_relative_error"] for model, rates in models.items()}
+               for family, models in compute[clock].items()}
+        written[clock] = save_calibrated(out, document, {"max_relative_error": fit, "clock": clock, **conditions})
+    return written
+
+
+def calibrate(out: str | Path, discrete_models: list[str], continuous_models: list[str], quick: bool = False,
+              work_dir: str | Path | None = None, clock: str = WALL,
+              options: dict[str, dict[str, Any]] | None = None) -> Path:
+    """Measure this machine and write its profile on ``clock`` to ``out`` (:func:`calibrate_clocks`)."""
+    return calibrate_clocks({clock: out}, discrete_models, continuous_models, quick, work_dir, options)[clock]
