@@ -358,8 +358,8 @@ class TGN(TemporalModel):
         summed in another order): the scores are (W_kᵀ q)·x_j + q·b_k and the output W_v (Σ_j w_j x_j) +
         b_v Σ_j w_j. The (3b·k, 2M+E) by (2M+E, 2M) key/value products of every slot become two
         (3b, M) by (M, 2M+E) products per root, and per slot only dot products and weighted sums remain
-        (small batched products over the (roots, k) grid; on LastFM's slice a batch has 6.4 real slots per
-        root, on Wikipedia 5.4)."""
+        (small batched products over the (roots, k) grid; on LastFM's slice a batch has 6.6 real slots per
+        root, on Wikipedia 5.6)."""
         mask = inputs.neighbor_mask
         roots, k = mask.shape
         heads, head_dim, width = self.heads, self.memory_dim // self.heads, self.memory_dim
