@@ -304,6 +304,7 @@ def test_projections_have_their_own_board_section(even_store, tmp_path):
     assert "## Projected scaling (not measured)" in markdown
     measured, projected = markdown.split("## Projected scaling (not measured)")
     assert "| snapshot |" not in measured and "| strong | snapshot | cdgcn |" in projected
+    assert "nothing overlapped" in projected and "Sven rows are a pessimistic bound" in projected  # how it's priced
     html = render(board, "html")
     assert html.index('id="projected"') > html.index('id="throughput"')
     (board / "projected" / "record.json").write_text(json.dumps({"schema": "dgbench.record"}))

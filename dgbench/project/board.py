@@ -60,7 +60,10 @@ def projected_table(documents: list[dict[str, Any]]) -> Table:
                          number(point["bytes"] / 1e6)])
     return Table("projected", "Projected epochs (dry-run counts x hardware profile)", COLUMNS, NUMERIC, rows,
                  "Every row is a projection, not a measurement: compute from the profile's rates, communication "
-                 "from the alpha-beta costs of the exact dry-run bytes.")
+                 "from the alpha-beta costs of the exact dry-run bytes, added with nothing overlapped. Sven rows are "
+                 "a pessimistic bound: each extra micro-batch Eq. 12 picks costs this CPU's calibrated "
+                 "per-micro-batch seconds, unscaled to the device, and Sven's pipeline overlap (Sec. 3.3.2) is not "
+                 "credited (docs/projection.md Sec. 5).")
 
 
 def projected_plot(documents: list[dict[str, Any]]) -> bytes | None:
