@@ -113,21 +113,23 @@ class ContinuousTrainer:
 
     # ------------------------------------------------------------------ one batch
     def _inputs(self, plan: BatchPlan, rows: torch.Tensor | None) -> BatchInputs:
+        """The model's inputs for ``plan``'s roots: [src, dst, negative] in training, [src, dst, K candidates]
+        in evaluation (each block one root per event); ``rows``: the roots' raw rows, then the neighbours'."""
         device, s = self.ctx.device, self.stream
-        b = len(plan.events)
+        count = len(plan.roots)
         t = torch.from_numpy(s.t[plan.events]).to(device, self.dtype)
-        inputs = BatchInputs(rows[:3 * b] if rows is not None else None, t,
+        inputs = BatchInputs(rows[:count] if rows is not None else None, t,
                              torch.from_numpy(s.edge_features[plan.events]).to(device, self.dtype))
         if plan.neighbors is not None:
             nbr = plan.neighbors
             inputs.neighbor_mask = torch.from_numpy(nbr.mask).to(device)
-        if plan.neighbors is not None and self.model.uses_neighbors:
-            root_t = np.tile(s.t[plan.events], 3)
-            inputs.neighbor_rows = rows[3 * b:] if rows is not None else None
-            inputs.neighbor_dt = torch.from_numpy(np.where(nbr.mask, root_t[:, None] - nbr.times, 0.0)).to(
-                device, self.dtype)
-            inputs.neighbor_edge_features = torch.from_numpy(
-                s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
+            if self.model.uses_neighbors:
+                root_t = np.tile(s.t[plan.events], count // max(len(plan.events), 1))
+                inputs.neighbor_rows = rows[count:] if rows is not None else None
+                inputs.neighbor_dt = torch.from_numpy(np.where(nbr.mask, root_t[:, None] - nbr.times, 0.0)).to(
+                    device, self.dtype)
+                inputs.neighbor_edge_features = torch.from_numpy(
+                    s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
         return inputs
 
     def _views(self, plan: BatchPlan) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -364,25 +366,6 @@ class ContinuousTrainer:
         negative = np.where(negatives >= 0, scores[:, 1:], np.nan)
         return Evaluator(evaluation).score(split, scores[:, 0], negative)
 
-    def _candidate_inputs(self, plan: BatchPlan, rows: torch.Tensor | None) -> BatchInputs:
-        """:meth:`_inputs` for an evaluation batch, whose roots are [src, dst, negatives...]."""
-        device, s = self.ctx.device, self.stream
-        count = len(plan.roots)
-        t = torch.from_numpy(s.t[plan.events]).to(device, self.dtype)
-        inputs = BatchInputs(rows[:count] if rows is not None else None, t,
-                             torch.from_numpy(s.edge_features[plan.events]).to(device, self.dtype))
-        if plan.neighbors is not None:
-            nbr = plan.neighbors
-            inputs.neighbor_mask = torch.from_numpy(nbr.mask).to(device)
-            if self.model.uses_neighbors:
-                root_t = np.tile(s.t[plan.events], count // max(len(plan.events), 1))
-                inputs.neighbor_rows = rows[count:] if rows is not None else None
-                inputs.neighbor_dt = torch.from_numpy(np.where(nbr.mask, root_t[:, None] - nbr.times, 0.0)).to(
-                    device, self.dtype)
-                inputs.neighbor_edge_features = torch.from_numpy(
-                    s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
-        return inputs
-
     def _score_candidates(self, plan: BatchPlan) -> torch.Tensor:
         """(b, 1 + K) logits of this rank's events: the positive, then each negative pair. The model's own
         parts — node views, :meth:`~dgbench.models.temporal.TemporalModel.embed` per root, the edge
@@ -393,7 +376,7 @@ class ContinuousTrainer:
         if b == 0:
             self._begin_write(plan, None, None, None).finish()
             return torch.zeros(0, 1 + k, dtype=torch.float64, device=self.ctx.device)
-        inputs = self._candidate_inputs(plan, rows)
+        inputs = self._inputs(plan, rows)
         count = len(plan.roots)
         root_t = torch.from_numpy(np.tile(self.stream.t[plan.events], count // b)).to(self.ctx.device, self.dtype)
         neighbor_view = views[count:] if self.model.uses_neighbors and len(views) > count else None
