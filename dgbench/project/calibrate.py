@@ -127,11 +127,6 @@ def link_both(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = 15) -> dict[st
     return out
 
 
-def link(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = 15, clock: str = WALL) -> dict[str, Any]:
-    """alpha and bandwidth of an all-to-all between two local gloo ranks, on ``clock``."""
-    return link_both(sizes, repeats)[clock]
-
-
 def median_epoch(record: dict[str, Any], clock: str, warmup: int = WARMUP_EPOCHS) -> float:
     """The median of a :func:`run_timed` record's epochs after ``warmup`` (the slowest rank's, on ``clock``)."""
     epochs = record["extra"]["clocks"][clock]["epochs"]
@@ -296,7 +291,6 @@ def _measure_compute(discrete_models: list[str], continuous_models: list[str], q
                 rates[model]["per_microbatch_s"] = seconds
             compute[clock]["continuous"] = rates
     return compute
-
 
 
 def calibrate_clocks(outs: dict[str, str | Path], discrete_models: list[str], continuous_models: list[str],
