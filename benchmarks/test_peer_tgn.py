@@ -245,6 +245,7 @@ def equal_threads():
 def _median(runs: list[dict], key: str) -> float:
     return float(np.median([r[key] for r in runs]))
 
+
 def side_by_side(runs: dict[str, list[dict]], peer: str) -> tuple[dict[str, dict[str, float]], float, float]:
     """Per side, the median of each figure over its runs; dgbench's wall and per-CPU-second speed-up on ``peer``."""
     keys = ("events_per_s", "events_per_cpu_s", "train_s", "val_ap", "test_ap")

@@ -378,9 +378,9 @@ class TGN(TemporalModel):
                   + key_bias[:, :, None]) / math.sqrt(head_dim)  # (roots, heads, k)
         real = mask[:, None, :]
         weights = torch.softmax(scores.masked_fill(~real, -1e9), dim=2) * real
-        mean_input = torch.cat([torch.bmm(weights, hidden), torch.bmm(weights, rest)], dim=2)  # Σ_j w_j x_j
+        weighted_input = torch.cat([torch.bmm(weights, hidden), torch.bmm(weights, rest)], dim=2)  # Σ_j w_j x_j
         value_weight = self.value.weight.view(heads, head_dim, -1)
-        aggregated = (torch.einsum("rhx,hdx->rhd", mean_input, value_weight)
+        aggregated = (torch.einsum("rhx,hdx->rhd", weighted_input, value_weight)
                       + self.value.bias.view(heads, head_dim) * weights.sum(2, keepdim=True))
         return aggregated.flatten(1)
 
