@@ -156,3 +156,24 @@ def test_tgn_attention_reassociated_equals_the_dense_grid(edge_dim):
         assert (got_grad is None) == (want_grad is None)
         if got_grad is not None:
             torch.testing.assert_close(got_grad, want_grad, rtol=1e-10, atol=1e-10)
+
+
+def test_tgn_query_time_encoding_folded_equals_the_concatenated_input():
+    """TGN's query with φ(0)'s product folded into the bias (W_q,h h + (W_q,φ φ(0) + b_q)) equals TGL's
+    W_q [h, φ(0)] + b_q on the concatenated input: values and the gradients of h and every parameter, float64."""
+    torch.manual_seed(0)
+    model = build_temporal_model("tgn", memory_dim=6, edge_dim=3).double()
+    for parameter in model.parameters():  # not the initial zeros: every bias takes part
+        torch.nn.init.normal_(parameter)
+    hidden = torch.from_numpy(np.random.default_rng(6).normal(size=(7, 6))).requires_grad_()
+    got = model._query(hidden)
+    want = model.query(torch.cat([hidden, model.time_encoder(hidden.new_zeros(len(hidden)))], dim=1))
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    weights = torch.from_numpy(np.random.default_rng(7).normal(size=got.shape))
+    wrt = [hidden, *model.parameters()]
+    grads = torch.autograd.grad((got * weights).sum(), wrt, allow_unused=True)
+    reference = torch.autograd.grad((want * weights).sum(), wrt, allow_unused=True)
+    for got_grad, want_grad in zip(grads, reference):
+        assert (got_grad is None) == (want_grad is None)
+        if got_grad is not None:
+            torch.testing.assert_close(got_grad, want_grad, rtol=1e-10, atol=1e-12)

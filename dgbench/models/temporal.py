@@ -148,7 +148,23 @@ class MemoryUpdater(nn.Module):
                 has_mail: torch.Tensor | None = None) -> torch.Tensor:
         """The cell's step at each query: ``state``/``memory_ts``/``latest_mail`` are rows of distinct
         vertices and ``vertex`` each query's row among them (None: one row per query); a vertex whose
-        ``has_mail`` is False keeps its state (None: every vertex has mail).
+        ``has_mail`` is False keeps its state (None: every vertex has mail). TGL only updates vertices that
+        received messages, so the cell runs over the vertices with mail and their queries alone, and the
+        others' queries copy the state (the same values the cell's result would be replaced by)."""
+        if has_mail is None or bool(has_mail.all()):
+            return self._step(state, memory_ts, latest_mail, query_t, vertex)
+        mailed = has_mail.nonzero(as_tuple=True)[0]
+        if vertex is None:
+            kept, queries, row_of_query = state, mailed, None
+        else:
+            kept, queries = state[vertex], has_mail[vertex].nonzero(as_tuple=True)[0]
+            row_of_query = (torch.cumsum(has_mail, 0) - 1)[vertex[queries]]  # its vertex's row among ``mailed``
+        fresh = self._step(state[mailed], memory_ts[mailed], latest_mail[mailed], query_t[queries], row_of_query)
+        return kept.index_put((queries,), fresh)
+
+    def _step(self, state: torch.Tensor, memory_ts: torch.Tensor, latest_mail: torch.Tensor, query_t: torch.Tensor,
+              vertex: torch.Tensor | None) -> torch.Tensor:
+        """The cell's step at each query, every vertex having mail (arguments as :meth:`forward`'s).
 
         The cell's input is [mail, φ(query t - memory t)], so its input product splits into a mail part
         and a time part, W_ih x = W_mail mail + W_time φ: the mail part and the hidden product W_hh h
@@ -162,7 +178,9 @@ class MemoryUpdater(nn.Module):
         mail_part = F.linear(latest_mail, cell.weight_ih[:, :mail_width], cell.bias_ih)
         hidden_part = F.linear(state[:, :width], cell.weight_hh, cell.bias_hh)
         # column blocks are taken with split (a slice's backward fills a zero tensor of the whole width, per
-        # slice), and each block is gathered on its own (its gradient goes straight to the vertex's row)
+        # slice), and each block is gathered on its own (its gradient goes straight to the vertex's row), as
+        # an embedding lookup: the same rows, and its backward sums a vertex's query gradients ~2x faster on
+        # CPU than indexing's (index_put with accumulation)
         if self.kind == "gru":  # r and z need mail + hidden; n needs them apart (n = tanh(n_in + r * n_h))
             mail_rz, mail_n = mail_part.split([2 * width, width], 1)
             hidden_rz, hidden_n = hidden_part.split([2 * width, width], 1)
@@ -170,14 +188,16 @@ class MemoryUpdater(nn.Module):
         else:
             gates = [mail_part + hidden_part]
         if vertex is not None:
-            gates = [block[vertex] for block in gates]
+            gates = [F.embedding(vertex, block) for block in gates]
             state, memory_ts = state[vertex], memory_ts[vertex]
-            has_mail = None if has_mail is None else has_mail[vertex]
-        time_part = F.linear(self.time_encoder(query_t - memory_ts), cell.weight_ih[:, mail_width:])
+        encoded, time_weight = self.time_encoder(query_t - memory_ts), cell.weight_ih[:, mail_width:]
+        if self.kind == "gru":  # two products, not one split: a split's backward concatenates the (queries, 3M) grad
+            time_rz, time_n = F.linear(encoded, time_weight[:2 * width]), F.linear(encoded, time_weight[2 * width:])
+        else:
+            time_part = F.linear(encoded, time_weight)
         if self.kind == "rnn":
             fresh = torch.tanh(gates[0] + time_part)
         elif self.kind == "gru":
-            time_rz, time_n = time_part.split([2 * width, width], 1)
             reset, update = torch.sigmoid(gates[0] + time_rz).chunk(2, dim=1)
             new = torch.tanh(gates[1] + time_n + reset * gates[2])
             fresh = (state - new) * update + new  # (1 - z) n + z h, as torch's gru_cell computes it
@@ -185,10 +205,7 @@ class MemoryUpdater(nn.Module):
             i, f, g, o = (gates[0] + time_part).chunk(4, dim=1)
             cell_state = torch.sigmoid(f) * state[:, width:] + torch.sigmoid(i) * torch.tanh(g)
             fresh = torch.cat([torch.sigmoid(o) * torch.tanh(cell_state), cell_state], dim=1)
-        if has_mail is None or bool(has_mail.all()):
-            return fresh
-        # A vertex with no mail keeps its memory (TGL only updates vertices that received messages).
-        return torch.where(has_mail[:, None], fresh, state)
+        return fresh
 
 
 class EdgePredictor(nn.Module):
@@ -341,13 +358,20 @@ class TGN(TemporalModel):
 
     def embed(self, inputs, root_view, root_t, neighbor_view):
         hidden = root_view[:, :self.memory_dim]
-        roots = len(hidden)
-        query = self.query(torch.cat([hidden, self.time_encoder(hidden.new_zeros(roots))], dim=1))
+        query = self._query(hidden)
         if neighbor_view is None:
             aggregated = torch.zeros_like(hidden)
         else:
             aggregated = self._attend(inputs, query, neighbor_view[:, :self.memory_dim])
         return self.norm(F.relu(self.out(torch.cat([aggregated, hidden], dim=1))))
+
+    def _query(self, hidden: torch.Tensor) -> torch.Tensor:
+        """TGL's query W_q [h, φ(0)] + b_q. φ(0) is one constant row (cos 0), so its product joins the bias:
+        W_q,h h + (W_q,φ φ(0) + b_q), a GEMM over the memory's M columns instead of 2M (the same equation,
+        summed in another order)."""
+        width = self.memory_dim
+        bias = F.linear(self.time_encoder(hidden.new_zeros(1)), self.query.weight[:, width:], self.query.bias)[0]
+        return F.linear(hidden, self.query.weight[:, :width], bias)
 
     def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor) -> torch.Tensor:
         """Multi-head attention of each root over its real neighbour slots, TGL's layer: per head, scores

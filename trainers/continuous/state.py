@@ -80,7 +80,8 @@ def _pair_views(ids: np.ndarray, times: torch.Tensor, rows_at: Callable[[np.ndar
     device = times.device
     vertex_of_pair = torch.from_numpy(np.cumsum(starts) - 1).to(device)
     pair_views = view(rows_at(first[starts]), vertex_of_pair, times[torch.from_numpy(first).to(device)])
-    return pair_views[torch.from_numpy(pair).to(device)]  # autograd sums the copies' gradients
+    # an embedding lookup: autograd sums the copies' gradients, ~2x faster on CPU than indexing's backward
+    return torch.nn.functional.embedding(torch.from_numpy(pair).to(device), pair_views)
 
 
 @dataclass
