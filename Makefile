@@ -53,8 +53,10 @@ demo: install
 	$(BIN)/dgbench compare runs/demo/single.json runs/demo/snapshot.json
 	@echo "leaderboard page: $(DEMO_BOARD)/index.html"
 
+# Two workers (one per CI core), whole files per worker so a module's shared fixtures train once; most tests
+# wait on process start-up, sleeps or collectives, so the second worker fills the idle core.
 test: install
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
 
 # ruff over every source tree; mypy over the scheme contract's seams (pyproject's [tool.mypy] files).
 lint: install
