@@ -106,15 +106,19 @@ def from_main(ctx: DistContext, key: str, compute: Callable[[], bytes],
 
 @dataclass
 class CommStats:
-    """Totals for one tag: calls, bytes and elements sent to other ranks, seconds spent."""
+    """Totals for one tag: calls, bytes and elements sent to other ranks, seconds spent (wall clock), and
+    the process CPU seconds spent in those calls (all threads: gloo's copies and socket work; a rank blocked
+    on a slower peer spends wall seconds but little CPU)."""
 
     calls: int = 0
     bytes: int = 0
     elements: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
-        return {"calls": self.calls, "bytes": self.bytes, "elements": self.elements, "seconds": self.seconds}
+        return {"calls": self.calls, "bytes": self.bytes, "elements": self.elements, "seconds": self.seconds,
+                "cpu_seconds": self.cpu_seconds}
 
 
 @dataclass
@@ -138,17 +142,18 @@ class Comm:
     @contextmanager
     def _timed(self, tag: str, elements: int, element_size: int) -> Iterator[None]:
         self._sync()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         yield
         self._sync()
-        self._count(tag, elements, element_size, time.perf_counter() - start)
+        self._count(tag, elements, element_size, time.perf_counter() - start, time.process_time() - cpu)
 
-    def _count(self, tag: str, elements: int, element_size: int, seconds: float) -> None:
+    def _count(self, tag: str, elements: int, element_size: int, seconds: float, cpu_seconds: float = 0.0) -> None:
         s = self.stats[tag]
         s.calls += 1
         s.elements += int(elements)
         s.bytes += int(elements) * element_size
         s.seconds += seconds
+        s.cpu_seconds += cpu_seconds
 
     def all_to_all_single(self, tensor: torch.Tensor, send_splits: Sequence[int], recv_splits: Sequence[int],
                           tag: str = "all_to_all") -> torch.Tensor:
@@ -190,11 +195,11 @@ class Comm:
         """A wait() that blocks on ``work`` and counts only the seconds spent blocked (exposed time)."""
         def wait() -> None:
             self._sync()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             if work is not None:
                 work.wait()
             self._sync()
-            self._count(tag, elements, element_size, time.perf_counter() - start)
+            self._count(tag, elements, element_size, time.perf_counter() - start, time.process_time() - cpu)
         return wait
 
     def all_to_all_single_async(self, tensor: torch.Tensor, send_splits: Sequence[int],
