@@ -277,6 +277,57 @@ def test_projection_prices_the_counts_and_scales_spec_sheets_by_bandwidth(even_s
     assert points[1]["efficiency"] == pytest.approx(points[1]["speedup"] / 4)
 
 
+def _profile_with_overhead(tmp_path: Path, per_call_s: float) -> Path:
+    path = _profile(tmp_path, discrete={"cdgcn": {"per_edge_s": 1e-7, "per_cell_s": 1e-6, "per_step_s": 1e-4}})
+    document = json.loads(path.read_text())
+    document["scheme_overheads"] = {"discrete": {"snapshot": {"cdgcn": {"per_call_s": per_call_s}}}}
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_calibrated_scheme_overhead_is_priced_per_collective_call_and_only_on_its_own_machine(even_store, tmp_path):
+    calibrated = load_profile(_profile_with_overhead(tmp_path, 1e-3))
+    one, four = (dry_run(RunConfig("snapshot" if w > 1 else "single", "cdgcn", even_store, nproc=w, epochs=1, hidden=6))
+                 for w in (1, 4))
+    calls = sum(int(v.calls.sum()) for v in four.tags.values())  # the discrete epoch is one unit, every call counted
+    assert calls > 0
+    p4 = project_epoch(four, calibrated)
+    assert p4["scheme_overhead_s"] == pytest.approx(1e-3 * calls)
+    assert p4["time_s"] == pytest.approx(p4["compute_s"] + p4["communication_s"] + 1e-3 * calls)
+    assert any("scheme overhead" in note for note in p4["notes"])
+    assert project_epoch(one, calibrated)["scheme_overhead_s"] == 0  # P = 1: nothing exchanged
+    vertex = dry_run(RunConfig("vertex", "cdgcn", even_store, nproc=4, epochs=1, hidden=6))
+    assert project_epoch(vertex, calibrated)["scheme_overhead_s"] == 0  # not calibrated for that scheme
+    spec = project_epoch(four, load_profile("esdg-aimos"), basis=calibrated)
+    assert spec["scheme_overhead_s"] == 0  # this machine's gloo and CPU say nothing of a GPU cluster's
+
+
+def test_calibration_fits_the_overhead_per_call_to_what_P2_runs_spend_beyond_the_projection(even_store, tmp_path):
+    from dgbench.project.calibrate import EPOCHS, _scheme_overheads
+    nothing = json.loads(_profile(tmp_path, discrete={"cdgcn": {"per_edge_s": 0.0, "per_cell_s": 0.0,
+                                                                 "per_step_s": 0.0}}).read_text())
+    nothing["links"] = {kind: {"alpha_s": 0.0, "bandwidth": 1e30} for kind in ("intra", "inter")}
+    inputs = {"discrete": [{"dataset": even_store, "hidden": 4}, {"dataset": even_store, "hidden": 6}]}
+    fitted = _scheme_overheads({"wall": nothing}, {"discrete": ["cdgcn"]}, {"discrete": ("snapshot",)}, inputs,
+                               tmp_path)["wall"]["discrete"]["snapshot"]["cdgcn"]
+    fit = fitted["fit"]
+    assert fit["points"] == 2 and fit["projected_without_s"] == [0.0, 0.0] and EPOCHS > 2
+    # priced at nothing, the whole epoch is overhead: per call, the least-squares ratio of epoch to calls
+    calls, measured = np.array(fit["calls"]), np.array(fit["measured_s"])
+    assert calls.min() > 0 and fitted["per_call_s"] > 0
+    assert fitted["per_call_s"] * calls == pytest.approx(measured * (1 + np.array(fit["relative_errors"])), rel=1e-3)
+
+
+def test_calibrate_refuses_an_unknown_overhead_scheme(tmp_path):
+    from click.testing import CliRunner
+
+    from dgbench.cli import cli as main
+    result = CliRunner().invoke(main, ["project", "calibrate", "-o", str(tmp_path / "p.json"),
+                                       "--overhead-schemes", "snapshot,nosuch"])
+    assert result.exit_code != 0 and "no scheme 'nosuch'" in result.output
+    assert not (tmp_path / "p.json").exists()
+
+
 def test_dry_run_refuses_what_it_cannot_count(even_store):
     with pytest.raises(DgbenchError, match="unknown discrete-time scheme"):
         dry_run(RunConfig("no-such-scheme", "cdgcn", even_store, nproc=2))

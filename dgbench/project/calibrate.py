@@ -11,6 +11,10 @@
   same runs (relative errors weighted equally), and the fit's residuals are kept in the profile;
 * **Sven's micro-batches**: per continuous model, the seconds one more of Sven's n chunks per batch adds
   (Alg. 2), from two P = 2 ``sven`` runs differing only in n (``per_microbatch_s``);
+* **scheme overheads**: per scheme of ``OVERHEAD_SCHEMES`` (snapshot, sven) and model, the seconds a P = 2 rank
+  spends per collective call beyond what the rates above and the link price (``per_call_s``: packing, gloo's
+  CPU, planning, waiting for its peer), from P = 2 runs of the scheme on the same calibration inputs; priced
+  by the projection on this profile only (dgbench.project.projection);
 * **memory bandwidth**: a timed copy of a large tensor (read + write bytes over the median time);
 * **link**: an all-to-all between two local ranks (gloo), timed over message sizes and fitted to
   alpha + n / bandwidth. This machine has no second node, so the inter-node link is the same
@@ -53,10 +57,13 @@ WALL, PROCESS = "wall", "process"
 CLOCKS = {WALL: time.perf_counter, PROCESS: time.process_time}
 
 
-def nonnegative_fit(features: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-    """Least squares with non-negative coefficients, each point's error relative to its target (the
-    exact solution for a handful of columns: the best non-negative least-squares fit over supports)."""
-    scale = 1.0 / np.maximum(target, 1e-12)
+def nonnegative_fit(features: np.ndarray, target: np.ndarray,
+                    relative_to: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Least squares with non-negative coefficients, each point's error relative to its target (or to
+    ``relative_to``) (the exact solution for a handful of columns: the best non-negative least-squares fit
+    over supports)."""
+    reference = target if relative_to is None else relative_to
+    scale = 1.0 / np.maximum(reference, 1e-12)
     x, y = features * scale[:, None], target * scale
     best, best_error = np.zeros(features.shape[1]), float("inf")
     for support in itertools.product((False, True), repeat=features.shape[1]):
@@ -71,7 +78,7 @@ def nonnegative_fit(features: np.ndarray, target: np.ndarray) -> tuple[np.ndarra
             best, best_error = np.zeros(features.shape[1]), error
             best[columns] = coefficients
     predicted = features @ best
-    relative = (predicted - target) / target
+    relative = (predicted - target) / reference
     return best, {"points": len(target), "max_relative_error": float(np.abs(relative).max()),
                   "mean_relative_error": float(np.abs(relative).mean()),
                   "relative_errors": relative.round(4).tolist()}
@@ -264,28 +271,41 @@ def _continuous_work(dry: Any) -> list[float]:
     return [float(dry.work["events"].sum()), float(dry.work["computed"].sum()), float(dry.units)]
 
 
-def _measure_compute(discrete_models: list[str], continuous_models: list[str], quick: bool, root: Path,
-                     options: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per clock, per family and model, the fitted rates (at one intra-op thread: see the module docstring)."""
+def _calibration_inputs(discrete_models: list[str], continuous_models: list[str], quick: bool, root: Path,
+                        options: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per family, the calibration runs' inputs: the store and the options of each (discrete: ESDG's random
+    snapshots of several shapes; continuous: one stream at several batch sizes and neighbour counts)."""
     from generators.esdg_random import build as snapshots
     from generators.stream import build as stream
-    from trainers.config import RunConfig
-    compute: dict[str, dict[str, Any]] = {clock: {} for clock in CLOCKS}
+    inputs: dict[str, list[dict[str, Any]]] = {}
     if discrete_models:
-        stores = [snapshots(out=root / f"s{n}-{t}-{f}.zarr", nodes=n, snapshots=t, edge_factor=f, seed=3)
-                  for n, t, f in (QUICK_DISCRETE_STORES if quick else DISCRETE_STORES)]
-        configs = [RunConfig("single", m, s, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs",
-                             **options.get("discrete", {})) for m in discrete_models for s in stores]
-        for clock, rates in _fit_family(configs, ("per_edge_s", "per_cell_s", "per_step_s"), _discrete_work).items():
-            compute[clock]["discrete"] = rates
+        inputs["discrete"] = [{"dataset": snapshots(out=root / f"s{n}-{t}-{f}.zarr", nodes=n, snapshots=t,
+                                                    edge_factor=f, seed=3), **options.get("discrete", {})}
+                              for n, t, f in (QUICK_DISCRETE_STORES if quick else DISCRETE_STORES)]
     if continuous_models:
         events = stream(out=root / "stream.zarr", **STREAM)
-        settings = CONTINUOUS_SETTINGS[:3] if quick else CONTINUOUS_SETTINGS
         given = {k: v for k, v in options.get("continuous", {}).items() if k not in ("batch_size", "neighbors")}
-        configs = [RunConfig("single", m, events, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs",
-                             batch_size=b, neighbors=k, **given) for m in continuous_models for b, k in settings]
+        inputs["continuous"] = [{"dataset": events, "batch_size": b, "neighbors": k, **given}
+                                for b, k in (CONTINUOUS_SETTINGS[:3] if quick else CONTINUOUS_SETTINGS)]
+    return inputs
+
+
+def _measure_compute(models: dict[str, list[str]], inputs: dict[str, list[dict[str, Any]]],
+                     root: Path) -> dict[str, dict[str, Any]]:
+    """Per clock, per family and model, the fitted rates (at one intra-op thread: see the module docstring)."""
+    from trainers.config import RunConfig
+    compute: dict[str, dict[str, Any]] = {clock: {} for clock in CLOCKS}
+    if models.get("discrete"):
+        configs = [RunConfig("single", m, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs", **given)
+                   for m in models["discrete"] for given in inputs["discrete"]]
+        for clock, rates in _fit_family(configs, ("per_edge_s", "per_cell_s", "per_step_s"), _discrete_work).items():
+            compute[clock]["discrete"] = rates
+    if models.get("continuous"):
+        configs = [RunConfig("single", m, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs", **given)
+                   for m in models["continuous"] for given in inputs["continuous"]]
         fitted = _fit_family(configs, ("per_event_s", "per_position_s", "per_batch_s"), _continuous_work)
-        overhead = _microbatch_overhead(continuous_models, events, root, given)
+        first = {k: v for k, v in inputs["continuous"][0].items() if k not in ("batch_size", "neighbors", "dataset")}
+        overhead = _microbatch_overhead(models["continuous"], inputs["continuous"][0]["dataset"], root, first)
         for clock, rates in fitted.items():
             for model, seconds in overhead[clock].items():
                 rates[model]["per_microbatch_s"] = seconds
@@ -293,54 +313,118 @@ def _measure_compute(discrete_models: list[str], continuous_models: list[str], q
     return compute
 
 
+OVERHEAD_SCHEMES = {"discrete": ("snapshot",), "continuous": ("sven",)}
+OVERHEAD_WORLD = 2
+
+
+def _scheme_overheads(documents: dict[str, dict[str, Any]], models: dict[str, list[str]],
+                      schemes: dict[str, tuple[str, ...]], inputs: dict[str, list[dict[str, Any]]],
+                      root: Path) -> dict[str, dict[str, Any]]:
+    """Per clock, family, scheme and model: ``per_call_s``, what a rank of the scheme spends at P = 2 beyond what
+    the ``single``-run rates and the measured link price (scheme-side work, gloo's CPU, waiting for its peer:
+    dgbench.project.projection), per collective call of the epoch: the non-negative least-squares fit of
+    (measured − projected) epoch seconds over the calibration inputs, each point's error relative to its
+    measured epoch. Sven runs at n = 1 here: its extra micro-batches are ``per_microbatch_s``'s.
+
+    Per call only: a second term per exchanged byte was tried and its fit followed the noise of single P = 2
+    runs (a 16384 × 9 store's rank measured 0.134 s of CPU in one calibration and 0.097 s in a quiet rerun,
+    same bytes as the 8192 × 17 store whose excess was 0.01 s), not the bytes."""
+    from dgbench.errors import DgbenchError
+    from dgbench.project.dryrun import dry_run
+    from dgbench.project.hardware import HardwareProfile
+    from dgbench.project.projection import exchange_counts, project_epoch
+    from trainers.config import RunConfig
+    from trainers.experiment import resolve
+    profiles = {clock: HardwareProfile(document) for clock, document in documents.items()}
+    out: dict[str, dict[str, Any]] = {clock: {} for clock in documents}
+    for family, names in schemes.items():
+        for scheme, model in itertools.product(names, models.get(family, [])):
+            configs = [RunConfig(scheme, model, nproc=OVERHEAD_WORLD, epochs=EPOCHS, seed=0, out=root / "runs",
+                                 **given, **({"microbatches": 1} if scheme == "sven" else {}))
+                       for given in inputs.get(family, [])]
+            try:
+                [resolve(config) for config in configs]
+            except DgbenchError:  # a model the scheme does not train
+                continue
+            records = run_timed(configs, threads=THREADS_PER_RANK)
+            dries = [dry_run(config) for config in configs]
+            units = np.array([exchange_counts(dry) for dry in dries], np.float64)
+            for clock, profile in profiles.items():
+                measured = np.array([median_epoch(record, clock) for record in records])
+                projected = np.array([project_epoch(dry, profile)["time_s"] for dry in dries])
+                coefficients, fit = nonnegative_fit(units[:, :1], measured - projected, relative_to=measured)
+                out[clock].setdefault(family, {}).setdefault(scheme, {})[model] = {
+                    "per_call_s": float(coefficients[0]), "world_size": OVERHEAD_WORLD,
+                    "fit": {**fit, "measured_s": measured.round(5).tolist(),
+                            "projected_without_s": projected.round(5).tolist(), "calls": units[:, 0].tolist(),
+                            "busiest_rank_bytes": units[:, 1].tolist()}}
+    return out
+
+
 def calibrate_clocks(outs: dict[str, str | Path], discrete_models: list[str], continuous_models: list[str],
                      quick: bool = False, work_dir: str | Path | None = None,
-                     options: dict[str, dict[str, Any]] | None = None) -> dict[str, Path]:
+                     options: dict[str, dict[str, Any]] | None = None,
+                     overhead_schemes: dict[str, tuple[str, ...]] | None = None) -> dict[str, Path]:
     """Measure this machine once and write a profile per clock (``{"wall": PATH, "process": PATH}``, either or
     both), each fitted from the same runs and the same link measurement read on its clock (see the module
     docstring). ``options``: per family, the run options (widths: ``hidden``, ``memory_dim``, ...) the
     calibration runs use — the rates are fitted per model at those widths, so calibrate at the widths you
-    will project (the profile records them, and a projection at other widths says so). Every profile records
-    its conditions: threads per rank, epochs (warm-up and timed), load average before and after."""
+    will project (the profile records them, and a projection at other widths says so). ``overhead_schemes``:
+    per family, the schemes whose P = 2 overhead is calibrated (default ``OVERHEAD_SCHEMES``; ``{}`` for none).
+    Every profile records its conditions: threads per rank, epochs (warm-up and timed), load average before
+    and after."""
     options = options or {}
     unknown = set(outs) - set(CLOCKS)
     if unknown:
         raise ValueError(f"clock {sorted(unknown)[0]!r}: choose one of {', '.join(CLOCKS)}")
     load_before = os.getloadavg()[0]
+    models = {"discrete": discrete_models, "continuous": continuous_models}
     with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
-        compute = _measure_compute(discrete_models, continuous_models, quick, Path(scratch), options)
-    bandwidth = memory_bandwidth()
-    links = link_both()
-    cores = os.cpu_count() or 1
+        inputs = _calibration_inputs(discrete_models, continuous_models, quick, Path(scratch), options)
+        compute = _measure_compute(models, inputs, Path(scratch))
+        bandwidth = memory_bandwidth()
+        links = link_both()
+        cores = os.cpu_count() or 1
+        documents = {clock: _profile_document(clock, compute[clock], bandwidth, links[clock], cores, options)
+                     for clock in outs}
+        schemes = OVERHEAD_SCHEMES if overhead_schemes is None else overhead_schemes
+        overheads = _scheme_overheads(documents, models, schemes, inputs, Path(scratch))
     conditions = {"threads_per_rank": THREADS_PER_RANK, "warmup_epochs": WARMUP_EPOCHS,
                   "timed_epochs": EPOCHS - WARMUP_EPOCHS, "quick": quick, "cores": cores,
                   "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
                   "clocks_measured_together": sorted(CLOCKS)}
     written = {}
     for clock, out in outs.items():
-        loopback = {"alpha_s": links[clock]["alpha_s"], "bandwidth": links[clock]["bandwidth"],
-                    "what": "gloo all-to-all between two local ranks (loopback)", "source": "measured",
-                    "points": links[clock]["points"]}
-        document = {"schema": SCHEMA, "version": VERSION, "name": "this-machine", "source": "calibrated",
-                    "clock": clock, "conditions": conditions,
-                    "calibrated_with": {family: dict(options.get(family, {})) for family in compute[clock]},
-                    "description": f"this machine, one core per rank ({cores} cores), {clock} clock: compute fitted "
-                                   f"on single runs at {THREADS_PER_RANK} thread, link measured between two local "
-                                   f"ranks; no second node here, so the inter-node link is the same measured "
-                                   f"loopback link",
-                    "ranks_per_node": cores,
-                    "device": {"name": "cpu", "memory_bandwidth": bandwidth, "source": "measured copy"},
-                    "links": {"intra": loopback, "inter": {**loopback, "what": "assumed equal to the measured "
-                                                                               "loopback link (no second node)"}},
-                    "compute": compute[clock], "citations": []}
-        fit = {family: {model: rates["fit"]["max_relative_error"] for model, rates in models.items()}
-               for family, models in compute[clock].items()}
+        document = {**documents[clock], "conditions": conditions, "scheme_overheads": overheads[clock]}
+        fit = {family: {model: rates["fit"]["max_relative_error"] for model, rates in by_model.items()}
+               for family, by_model in compute[clock].items()}
         written[clock] = save_calibrated(out, document, {"max_relative_error": fit, "clock": clock, **conditions})
     return written
 
 
+def _profile_document(clock: str, compute: dict[str, Any], bandwidth: float, link: dict[str, Any], cores: int,
+                      options: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A calibrated profile on ``clock`` (before its scheme overheads and conditions are added)."""
+    loopback = {"alpha_s": link["alpha_s"], "bandwidth": link["bandwidth"],
+                "what": "gloo all-to-all between two local ranks (loopback)", "source": "measured",
+                "points": link["points"]}
+    return {"schema": SCHEMA, "version": VERSION, "name": "this-machine", "source": "calibrated", "clock": clock,
+            "calibrated_with": {family: dict(options.get(family, {})) for family in compute},
+            "description": f"this machine, one core per rank ({cores} cores), {clock} clock: compute fitted on "
+                           f"single runs at {THREADS_PER_RANK} thread, link measured between two local ranks, "
+                           f"scheme overheads from P = {OVERHEAD_WORLD} runs; no second node here, so the "
+                           f"inter-node link is the same measured loopback link",
+            "ranks_per_node": cores,
+            "device": {"name": "cpu", "memory_bandwidth": bandwidth, "source": "measured copy"},
+            "links": {"intra": loopback, "inter": {**loopback, "what": "assumed equal to the measured loopback "
+                                                                       "link (no second node)"}},
+            "compute": compute, "citations": []}
+
+
 def calibrate(out: str | Path, discrete_models: list[str], continuous_models: list[str], quick: bool = False,
               work_dir: str | Path | None = None, clock: str = WALL,
-              options: dict[str, dict[str, Any]] | None = None) -> Path:
+              options: dict[str, dict[str, Any]] | None = None,
+              overhead_schemes: dict[str, tuple[str, ...]] | None = None) -> Path:
     """Measure this machine and write its profile on ``clock`` to ``out`` (:func:`calibrate_clocks`)."""
-    return calibrate_clocks({clock: out}, discrete_models, continuous_models, quick, work_dir, options)[clock]
+    return calibrate_clocks({clock: out}, discrete_models, continuous_models, quick, work_dir, options,
+                            overhead_schemes)[clock]

@@ -159,14 +159,33 @@ def dryrun_command(store: Path, scheme: str, model: str, nproc: int, settings: t
               help="An option of the discrete calibration runs (widths: --discrete-set hidden=6); rates are per width.")
 @click.option("--continuous-set", multiple=True, metavar="NAME=VALUE",
               help="An option of the continuous calibration runs (e.g. --continuous-set memory_dim=100).")
+@click.option("--overhead-schemes", default="snapshot,sven", show_default=True,
+              help="Comma-separated schemes whose P = 2 overhead is calibrated on this machine ('' for none; "
+                   "docs/projection.md §4).")
 def calibrate_command(out: Path, discrete_models: str, continuous_models: str, quick: bool, clock: str,
-                      discrete_set: tuple[str, ...], continuous_set: tuple[str, ...]) -> None:
-    """Measure this machine: compute rates per model, memory bandwidth, link alpha-beta."""
+                      discrete_set: tuple[str, ...], continuous_set: tuple[str, ...], overhead_schemes: str) -> None:
+    """Measure this machine: compute rates per model, memory bandwidth, link alpha-beta, schemes' P = 2 overhead."""
     from dgbench.project.calibrate import calibrate
     path = calibrate(out, [m for m in discrete_models.split(",") if m], [m for m in continuous_models.split(",") if m],
                      quick=quick, clock=clock,
-                     options={"discrete": _settings(discrete_set), "continuous": _settings(continuous_set)})
+                     options={"discrete": _settings(discrete_set), "continuous": _settings(continuous_set)},
+                     overhead_schemes=_schemes_by_family(overhead_schemes))
     click.echo(f"wrote {path}")
+
+
+def _schemes_by_family(names: str) -> dict[str, tuple[str, ...]]:
+    """Registered schemes by family, from a comma-separated list (an unknown name is a one-line error)."""
+    from dgbench.registry import SCHEMES, load_plugins
+    load_plugins("trainers")
+    out: dict[str, tuple[str, ...]] = {}
+    for name in (n.strip() for n in names.split(",") if n.strip()):
+        families = sorted(s.family for s in SCHEMES.values() if s.name == name)
+        if not families:
+            known = ", ".join(sorted({s.name for s in SCHEMES.values()}))
+            raise click.BadParameter(f"no scheme {name!r} (known: {known})", param_hint="--overhead-schemes")
+        for family in families:
+            out[family] = (*out.get(family, ()), name)
+    return out
 
 
 def _projection(mode: str, schemes: str, models: str, make: Any, worlds: list[int], profile: str, basis: Path | None,

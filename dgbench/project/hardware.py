@@ -9,6 +9,7 @@ A profile is a small JSON document::
                "inter": {... per node ...}},
      "compute": {"discrete": {MODEL: {"per_edge_s", "per_cell_s", "per_step_s", "fit": {...}}},
                  "continuous": {MODEL: {"per_event_s", "per_position_s", "per_batch_s", "fit": {...}}}},
+     "scheme_overheads": {FAMILY: {SCHEME: {MODEL: {"per_call_s", "fit": {...}}}}},
      "citations": [...]}
 
 Two sources, always said:
@@ -17,7 +18,8 @@ Two sources, always said:
   times of ``single`` runs timed on this machine against the dry run's work counts, the memory
   bandwidth is a timed copy, the link is a timed all-to-all between two local ranks (gloo). Saved
   through :func:`dgbench.costmodel.save_fitted` (kind ``hardware-profile``), so the file carries the
-  hardware identity it was fitted on.
+  hardware identity it was fitted on. Its ``scheme_overheads`` (optional) are what P = 2 runs of a scheme
+  spent beyond the rates and the link on this machine (dgbench.project.projection).
 * **spec-sheet** (``dgbench/project/profiles/*.json``): links and memory bandwidth from the vendors'
   data sheets and the papers' setup sections (each value cites where it comes from; latencies, which
   no data sheet gives, are marked as assumed). A spec sheet has no per-model rates, so the projection
@@ -42,6 +44,7 @@ RATE_KEYS = {"discrete": ("per_edge_s", "per_cell_s", "per_step_s"),
              "continuous": ("per_event_s", "per_position_s", "per_batch_s")}
 # measured on a scheme's own runs when calibrated (a profile without them prices that term as zero)
 OPTIONAL_RATE_KEYS = {"continuous": ("per_microbatch_s",)}
+OVERHEAD_KEYS = ("per_call_s",)  # a scheme's P = 2 overhead (calibrated profiles only)
 SCALED_KEYS = {"per_edge_s", "per_cell_s", "per_event_s", "per_position_s"}  # memory-bound work
 
 
@@ -94,6 +97,12 @@ class HardwareProfile:
         return scaled, (f"{how} x memory bandwidth {basis.memory_bandwidth / 1e9:.3g} / "
                         f"{self.memory_bandwidth / 1e9:.3g} GB/s (roofline scaling; overheads "
                         f"{'scaled too' if scale_overheads else 'unscaled'})")
+
+    def scheme_overhead(self, family: str, scheme: str, model: str) -> dict[str, float] | None:
+        """``per_call_s`` of ``scheme``'s ranks beyond the rates and the link, calibrated at
+        P = 2 on this profile's machine (dgbench.project.projection); None where not calibrated."""
+        own = self.document.get("scheme_overheads", {}).get(family, {}).get(scheme, {}).get(model)
+        return {k: float(own[k]) for k in OVERHEAD_KEYS} if own else None
 
     def describe(self) -> dict[str, Any]:
         """What a projection cites of its profile."""

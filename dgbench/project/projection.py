@@ -13,9 +13,15 @@ executes the four steps sequentially"):
 * **communication** — every tag's collectives priced by :mod:`dgbench.project.collectives` from the
   per-rank bytes of each call and the share of them crossing nodes (from the (sender, receiver)
   matrix, ranks placed node by node).
-* ``time_s`` = compute + communication (nothing overlapped); ``time_overlap_bound_s`` =
-  max(compute, communication), what a perfect overlap (Sven's §3.3.2 pipeline, ESDG §6.5's proposal)
-  could reach at best. Host-to-device transfers are not modelled (resident snapshots).
+* **scheme overhead** (a profile calibrated on this machine only, P > 1): what a rank of the scheme spent
+  at P = 2 beyond the first two terms — scheme-side work no ``single`` run has (packing and unpacking
+  exchanged rows, every rank drawing the epoch's pairs, per-batch routing and write-backs) and, on the wall
+  clock, waiting for its peer at each collective — as ``per_call_s`` per collective call of the epoch, fitted
+  by ``dgbench project calibrate`` from P = 2 runs on its own stores (:mod:`dgbench.project.calibrate`).
+  Spec-sheet profiles have none: the term is this machine's CPU and gloo, not a GPU's.
+* ``time_s`` = compute + scheme overhead + communication (nothing overlapped); ``time_overlap_bound_s`` =
+  max(compute + overhead, communication), what a perfect overlap (Sven's §3.3.2 pipeline, ESDG §6.5's
+  proposal) could reach at best. Host-to-device transfers are not modelled (resident snapshots).
 
 Scaling (ESDG §6.3): strong — one store, speedup T(P_0)·P_0 / T(P) against the smallest P run
 (P_0 = 1 normally); weak — the store grows with P (ESDG §6.1: N = 2^14 · P, T = 256, f = 3), speedup
@@ -68,6 +74,34 @@ def eq12_microbatches(dry: DryRun, network: collectives.Network) -> int | None:
     return granularity(eq12["A"], eq12["B"], int(dry.extra["batch_size"]), speed)
 
 
+def unit_calls(volume: Any, unit: int, override: int | None = None) -> int:
+    """Collective calls of one tag in one unit of the epoch as priced: ``override`` (Sven's Eq. 12 n for its
+    dispatch) or the counted calls, and one call for bytes counted without a call."""
+    calls = int(volume.calls[unit] if override is None else override)
+    return 1 if calls == 0 and volume.sent[unit].any() else calls
+
+
+def exchange_counts(dry: DryRun, calls_override: dict[str, int] | None = None) -> tuple[int, float]:
+    """Collective calls of one epoch (every rank takes part in each), and the bytes the busiest rank sends
+    plus receives: the units a scheme overhead is priced per (module docstring)."""
+    calls, per_rank = 0, np.zeros(dry.world_size)
+    for tag, volume in dry.tags.items():
+        override = (calls_override or {}).get(tag)
+        calls += sum(unit_calls(volume, unit, override) for unit in range(volume.sent.shape[0]))
+        per_rank += (volume.sent.sum(0) + volume.received.sum(0)) * volume.element_bytes
+    return calls, float(per_rank.max(initial=0.0))
+
+
+def scheme_overhead_seconds(dry: DryRun, profile: HardwareProfile,
+                            calls_override: dict[str, int] | None = None) -> float:
+    """The scheme overhead of one epoch on ``profile`` (zero without one for this scheme and model, at P = 1,
+    and on every spec-sheet profile: see the module docstring)."""
+    overhead = profile.scheme_overhead(dry.family, dry.scheme, dry.model)
+    if overhead is None or dry.world_size == 1:
+        return 0.0
+    return overhead["per_call_s"] * exchange_counts(dry, calls_override)[0]
+
+
 def communication_seconds(dry: DryRun, network: collectives.Network,
                           calls_override: dict[str, int] | None = None) -> dict[str, float]:
     """Seconds per tag of one epoch (see :mod:`dgbench.project.collectives`)."""
@@ -78,13 +112,10 @@ def communication_seconds(dry: DryRun, network: collectives.Network,
         out_inter, in_inter = collectives.inter_fractions(volume.pairs, network)
         seconds = 0.0
         for unit in range(volume.sent.shape[0]):
-            calls = int((calls_override or {}).get(tag, volume.calls[unit]))
-            sent, received = volume.sent[unit] * size, volume.received[unit] * size
+            calls = unit_calls(volume, unit, (calls_override or {}).get(tag))
             if calls == 0:
-                if not sent.any():
-                    continue
-                calls = 1
-            sent, received = sent / calls, received / calls
+                continue
+            sent, received = volume.sent[unit] * size / calls, volume.received[unit] * size / calls
             if volume.kind == ALL_REDUCE:
                 one = collectives.all_reduce(float(sent.max()), world, network)
             elif volume.kind == ALL_GATHER:
@@ -125,12 +156,15 @@ def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile 
         chunks = n if n is not None else int(dry.extra.get("microbatches_counted", 1))
         extra = rates["per_microbatch_s"] * max(chunks - 1, 0) * dry.units
         compute = {key: value + extra for key, value in compute.items()}
+    overhead = scheme_overhead_seconds(dry, profile, override)
+    if overhead:
+        notes.append(f"scheme overhead of {dry.scheme}/{dry.model} calibrated at P = 2 on this machine")
     work = float(dry.work["edges"].sum() if dry.family == "discrete" else dry.work["events"].sum())
     if dry.family == "discrete":  # throughput counts each input edge once per epoch (ESDG §6.3)
         work = float(dry.extra.get("edges_total", work))
-    return {"world_size": dry.world_size, "time_s": compute["compute_s"] + communication,
-            "time_overlap_bound_s": max(compute["compute_s"], communication), **compute,
-            "communication_s": communication, "communication_by_tag_s": by_tag,
+    return {"world_size": dry.world_size, "time_s": compute["compute_s"] + overhead + communication,
+            "time_overlap_bound_s": max(compute["compute_s"] + overhead, communication), **compute,
+            "scheme_overhead_s": overhead, "communication_s": communication, "communication_by_tag_s": by_tag,
             "bytes": dry.total_bytes(), "bytes_by_tag": dry.bytes_by_tag(), "work": work,
             "max_rank_sent_bytes": int(max((v.sent.sum(0) * v.element_bytes).max(initial=0)
                                            for v in dry.tags.values()) if dry.tags else 0),
