@@ -148,14 +148,19 @@ def test_tgn_attention_reassociated_equals_the_dense_grid(edge_dim):
     want = _dense_tgn_attention(model, inputs, query, hidden)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     assert got[0].abs().max() == 0
-    weights = torch.from_numpy(rng.normal(size=got.shape))
-    wrt = [query, hidden, *model.parameters()]
+    _assert_same_gradients(got, want, [query, hidden, *model.parameters()],
+                           torch.from_numpy(rng.normal(size=got.shape)), atol=1e-10)
+
+
+def _assert_same_gradients(got: torch.Tensor, want: torch.Tensor, wrt: list[torch.Tensor], weights: torch.Tensor,
+                           atol: float) -> None:
+    """The gradients of Σ weights·got and Σ weights·want with respect to ``wrt`` agree (float64; None alike)."""
     grads = torch.autograd.grad((got * weights).sum(), wrt, allow_unused=True)
     reference = torch.autograd.grad((want * weights).sum(), wrt, allow_unused=True)
     for got_grad, want_grad in zip(grads, reference):
         assert (got_grad is None) == (want_grad is None)
         if got_grad is not None:
-            torch.testing.assert_close(got_grad, want_grad, rtol=1e-10, atol=1e-10)
+            torch.testing.assert_close(got_grad, want_grad, rtol=1e-10, atol=atol)
 
 
 def test_tgn_query_time_encoding_folded_equals_the_concatenated_input():
@@ -169,11 +174,5 @@ def test_tgn_query_time_encoding_folded_equals_the_concatenated_input():
     got = model._query(hidden)
     want = model.query(torch.cat([hidden, model.time_encoder(hidden.new_zeros(len(hidden)))], dim=1))
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
-    weights = torch.from_numpy(np.random.default_rng(7).normal(size=got.shape))
-    wrt = [hidden, *model.parameters()]
-    grads = torch.autograd.grad((got * weights).sum(), wrt, allow_unused=True)
-    reference = torch.autograd.grad((want * weights).sum(), wrt, allow_unused=True)
-    for got_grad, want_grad in zip(grads, reference):
-        assert (got_grad is None) == (want_grad is None)
-        if got_grad is not None:
-            torch.testing.assert_close(got_grad, want_grad, rtol=1e-10, atol=1e-12)
+    _assert_same_gradients(got, want, [hidden, *model.parameters()],
+                           torch.from_numpy(np.random.default_rng(7).normal(size=got.shape)), atol=1e-12)
