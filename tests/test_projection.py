@@ -302,6 +302,22 @@ def test_a_calibrated_scheme_overhead_is_priced_per_collective_call_and_only_on_
     assert spec["scheme_overhead_s"] == 0  # this machine's gloo and CPU say nothing of a GPU cluster's
 
 
+def test_sven_overhead_counts_its_dispatch_once_per_batch_whatever_n(event_store, tmp_path):
+    """The overhead is calibrated at n = 1; extra chunks are per_microbatch_s's, so n must not multiply it."""
+    path = _profile(tmp_path, continuous={"tgn": {"per_event_s": 1e-6, "per_position_s": 1e-6, "per_batch_s": 1e-3,
+                                                  "per_microbatch_s": 1e-3}})
+    document = json.loads(path.read_text())
+    document["scheme_overheads"] = {"continuous": {"sven": {"tgn": {"per_call_s": 1e-3}}}}
+    path.write_text(json.dumps(document))
+    profile = load_profile(path)
+    one, four = (dry_run(RunConfig("sven", "tgn", event_store, nproc=2, epochs=1), eq12_n=n) for n in (1, 4))
+    assert four.tags["nm_dispatch"].calls.sum() == 4 * one.tags["nm_dispatch"].calls.sum()
+    at_one, at_four = project_epoch(one, profile), project_epoch(four, profile)
+    calls = sum(int(v.calls.sum()) for v in one.tags.values())
+    assert at_one["scheme_overhead_s"] == pytest.approx(1e-3 * calls)
+    assert at_four["scheme_overhead_s"] == pytest.approx(at_one["scheme_overhead_s"])
+
+
 def test_calibration_fits_the_overhead_per_call_to_what_P2_runs_spend_beyond_the_projection(even_store, tmp_path):
     from dgbench.project.calibrate import EPOCHS, _scheme_overheads
     nothing = json.loads(_profile(tmp_path, discrete={"cdgcn": {"per_edge_s": 0.0, "per_cell_s": 0.0,

@@ -332,7 +332,7 @@ def _scheme_overheads(documents: dict[str, dict[str, Any]], models: dict[str, li
     from dgbench.errors import DgbenchError
     from dgbench.project.dryrun import dry_run
     from dgbench.project.hardware import HardwareProfile
-    from dgbench.project.projection import exchange_counts, project_epoch
+    from dgbench.project.projection import exchange_counts, overhead_calls, project_epoch
     from trainers.config import RunConfig
     from trainers.experiment import resolve
     profiles = {clock: HardwareProfile(document) for clock, document in documents.items()}
@@ -343,12 +343,13 @@ def _scheme_overheads(documents: dict[str, dict[str, Any]], models: dict[str, li
                                  **given, **({"microbatches": 1} if scheme == "sven" else {}))
                        for given in inputs.get(family, [])]
             try:
-                [resolve(config) for config in configs]
+                for config in configs:
+                    resolve(config)
             except DgbenchError:  # a model the scheme does not train
                 continue
             records = run_timed(configs, threads=THREADS_PER_RANK)
             dries = [dry_run(config) for config in configs]
-            units = np.array([exchange_counts(dry) for dry in dries], np.float64)
+            units = np.array([(overhead_calls(dry), exchange_counts(dry)[1]) for dry in dries], np.float64)
             for clock, profile in profiles.items():
                 measured = np.array([median_epoch(record, clock) for record in records])
                 projected = np.array([project_epoch(dry, profile)["time_s"] for dry in dries])

@@ -92,14 +92,20 @@ def exchange_counts(dry: DryRun, calls_override: dict[str, int] | None = None) -
     return calls, float(per_rank.max(initial=0.0))
 
 
-def scheme_overhead_seconds(dry: DryRun, profile: HardwareProfile,
-                            calls_override: dict[str, int] | None = None) -> float:
+def overhead_calls(dry: DryRun) -> int:
+    """The collective calls a scheme overhead is priced per: the epoch's, with Sven's dispatch at one call per
+    batch whatever its n — the overhead is calibrated at n = 1, and each extra chunk's whole cost is
+    ``per_microbatch_s``'s."""
+    return exchange_counts(dry, {DISPATCH_TAG: 1} if DISPATCH_TAG in dry.tags else None)[0]
+
+
+def scheme_overhead_seconds(dry: DryRun, profile: HardwareProfile) -> float:
     """The scheme overhead of one epoch on ``profile`` (zero without one for this scheme and model, at P = 1,
     and on every spec-sheet profile: see the module docstring)."""
     overhead = profile.scheme_overhead(dry.family, dry.scheme, dry.model)
     if overhead is None or dry.world_size == 1:
         return 0.0
-    return overhead["per_call_s"] * exchange_counts(dry, calls_override)[0]
+    return overhead["per_call_s"] * overhead_calls(dry)
 
 
 def communication_seconds(dry: DryRun, network: collectives.Network,
@@ -156,7 +162,7 @@ def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile 
         chunks = n if n is not None else int(dry.extra.get("microbatches_counted", 1))
         extra = rates["per_microbatch_s"] * max(chunks - 1, 0) * dry.units
         compute = {key: value + extra for key, value in compute.items()}
-    overhead = scheme_overhead_seconds(dry, profile, override)
+    overhead = scheme_overhead_seconds(dry, profile)
     if overhead:
         notes.append(f"scheme overhead of {dry.scheme}/{dry.model} calibrated at P = 2 on this machine")
     work = float(dry.work["edges"].sum() if dry.family == "discrete" else dry.work["events"].sum())
