@@ -161,7 +161,7 @@ def dryrun_command(store: Path, scheme: str, model: str, nproc: int, settings: t
               help="An option of the continuous calibration runs (e.g. --continuous-set memory_dim=100).")
 @click.option("--overhead-schemes", default="snapshot,sven", show_default=True,
               help="Comma-separated schemes whose P = 2 overhead is calibrated on this machine ('' for none; "
-                   "docs/projection.md §4).")
+                   "docs/projection.md §2).")
 def calibrate_command(out: Path, discrete_models: str, continuous_models: str, quick: bool, clock: str,
                       discrete_set: tuple[str, ...], continuous_set: tuple[str, ...], overhead_schemes: str) -> None:
     """Measure this machine: compute rates per model, memory bandwidth, link alpha-beta, schemes' P = 2 overhead."""
