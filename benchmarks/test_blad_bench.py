@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dgbench.schedule.blad_balance import assign_groups, balance_split, even_split
-from dgbench.schedule.pipeline import simulate_pipeline
-from dgbench.schedule.predictor import OPERATORS, fit_predictor, grid_loads, profile_operators
-from dgbench.schedule.reorder import manage_topology, model_topology, predicted_operators
+from trainers.discrete.blad.balance import assign_groups, balance_split, even_split
+from trainers.discrete.blad.pipeline import simulate_pipeline
+from trainers.discrete.blad.predictor import OPERATORS, fit_predictor, grid_loads, profile_operators
+from trainers.discrete.blad.reorder import manage_topology, model_topology, predicted_operators
 
 GROUP, HIDDEN, IN_FEATURES, SEEDS = 4, 6, 2, 3000
 
@@ -155,10 +155,10 @@ def _elements(record: dict) -> dict[str, int]:
 
 def _table3_features(scheme: str, model: str, store: Path, options: dict) -> int:
     """Table 3's feature column (one direction) for the scheme's partition kind on ``store`` at P = 2
-    (dgbench.schedule.table3): from the model's widths, the groups and (vertex) the run's partitioner."""
+    (trainers.discrete.blad.table3): from the model's widths, the groups and (vertex) the run's partitioner."""
     from dgbench.registry import MODELS
-    from dgbench.schedule.table3 import halo_rows, table3
-    from trainers.discrete.blad import parameter_split
+    from trainers.discrete.blad.table3 import halo_rows, table3
+    from trainers.discrete.blad.runtime import parameter_split
     from trainers.discrete.data import TRAIN, DiscreteData
     from trainers.discrete.placement import partition_owner
     data = DiscreteData(store, seed=0, group_length=GROUP, smoothing="none")
@@ -177,7 +177,7 @@ def _table3_features(scheme: str, model: str, store: Path, options: dict) -> int
 def _row(record: dict) -> dict:
     sent = _elements(record)
     busy = [rank["compute_s"] for rank in record["epochs"][-1]["per_rank"]]
-    # counted as Table 3 counts (dgbench.schedule.table3): ESDG's four re-distribution tags together (2·N·T·F),
+    # counted as Table 3 counts (trainers.discrete.blad.table3): ESDG's four re-distribution tags together (2·N·T·F),
     # the vertex halo one direction (T·N_khop·F; the backward moves as much again)
     features = sum(n for tag, n in sent.items() if tag.split(":")[0] in ("to_vertex", "to_time")) + \
         sent.get("halo:forward", 0)

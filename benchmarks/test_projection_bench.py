@@ -1,7 +1,7 @@
 """dgbench project against this machine: projected vs measured epoch time at P = 1 and 2, and the dry
 run's peak memory on ESDG's weak-scaling family (issue 17).
 
-1. **Projection error**, on both clocks (``wall``, ``process``: dgbench/project/calibrate.py) from the same
+1. **Projection error**, on both clocks (``wall``, ``process``: trainers/projection/calibrate.py) from the same
    runs. ``REPEATS`` times, alternating (calibrate, measure, calibrate, measure: A B A B, so calibration and
    measurement see the same machine state): a profile per clock is calibrated from one quick calibration
    (``calibrate_clocks``, the benchmark's models at the cases' widths, on its own generated stores: never on
@@ -33,11 +33,11 @@ from typing import Any
 import pytest
 from _probe import LIMIT_BYTES, PROBE  # benchmarks/_probe.py (pytest puts benchmarks/ on the path)
 
-from dgbench.project.calibrate import CLOCKS, THREADS_PER_RANK, WARMUP_EPOCHS, calibrate_clocks, median_epoch, \
+from trainers.projection.calibrate import CLOCKS, THREADS_PER_RANK, WARMUP_EPOCHS, calibrate_clocks, median_epoch, \
     run_timed
-from dgbench.project.dryrun import dry_run
-from dgbench.project.hardware import load_profile
-from dgbench.project.projection import project_epoch
+from trainers.projection.dryrun import dry_run
+from trainers.projection.hardware import load_profile
+from trainers.projection.projection import project_epoch
 from trainers.config import RunConfig
 
 CASES = {"discrete": ("snapshot", "cdgcn", dict(hidden=6)),
@@ -151,7 +151,7 @@ def test_projected_epoch_time_at_one_and_two_ranks(benchmark, stores, tmp_path):
 
 
 def test_dry_run_memory_on_the_weak_scaling_store(benchmark, tmp_path_factory):
-    from dgbench.project.cli import weak_store
+    from trainers.projection.cli import weak_store
     store = weak_store(tmp_path_factory.mktemp("weak"), WEAK_P, 2 ** 14, 256, 3.0, 0)
 
     def probe() -> dict:

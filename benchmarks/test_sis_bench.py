@@ -26,9 +26,9 @@ import pytest
 
 from dgbench.store import open_store
 from trainers.continuous.data import EventStream
-from trainers.continuous.sampling import native
-from trainers.continuous.sampling.samplers import (StaticGraph, frontier_sample, initial_frontiers, multilayer_sample,
-                                                   sample_without_replacement)
+from trainers.continuous.tgcn.sampling import native
+from trainers.continuous.tgcn.sampling.samplers import (StaticGraph, frontier_sample, initial_frontiers,
+                                                        multilayer_sample, sample_without_replacement)
 
 QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))
 REPEATS = 1 if QUICK else 3

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainers.continuous.sven_core import (balance_report, interval_partition, minmax_greedy, range_partition,
-                                           re_flexbicut, trainer_vertex_graph)
+from trainers.continuous.sven.formulas import (balance_report, interval_partition, minmax_greedy, range_partition,
+                                               re_flexbicut, trainer_vertex_graph)
 
 BATCH_SIZE = 200
 

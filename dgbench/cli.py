@@ -26,13 +26,19 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("dgbench.leaderboard.cli", "leaderboard_command"),
     "compare": ("dgbench.leaderboard.cli", "compare_command"),
     "verify": ("dgbench.leaderboard.verify", "verify_command"),
-    "costmodel": ("dgbench.costmodel_cli", "costmodel_command"),
-    "project": ("dgbench.project.cli", "project_command"),
+    "costmodel": ("trainers.costmodel_cli", "costmodel_command"),
+    "project": ("trainers.projection.cli", "project_command"),
     "tasks": ("dgbench.tasks.cli", "tasks_command"),
 }
 
 
 GLOBAL_FLAGS = ("--quiet", "--debug")
+
+
+def lazy_command(name: str) -> click.Command:
+    """The command ``name`` of :data:`LAZY_COMMANDS`, imported now (how the core reaches the plug-ins' commands)."""
+    module, attribute = LAZY_COMMANDS[name]
+    return getattr(importlib.import_module(module), attribute)
 
 
 def hoist_global_flags(args: list[str]) -> list[str]:
@@ -56,8 +62,7 @@ class DgbenchGroup(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in LAZY_COMMANDS and _module_exists(LAZY_COMMANDS[name][0]):
-            module, attribute = LAZY_COMMANDS[name]
-            return getattr(importlib.import_module(module), attribute)
+            return lazy_command(name)
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):

@@ -28,7 +28,7 @@ from dgbench.memory import peak_rss_bytes
 
 DEFAULT_TIMEOUT_S = 300.0
 SETUP_TIMEOUT_S = 24 * 3600.0  # how long ranks wait for rank 0's one-off setup work (e.g. partitioning)
-DRY_RUN_BACKEND = "dry-run"  # dgbench.project's dry runs: a world that counts collectives and moves nothing
+DRY_RUN_BACKEND = "dry-run"  # trainers.projection's dry runs: a world that counts collectives and moves nothing
 
 
 @dataclass
@@ -281,7 +281,7 @@ class Comm:
 
     def axis(self, rank: int, size: int) -> "Comm":
         """This comm's kind over a sub-group of ``size`` ranks in a dry run's counting world (no process
-        group is made there), counting into the same stats (dgbench.project)."""
+        group is made there), counting into the same stats (trainers.projection)."""
         return Comm(rank, size, self.device, self.stats)
 
 
@@ -311,7 +311,7 @@ def make_mesh(ctx: DistContext, **shape: int) -> Mesh:
     coordinate = {name: coordinate[name] for name in shape}
     if ctx.world_size == 1:
         return Mesh(dict(shape), coordinate, {name: ctx.comm for name in shape})
-    if ctx.backend == DRY_RUN_BACKEND:  # dgbench.project's counting world: axes count too, no groups are made
+    if ctx.backend == DRY_RUN_BACKEND:  # trainers.projection's counting world: axes count too, no groups are made
         return Mesh(dict(shape), coordinate,
                     {name: ctx.comm.axis(coordinate[name], size) for name, size in shape.items()})
     from torch.distributed.device_mesh import init_device_mesh

@@ -120,11 +120,11 @@ def test_snapshot_partitioning_of_groups_moves_the_esdg_volume_per_group(runs):
 
 
 def _table3(kind: str, model: str, store: Path, **measured_inputs) -> dict:
-    """Table 3's row for ``kind`` on the test store at P = 2 (dgbench.schedule.table3), from the model's
+    """Table 3's row for ``kind`` on the test store at P = 2 (trainers.discrete.blad.table3), from the model's
     parameters and widths and the store's groups: the inputs, not the schemes' own volume models."""
     from dgbench.registry import MODELS as REGISTERED
-    from dgbench.schedule.table3 import table3
-    from trainers.discrete.blad import parameter_split
+    from trainers.discrete.blad.table3 import table3
+    from trainers.discrete.blad.runtime import parameter_split
     from trainers.discrete.data import TRAIN, DiscreteData
     data = DiscreteData(store, seed=BASE["seed"], group_length=BASE["group_length"], smoothing="none")
     net = REGISTERED[f"discrete:{model}"].build(in_features=data.in_features, hidden=BASE["hidden"])
@@ -132,7 +132,7 @@ def _table3(kind: str, model: str, store: Path, **measured_inputs) -> dict:
     spatial = sum(sum(w) for w in net.spatial_widths() or [])
     halos = None
     if kind == "vertex":
-        from dgbench.schedule.table3 import halo_rows
+        from trainers.discrete.blad.table3 import halo_rows
         from trainers.discrete.placement import partition_owner
         owner = partition_owner(data, 2, "range", data.seed).owner
         halos = [halo_rows(edges, owner) for edges in data.input_edge_lists()]
@@ -143,7 +143,7 @@ def _table3(kind: str, model: str, store: Path, **measured_inputs) -> dict:
 
 
 def test_measured_bytes_equal_table3_per_partition_kind(runs, store):
-    """§5.3 Table 3 instantiated (module docstring of dgbench.schedule.table3): every kind's gradients are
+    """§5.3 Table 3 instantiated (module docstring of trainers.discrete.blad.table3): every kind's gradients are
     p·(W_GNN + W_RNN + W_score); features: group none, snapshot 2·N·T·F summed over the groups (ESDG's
     re-distribution, each of its four tags a quarter), vertex T·N_khop·F per direction (1-hop halos
     counted here from the store's edges and the range partition)."""
@@ -197,7 +197,7 @@ def test_refusals_are_one_line(store):
 
 @pytest.mark.slow  # 16-23 s (profiling + two launches); the predictor's own tests run by default
 def test_a_fitted_predictor_drives_the_split_and_is_refused_for_another_width(store, tmp_path):
-    from dgbench.schedule.predictor import fit_predictor, grid_loads, profile_operators, save_predictor
+    from trainers.discrete.blad.predictor import fit_predictor, grid_loads, profile_operators, save_predictor
     samples = profile_operators(grid_loads([40, 160], [2, 6]), [2, 6], 6, ["aggregate", "update", "lstm"], repeats=1)
     path = save_predictor(tmp_path / "blad.json", *fit_predictor(samples, 6))
     record = run_experiments([_config("blad", "wdgcn", store, 1, costmodel=path)])[0]  # one rank: whole groups

@@ -22,7 +22,7 @@ from trainers.config import RunConfig
 from trainers.continuous.data import BatchPlanner, EventStream
 from trainers.continuous.family import partition_problem
 from trainers.continuous.sampler import TemporalSampler
-from trainers.continuous.sven_core import even_share
+from trainers.continuous.sven.formulas import even_share
 from trainers.experiment import resolve, train_runs
 
 SMALL = dict(epochs=1, batch_size=200, memory_dim=16, neighbors=5, lr=0.01, seed=3)

@@ -10,10 +10,10 @@ from dgbench.dist import Comm, DistContext
 from dgbench.store import open_store
 from dgbench.models.temporal import APAN, BatchInputs, build_temporal_model
 from trainers.continuous.data import BatchPlanner, EventStream, Prefetcher
-from trainers.continuous.schemes.depcomm import DepComm
+from trainers.continuous.sven.depcomm import DepComm
 from trainers.contract import Partition, scheme_of
 from trainers.continuous.state import PartitionedState, ResidentState, last_wins
-from trainers.continuous.sven_core import even_share
+from trainers.continuous.sven.formulas import even_share
 
 
 def _ctx(rank: int = 0, world: int = 1) -> DistContext:

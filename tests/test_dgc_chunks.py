@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from dgbench.errors import DgbenchError
-from dgbench.partition.chunks import (ChunkPairs, TrafficProfile, assign_chunks, build_supergraph, chunk_pair_bytes,
-                                      cut_rows, label_propagation, predicted_bytes, pss_parts, pts_parts)
+from trainers.discrete.dgc.chunks import (ChunkPairs, TrafficProfile, assign_chunks, build_supergraph, chunk_pair_bytes,
+                                          cut_rows, label_propagation, predicted_bytes, pss_parts, pts_parts)
 
 SPATIAL_HEAVY = TrafficProfile(spatial_widths=(8, 8), temporal_widths=(4,))
 TEMPORAL_HEAVY = TrafficProfile(spatial_widths=(1,), temporal_widths=(16,))

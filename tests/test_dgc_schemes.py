@@ -71,7 +71,7 @@ def test_pts_gives_every_rank_the_same_number_of_sequences():
     sequence) and go with the range of the next vertex that has one; the last with the last range."""
     from types import SimpleNamespace
 
-    from trainers.discrete.schemes.pts import equal_sequence_owner
+    from trainers.discrete.dgc.pts import equal_sequence_owner
     present = np.zeros((3, 8), bool)
     present[0, [0, 2, 3]] = present[2, [6, 7]] = present[1, 3] = True  # sequences: 0, 2, 3, 6, 7
     owner = equal_sequence_owner(SimpleNamespace(num_nodes=8, present=present), 2)
@@ -97,7 +97,7 @@ def test_bad_dgc_options_are_one_line_errors(store):
 
 @pytest.mark.slow
 def test_fitted_cost_model_is_used_and_its_eq8_error_recorded(store):
-    from dgbench.partition.dgc_costmodel import MODEL_ENCODERS, Sampling, fit_chunk_cost_model
+    from trainers.discrete.dgc.costmodel import MODEL_ENCODERS, Sampling, fit_chunk_cost_model
     path = fit_chunk_cost_model(store.parent / "dgc-cost.json", MODEL_ENCODERS["tgcn"], samples=16, epochs=3, repeats=1,
                                 sampling=Sampling(max_vertices=128, max_sequence_length=8))
     proxy, fitted = run_experiments([

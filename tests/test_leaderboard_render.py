@@ -245,6 +245,6 @@ def test_compare_refuses_a_malformed_record(tmp_path):
 
 def test_repo_readme_is_the_rendering_of_the_repo_board():
     board = default_board()
-    from dgbench.project.board import load_projections
+    from dgbench.leaderboard.projected import load_projections
     expected = render_markdown(build_view(load_board(board)), load_projections(board))
     assert (board / "README.md").read_text() == expected, "run `dgbench leaderboard --update`"

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from dgbench.errors import DgbenchError
-from dgbench.project import collectives
-from dgbench.project.calibrate import nonnegative_fit
-from dgbench.project.dryrun import at_world, dry_run, measured_by_tag
-from dgbench.project.hardware import load_profile
-from dgbench.project.projection import project_epoch, scaling
+from trainers.projection import collectives
+from trainers.projection.calibrate import nonnegative_fit
+from trainers.projection.dryrun import at_world, dry_run, measured_by_tag
+from trainers.projection.hardware import load_profile
+from trainers.projection.projection import project_epoch, scaling
 from dgbench.registry import SCHEMES, load_plugins
 from trainers.config import RunConfig
 from trainers.experiment import run_experiments
@@ -319,7 +319,7 @@ def test_sven_overhead_counts_its_dispatch_once_per_batch_whatever_n(event_store
 
 
 def test_calibration_fits_the_overhead_per_call_to_what_P2_runs_spend_beyond_the_projection(even_store, tmp_path):
-    from dgbench.project.calibrate import EPOCHS, _scheme_overheads
+    from trainers.projection.calibrate import EPOCHS, _scheme_overheads
     nothing = json.loads(_profile(tmp_path, discrete={"cdgcn": {"per_edge_s": 0.0, "per_cell_s": 0.0,
                                                                  "per_step_s": 0.0}}).read_text())
     nothing["links"] = {kind: {"alpha_s": 0.0, "bandwidth": 1e30} for kind in ("intra", "inter")}

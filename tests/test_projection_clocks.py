@@ -1,11 +1,11 @@
-"""The calibration's timed runs (dgbench/project/calibrate.py, issue 17): every epoch read on both clocks at
+"""The calibration's timed runs (trainers/projection/calibrate.py, issue 17): every epoch read on both clocks at
 once, at the thread count asked for, and the warm-up epochs left out of the median."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from dgbench.project.calibrate import PROCESS, WALL, WARMUP_EPOCHS, median_epoch, run_timed
+from trainers.projection.calibrate import PROCESS, WALL, WARMUP_EPOCHS, median_epoch, run_timed
 from trainers.config import RunConfig
 
 

@@ -1,4 +1,4 @@
-"""The dry run's step-by-step discrete data (dgbench/project/lazydata.py, issue 17's memory must-hold): it holds
+"""The dry run's step-by-step discrete data (trainers/projection/lazydata.py, issue 17's memory must-hold): it holds
 the same numbers as the run's whole DiscreteData, the dry run counts the same bytes, work and pattern on it for
 every discrete scheme, and the snapshot scheme's dry run builds only rank 0's own steps and no pairs. Also the
 projection's Sven micro-batch term (priced with the n a measured run chose)."""
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dgbench.project.dryrun import dry_run, partition_problem
-from dgbench.project.lazydata import LazyDiscreteData, LazySteps, lazy_partition_problem, nonzeros_per_step
+from trainers.projection.dryrun import dry_run, partition_problem
+from trainers.projection.lazydata import LazyDiscreteData, LazySteps, lazy_partition_problem, nonzeros_per_step
 from dgbench.registry import SCHEMES, load_plugins
 from trainers.config import RunConfig
 from trainers.discrete.data import TRAIN
@@ -111,8 +111,8 @@ def test_sven_micro_batches_cost_their_calibrated_overhead_and_a_measured_runs_n
     own runs); a dry run given the n its run chose (Eq. 12 at run time) is priced with that n."""
     import json
 
-    from dgbench.project.hardware import load_profile
-    from dgbench.project.projection import project_epoch
+    from trainers.projection.hardware import load_profile
+    from trainers.projection.projection import project_epoch
     from generators.stream import build
     events = build(out=tmp_path / "stream.zarr", users=30, items=20, events=600, edge_dim=4, seed=5)
     rates = {"per_event_s": 1e-5, "per_position_s": 1e-5, "per_batch_s": 1e-3}

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.sampling import native, reference
-from trainers.continuous.sampling.reference import SumTree, Uniforms
-from trainers.continuous.sampling.samplers import (StaticGraph, frontier_sample, initial_frontiers, multilayer_sample,
-                                                   sample_without_replacement)
+from trainers.continuous.tgcn.sampling import native, reference
+from trainers.continuous.tgcn.sampling.reference import SumTree, Uniforms
+from trainers.continuous.tgcn.sampling.samplers import (StaticGraph, frontier_sample, initial_frontiers,
+                                                        multilayer_sample, sample_without_replacement)
 
 NATIVE = native.library() is not None
 BACKENDS = [pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="no C++ compiler: kernels not built")),

@@ -11,8 +11,8 @@ import torch
 
 from dgbench.errors import DgbenchError
 from trainers.continuous.sampler import TemporalSampler
-from trainers.continuous.sampling import TemporalSumForest, native
-from trainers.continuous.sampling.sparsify import sparsify_events
+from trainers.continuous.tgcn.sampling import TemporalSumForest, native
+from trainers.continuous.tgcn.sampling.sparsify import sparsify_events
 
 NATIVE = native.library() is not None
 BACKENDS = [pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="no C++ compiler: kernels not built")),

@@ -20,10 +20,10 @@ import pytest
 from dgbench.dist import DistContext
 from dgbench.launch import launch
 from dgbench.models.temporal import APAN
-from dgbench.project.dryrun import dry_run
+from trainers.projection.dryrun import dry_run
 from trainers.config import RunConfig
 from trainers.continuous.family import partition_problem
-from trainers.continuous.schemes.common import pre_sample
+from trainers.continuous.sven.partition import pre_sample
 from trainers.experiment import resolve, train_runs
 
 MEMORY, EDGE = 100, 8

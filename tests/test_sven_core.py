@@ -1,4 +1,4 @@
-"""Tests of trainers.continuous.sven_core in the paper's forms: Alg. 2 deduplication, Eq. 1 ratios, Eq. 2 /
+"""Tests of trainers.continuous.sven.formulas in the paper's forms: Alg. 2 deduplication, Eq. 1 ratios, Eq. 2 /
 Eq. 5 on the trainer-vertex graph, Eq. 7-9 as printed and per rank (against brute-force counts), Eq. 12,
 the interval baseline of HPDC §3.1.2 and Re-FlexBiCut (Alg. 3) against the greedy heuristic."""
 from __future__ import annotations
@@ -12,12 +12,12 @@ import pyarrow.csv as pacsv
 import pytest
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.sven_core import (BatchTraffic, TrainerVertexGraph, balance_cost, balance_report,
-                                           batch_dependencies, deduplicate, dispatch_plan, even_share,
-                                           fit_redundancy_curve, granularity, interval_partition, minmax_greedy,
-                                           paper_volume, range_partition, rank_volume, re_flexbicut, redundancy,
-                                           redundancy_by_batch_size, remote_redundancy, restore,
-                                           trainer_vertex_graph)
+from trainers.continuous.sven.formulas import (BatchTraffic, TrainerVertexGraph, balance_cost, balance_report,
+                                               batch_dependencies, deduplicate, dispatch_plan, even_share,
+                                               fit_redundancy_curve, granularity, interval_partition, minmax_greedy,
+                                               paper_volume, range_partition, rank_volume, re_flexbicut, redundancy,
+                                               redundancy_by_batch_size, remote_redundancy, restore,
+                                               trainer_vertex_graph)
 
 
 # --------------------------------------------------------------------------- Alg. 2

@@ -11,8 +11,8 @@ from dgbench.errors import DgbenchError
 from dgbench.store import open_store
 from trainers.config import RunConfig
 from trainers.continuous.data import EventStream
-from trainers.continuous.schemes.tgcn import (SWAP_LIVE_TAG, SWAP_SNAPSHOT_TAG, Grid, held_blocks, swap_partners,
-                                              vertex_ranges)
+from trainers.continuous.tgcn.scheme import (SWAP_LIVE_TAG, SWAP_SNAPSHOT_TAG, Grid, held_blocks, swap_partners,
+                                             vertex_ranges)
 from trainers.experiment import run_experiments
 
 BASE = dict(epochs=1, batch_size=150, memory_dim=8, seed=3, lr=0.01, extra={"dtype": "float64"})

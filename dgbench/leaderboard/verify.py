@@ -176,7 +176,8 @@ def run_arguments(record: dict[str, Any], store: Path, out: Path) -> list[str]:
             continue
         kept.append(token)
     arguments = [*kept, "--dataset", str(store), "--out", str(out), "--nproc", str(record["world_size"])]
-    from trainers.cli import run_command
+    from dgbench.cli import lazy_command
+    run_command = lazy_command("run")
     try:
         context = run_command.make_context("run", list(arguments), resilient_parsing=False)
     except click.exceptions.ClickException as exc:

@@ -9,7 +9,7 @@ backward; all-reduce gradients (summed, so the step equals ``single``'s); write 
 memory and mails back (most-recent message wins; APAN also mails the endpoints' sampled neighbours).
 
 Compute is data-parallel and balanced the same way for every scheme (Sven §2.3, §4.2): each batch's
-events are split evenly across the ranks (:func:`trainers.continuous.sven_core.even_share`); only
+events are split evenly across the ranks (:func:`trainers.continuous.sven.formulas.even_share`); only
 where N&M lives differs. Memory is detached at batch boundaries as in TGL, so no gradient crosses
 ranks except the all-reduce (and, under DepComm, the owners' memory-update gradients). Memory is
 reset each epoch and carried from training through validation into test.
@@ -37,8 +37,8 @@ from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefe
 from trainers.continuous.sampler import TemporalSampler
 from trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
                                        PartitionedState, PendingWrite)
-from trainers.continuous.sven_core import (BatchTraffic, fit_redundancy_curve, granularity, redundancy,
-                                           redundancy_by_batch_size, remote_redundancy)
+from trainers.continuous.sven.formulas import (BatchTraffic, fit_redundancy_curve, granularity, redundancy,
+                                               redundancy_by_batch_size, remote_redundancy)
 from trainers.contract import ContinuousScheme, Partition
 from trainers.gradients import GradientSync
 

@@ -35,7 +35,7 @@ import torch
 
 from dgbench.dist import DistContext, all_to_all_autograd
 from dgbench.models.temporal import StateLayout
-from trainers.continuous.sven_core import deduplicate, dispatch_plan
+from trainers.continuous.sven.formulas import deduplicate, dispatch_plan
 
 DISPATCH_TAG, AGGREGATE_TAG = "nm_dispatch", "nm_aggregate"
 ID_SUFFIX, TIME_SUFFIX = ":ids", ":times"  # control values travelling with rows (not Eq. 7-9 volume)

@@ -1,4 +1,7 @@
-"""Discrete-time (snapshot) trainers: importing registers the schemes (trainers/discrete/schemes/) and the
-model zoo (dgbench.models) with the CLI."""
+"""Discrete-time (snapshot) trainers: one loop (loop.py), ``single``, and one package per paper (esdg/, dgc/,
+blad/). Importing registers the schemes and the model zoo (dgbench.models) with the CLI."""
 import dgbench.models  # noqa: F401  (registers the discrete-time models)
-from trainers.discrete import schemes  # noqa: F401  (registers the schemes)
+from trainers.discovery import import_paper_packages
+from trainers.discrete import single  # noqa: F401  (registers the reference scheme)
+
+import_paper_packages(__name__, __path__)

@@ -7,7 +7,7 @@ non-edges (trainers/discrete/data.py); validation and test score the run's fixed
 (``--negatives``/``--extra-negatives``/``--eval-negatives``, dgbench/tasks, docs/tasks.md). Baseline models
 (``persistence``) run instead of the loop.
 ``--group-length L`` switches to BLAD's snapshot-group protocol (§3.1, Eq. 1), which any scheme without a
-schedule of its own also runs (trainers/discrete/groups.py).
+schedule of its own also runs (trainers/discrete/blad/groups.py).
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def smoothing_of(run: ResolvedRun) -> str:
 def check(run: ResolvedRun) -> None:
     """The protocol and the scheme's schedule must agree: a group schedule needs --group-length, and
     the group protocol runs each group whole (no checkpoint blocks); the smoothing must be applicable."""
-    from trainers.discrete.groups import GroupSchedule
+    from trainers.discrete.blad.groups import GroupSchedule
     task, name = run.task, run.scheme.name
     assert isinstance(task, TaskOptions) and isinstance(run.scheme, DiscreteScheme)
     smoothing_of(run)
@@ -156,7 +156,7 @@ def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
     model = run.model.build(run.model_options, in_features=data.in_features, hidden=run.task.hidden).to(ctx.device)
     schedule = scheme.schedule(run.scheme_options)
     if run.task.group_length and schedule is None:
-        from trainers.discrete.groups import GroupSchedule
+        from trainers.discrete.blad.groups import GroupSchedule
         schedule = GroupSchedule()
     trainer = DiscreteTrainer(ctx, data, placement, model, lr=run.config.lr,  # type: ignore[arg-type]
                               schedule=schedule)

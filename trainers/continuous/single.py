@@ -1,0 +1,24 @@
+"""`single`: one process, node memory and mailboxes resident (the TGL protocol's reference run)."""
+from __future__ import annotations
+
+from dgbench.dist import DistContext
+from dgbench.models.temporal import StateLayout
+from dgbench.options import NoOptions
+from trainers.continuous.data import StreamProblem
+from trainers.continuous.sven.partition import range_owners
+from trainers.continuous.state import NodeState, ResidentState
+from trainers.contract import ContinuousScheme, Partition, WorldRule, register_scheme
+
+
+@register_scheme
+class Single(ContinuousScheme[NoOptions]):
+    name = "single"
+    summary = "One process, node memory and mailbox resident (TGL protocol)"
+    world = WorldRule(one_process=True)
+
+    def partition(self, problem: StreamProblem, parts: int, options: NoOptions) -> Partition:
+        return range_owners(problem.stream, parts)
+
+    def node_state(self, ctx: DistContext, layout: StateLayout, partition: Partition, options: NoOptions) -> NodeState:
+        assert partition.owner is not None
+        return ResidentState(ctx, layout, partition.owner)

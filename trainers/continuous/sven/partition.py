@@ -1,0 +1,117 @@
+"""Pieces the continuous-time schemes share: the even split of every batch's events, the N&M
+partitioners (so DepComm and Sven can be compared under the same one) and the pre-sampling pass that
+builds Sven's trainer-vertex graph (Eq. 5) and evaluates Eq. 1 and Eq. 7-9 in the paper's form on
+exactly the batches training will run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainers.continuous.sven import formulas
+from trainers.continuous.data import BatchPlanner, EventStream, StreamProblem
+from trainers.continuous.sampler import TemporalSampler
+from trainers.contract import EventAssignment, Partition
+
+# vertex partitioners of N&M: range, HPDC's interval, Alg. 3, and our earlier heuristic under its own name
+PARTITIONERS = ("range", "interval", "reflexbicut", "minmax-greedy")
+INTERVAL_HELP = "Vertex ids per interval of the 'interval' partition (HPDC §3.1.2's constant granularity)."
+
+
+def training_events(stream: EventStream) -> tuple[np.ndarray, np.ndarray]:
+    a, b = stream.ranges["train"]
+    return stream.src[a:b], stream.dst[a:b]
+
+
+def range_owners(stream: EventStream, parts: int) -> Partition:
+    """Contiguous id ranges (single's bookkeeping; depcache's Eq. 1 / Eq. 5 bookkeeping)."""
+    return Partition(formulas.range_partition(stream.num_nodes, parts), "range")
+
+
+def even_split(world_size: int, rank: int) -> EventAssignment:
+    """Every batch's events split evenly (contiguous shares differing by at most one): the data-parallel
+    compute placement of every scheme (Sven §2.3, §4.2); only where N&M lives differs between schemes."""
+    return lambda src: np.isin(np.arange(len(src)), formulas.even_share(len(src), rank, world_size))
+
+
+@dataclass
+class PreSample:
+    """One pass over the training batches as training will plan them (same seeds, sampler, split)."""
+
+    graph: formulas.TrainerVertexGraph
+    paper_volume: dict[str, formulas.CommVolume]  # Eq. 7-9 as printed, summed over the epoch's batches
+    eta1: float  # Eq. 1, mean over batches of the whole mini-batch's dispatch list
+    eta2: float  # and of its aggregation list
+    n1: int  # dispatch positions over the epoch (sampled nodes)
+    n2: int  # aggregation positions over the epoch (original nodes, plus APAN's mailed neighbours)
+
+
+def pre_sample(problem: StreamProblem, parts: int) -> PreSample:
+    """Plan every training batch once (negatives and sampled neighbours exactly as training draws them),
+    split each batch's events evenly over ``parts`` trainers, and count per (trainer, vertex) the rows
+    moved (Alg. 2 within each batch) and per batch Eq. 1's N and eta."""
+    stream = problem.stream
+    sampled = problem.neighbors > 0 and (problem.fetch_neighbors or problem.deliver_to_neighbors)
+    sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes,
+                              decay=problem.sampler_decay) if sampled else None
+    planner = BatchPlanner(stream, sampler, problem.neighbors, problem.sampler, problem.seed,
+                           lambda src: np.ones(len(src), dtype=bool), lambda ids: None,
+                           fetch_neighbors=problem.fetch_neighbors, deliver_to_neighbors=problem.deliver_to_neighbors)
+    n = stream.num_nodes
+    keys: list[np.ndarray] = []
+    volume = {scheme: formulas.CommVolume(0.0, 0.0) for scheme in formulas.SCHEMES}
+    etas1, etas2, n1, n2 = [], [], 0, 0
+    for index, (start, stop) in enumerate(planner.batch_bounds("train", problem.batch_size)):
+        plan = planner.plan("train", index, start, stop)
+        written = np.concatenate([plan.src, plan.dst] + ([plan.deliveries] if plan.deliveries is not None else []))
+        written_event = np.concatenate([np.arange(plan.size), np.arange(plan.size)]
+                                       + ([plan.delivery_priority // 2] if plan.deliveries is not None else []))
+        for trainer in range(parts):
+            share = formulas.even_share(plan.size, trainer, parts)
+            if not len(share):
+                continue
+            lo, hi = share[0], share[-1] + 1
+            fetched = plan.needed_ids[(plan.event_of_needed >= lo) & (plan.event_of_needed < hi)]
+            wrote = written[(written_event >= lo) & (written_event < hi)]
+            keys += [trainer * n + np.unique(fetched), trainer * n + np.unique(wrote)]
+        eta1, eta2 = formulas.redundancy(plan.needed_ids), formulas.redundancy(written)
+        etas1.append(eta1)
+        etas2.append(eta2)
+        n1, n2 = n1 + len(plan.needed_ids), n2 + len(written)
+        for scheme in formulas.SCHEMES:
+            volume[scheme] = volume[scheme] + formulas.paper_volume(
+                scheme, len(plan.needed_ids), len(written), eta1, eta2, problem.memory_dim, stream.edge_dim, parts,
+                problem.bytes_per_value)
+    graph = formulas.TrainerVertexGraph.from_keys(keys, parts, n)
+    return PreSample(graph, volume, float(np.mean(etas1)) if etas1 else 0.0,
+                     float(np.mean(etas2)) if etas2 else 0.0, n1, n2)
+
+
+def partition_nodes(problem: StreamProblem, parts: int, method: str, interval: int) -> Partition:
+    """Owners of N&M under ``method`` for ``parts`` trainers, with the pre-sampled Eq. 5 balance report
+    and the paper-form Eq. 1 / Eq. 7-9 in ``report``."""
+    stream = problem.stream
+    sample = pre_sample(problem, parts) if parts > 1 else None
+    if method == "reflexbicut" and sample is not None:
+        owner = formulas.re_flexbicut(sample.graph)
+    elif method == "minmax-greedy":
+        src, dst = training_events(stream)
+        owner = formulas.minmax_greedy(src, dst, stream.num_nodes, parts, batch_size=problem.batch_size)
+    elif method == "interval":
+        owner = formulas.interval_partition(stream.num_nodes, parts, interval)
+    else:
+        owner = formulas.range_partition(stream.num_nodes, parts)
+    return Partition(owner, method, report=presample_report(sample, owner))
+
+
+def presample_report(sample: PreSample | None, owner: np.ndarray) -> dict[str, Any]:
+    """What the record keeps of the pre-sampling: Eq. 5 / Eq. 2 under ``owner`` and the paper forms."""
+    if sample is None:
+        return {}
+    return {"balance": formulas.balance_report(sample.graph, owner).as_record(),
+            "paper_eta": {"eta1": sample.eta1, "eta2": sample.eta2, "n1": sample.n1, "n2": sample.n2},
+            "paper_volume_bytes": {scheme: {"dispatch": v.dispatch_bytes, "aggregation": v.aggregation_bytes,
+                                            "total": v.total_bytes}
+                                   for scheme, v in sample.paper_volume.items()}}

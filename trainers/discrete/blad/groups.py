@@ -1,0 +1,96 @@
+"""BLAD's snapshot-group protocol (Fu et al., SC'23, §3.1, Eq. 1) as a schedule any placement runs.
+
+Under ``--group-length L`` every target step S is an independent sample: its group (the L most recent
+snapshots, :meth:`~trainers.discrete.data.DiscreteData.group_of`) runs from a fresh state (Eq. 1 leaves
+h_{S-l-1} undefined; GUESS: the model's initial state, zeros for an RNN), and only S's pairs are scored.
+:class:`GroupSchedule` runs the groups one after another on a scheme's own placement — `single` on one
+rank, `snapshot` with each group's steps split over the ranks by time interval (what BLAD §7.1 calls
+ESDG), `vertex` with each group's halos — accumulating gradients over the groups (one optimiser step
+per epoch, as the whole-sequence protocol), so every scheme trains exactly the same work and follows
+`single`'s trajectory under the same protocol. BLAD's own schedule (trainers/discrete/blad/runtime.py) is one too.
+
+Evaluation follows the protocol: the validation and test targets are scored from their own groups.
+Not done: §3.1's vertex mini-batches with sampled neighbours (steps 1, 2, 5); groups run on the full
+graph, and the targets are not shuffled (step 3: order does not change a full-batch gradient).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dgbench.dist import PhaseTimer
+from trainers.discrete.data import TEST, TRAIN, VAL, PairBatch
+from trainers.discrete.placement import CommProfile, pair_logits
+from trainers.discrete.schedule import Schedule
+
+if TYPE_CHECKING:
+    from trainers.discrete.loop import DiscreteTrainer
+
+
+def group_loss(trainer: DiscreteTrainer, view: Any, state: Any, pairs: list[PairBatch], total_pairs: int,
+               connected: bool) -> torch.Tensor:
+    """Forward of one view from ``state``; the summed BCE of ``pairs`` over the global pair count.
+    ``connected``: keep the graph attached to every output (collectives in the backward pass)."""
+    halves, _ = trainer.model.forward_block(view, state)
+    logits = trainer.placement.score(view, halves, pairs, trainer.model.scorer.bias)
+    labels = torch.from_numpy(np.concatenate([b.label for b in pairs]) if pairs
+                              else np.zeros(0, np.float32)).to(logits.device)
+    loss = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / max(total_pairs, 1)
+    return loss + 0.0 * halves.sum() if connected else loss
+
+
+class GroupSchedule(Schedule):
+    """Every training target's group, in step order, on the scheme's placement (see the module)."""
+
+    def targets(self, trainer: DiscreteTrainer) -> list[int]:
+        return trainer.data.steps_of(TRAIN)
+
+    def assign(self, trainer: DiscreteTrainer, pairs: list[PairBatch]) -> list[list[PairBatch]]:
+        """One unit per target, on every rank (views may be collectives): this rank's pairs of S."""
+        data = trainer.data
+        return [[trainer.placement.owned_in(batch, data.group_of(batch.step))] for batch in pairs]
+
+    def forward_backward(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
+                         timer: PhaseTimer) -> float:
+        total = 0.0
+        connected = trainer.ctx.world_size > 1
+        for pairs in batches:
+            view = trainer.placement.view_of(trainer.data.group_of(pairs[0].step), timer)
+            loss = group_loss(trainer, view, trainer.initial_state(), pairs, total_pairs,
+                              connected or not len(pairs[0].src))
+            loss.backward()
+            total += loss.item()
+        return total
+
+    def forward_passes(self, blocks: int) -> list[int]:
+        return [1] * blocks
+
+    def groups(self, trainer: DiscreteTrainer) -> list[range]:
+        return [trainer.data.group_of(step) for step in self.targets(trainer)]
+
+    def predicted_elements(self, trainer: DiscreteTrainer, profile: CommProfile, pairs: list[PairBatch]
+                           ) -> dict[str, int] | None:
+        groups = self.groups(trainer)
+        return trainer.placement.predicted_elements(profile, [1] * len(groups), pairs, blocks=groups)
+
+    @torch.no_grad()
+    def evaluate(self, trainer: DiscreteTrainer) -> dict[str, dict[str, float]]:
+        """Each validation / test target scored from its own group, gathered from every rank."""
+        timer = PhaseTimer(trainer.ctx.device)
+        out = {}
+        for split in (VAL, TEST):
+            rows = []
+            for batch in trainer.data.split_pairs(split):
+                steps = trainer.data.group_of(batch.step)
+                view = trainer.placement.view_of(steps, timer)
+                halves, _ = trainer.model.forward_block(view, trainer.initial_state())
+                mine = [trainer.placement.owned_in(batch, steps)]
+                table, first = trainer.placement.score_table(view, halves, mine)
+                logits = pair_logits(table, first, mine, trainer.model.scorer.bias)
+                rows.append(trainer.pair_rows(logits, mine))
+            gathered = trainer.ctx.comm.all_gather_uneven(torch.cat(rows), tag="evaluation")
+            out.update(trainer.split_metrics(split, gathered))
+        return out
