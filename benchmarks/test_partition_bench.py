@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.discrete.esdg.partition import (as_snapshot_edges, available_methods, build_halo_plan,
-                                              column_net_hypergraph, connectivity_volume, partition_vertices_detailed)
+from trainers.discrete.partition import (as_snapshot_edges, available_methods, build_halo_plan, column_net_hypergraph,
+                                         connectivity_volume, partition_vertices_detailed)
 from dgbench.store import open_store
 
 NODES, SNAPSHOTS, EDGE_FACTOR, PARTS = 4096, 16, 3.0, 8

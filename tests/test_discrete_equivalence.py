@@ -15,7 +15,7 @@ import torch
 
 from dgbench.dist import Comm, DistContext
 from dgbench.models.discrete import cdgcn, evolvegcn_o, tmgcn
-from trainers.discrete.esdg.partition import available_methods, partition_vertices
+from trainers.discrete.partition import available_methods, partition_vertices
 from generators.esdg_random import build
 from trainers.config import RunConfig
 from trainers.discrete.data import TRAIN, DiscreteData
@@ -149,7 +149,7 @@ def test_connectivity_volume_counts_lambda_minus_one(store):
         expected += sum(len(p) - 1 for p in parts.values())
     assert placement.connectivity_volume() == expected
     try:
-        from trainers.discrete.esdg.partition import connectivity_volume
+        from trainers.discrete.partition import connectivity_volume
     except ImportError:
         return
     assert connectivity_volume([data.store.snapshot(t) for t in range(data.num_steps)], owner) == expected

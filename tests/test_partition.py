@@ -1,4 +1,4 @@
-"""Vertex partitioning (trainers.discrete.esdg.partition): volume model, partitioners, halo plans, local subgraphs."""
+"""Vertex partitioning (trainers.discrete.partition): volume model, partitioners, halo plans, local subgraphs."""
 from __future__ import annotations
 
 import logging
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.esdg.partition import (as_snapshot_edges, block_imbalance, build_halo_plan,
-                                              column_net_hypergraph, connectivity_volume, local_subgraph,
-                                              partition_vertices, partition_vertices_detailed, range_partition,
-                                              reference_exchange, vertex_weights)
-from trainers.discrete.esdg.partition import partitioners
+from trainers.discrete.partition import (as_snapshot_edges, block_imbalance, build_halo_plan, column_net_hypergraph,
+                                         connectivity_volume, local_subgraph, partition_vertices,
+                                         partition_vertices_detailed, range_partition, reference_exchange,
+                                         vertex_weights)
+from trainers.discrete.partition import partitioners
 from dgbench.store import open_store
 
 HAS_MTKAHYPAR = partitioners._installed("mtkahypar")
@@ -222,7 +222,7 @@ def test_single_part_owns_everything_and_sends_nothing(random_case):
 def test_auto_falls_back_with_a_warning(monkeypatch, caplog, random_case):
     edges, _, _ = random_case
     monkeypatch.setattr(partitioners, "_installed", lambda module: False)
-    with caplog.at_level(logging.WARNING, logger="trainers.discrete.esdg.partition.partitioners"):
+    with caplog.at_level(logging.WARNING, logger="trainers.discrete.partition.partitioners"):
         result = partition_vertices_detailed(edges, 3, "auto")
     assert result.method == "range" and "falls back to 'range'" in caplog.text
     assert np.array_equal(result.owner, range_partition(vertex_weights(edges), 3))

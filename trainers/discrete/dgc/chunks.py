@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.esdg.partition.edges import EdgeSource, SnapshotEdges, as_snapshot_edges
+from trainers.discrete.partition.edges import EdgeSource, SnapshotEdges, as_snapshot_edges
 
 PRESENCE_EDGES, PRESENCE_ALL = "edges", "all"
 PRESENCES = (PRESENCE_EDGES, PRESENCE_ALL)

@@ -1,3 +1,3 @@
-"""ESDG (Chakaravarthy et al., SC'21): checkpoint blocks with graph-difference transfer, snapshot and vertex
-partitioning, and the vertex partitioners (partition/). See docs/discrete-schemes.md and
+"""ESDG (Chakaravarthy et al., SC'21): the checkpoint, snapshot and vertex schemes (the family's time and vertex
+placements and vertex partitioners, shared with DGC and BLAD, are one level up). See docs/discrete-schemes.md and
 ../shared/papers/esdg-sc21.txt."""

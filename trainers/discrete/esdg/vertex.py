@@ -10,7 +10,7 @@ import numpy as np
 
 from dgbench.dist import DistContext
 from dgbench.options import Options, option
-from trainers.discrete.esdg.partition import METHODS
+from trainers.discrete.partition import METHODS
 from trainers.contract import DiscreteScheme, Partition, register_scheme
 from trainers.discrete.data import DiscreteData
 from trainers.discrete.placement import Placement, VertexPlacement, partition_owner

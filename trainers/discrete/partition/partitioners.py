@@ -9,7 +9,7 @@
 * ``range``: contiguous id blocks of equal total vertex weight (the baseline).
 * ``auto``: the best one installed, in that order, logging a warning when it falls back.
 
-All balance the vertex weights of :func:`trainers.discrete.esdg.partition.edges.vertex_weights` within
+All balance the vertex weights of :func:`trainers.discrete.partition.edges.vertex_weights` within
 ``imbalance`` (max block ≤ (1 + imbalance) · ceil(total / k); METIS only approximately).
 
 Cost (benchmarks/test_partition_bench.py, esdg-random N=4096, T=16, 8 parts, one thread): the
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.esdg.partition.edges import (EdgeSource, SnapshotEdges, as_snapshot_edges, block_imbalance,
-                                                    vertex_weights)
-from trainers.discrete.esdg.partition.hypergraph import column_net_hypergraph
+from trainers.discrete.partition.edges import (EdgeSource, SnapshotEdges, as_snapshot_edges, block_imbalance,
+                                               vertex_weights)
+from trainers.discrete.partition.hypergraph import column_net_hypergraph
 
 log = logging.getLogger(__name__)
 
