@@ -12,7 +12,8 @@ from dgbench.models.temporal import APAN, BatchInputs, build_temporal_model
 from trainers.continuous.data import BatchPlanner, EventStream, Prefetcher
 from trainers.continuous.sven.depcomm import DepComm
 from trainers.contract import Partition, scheme_of
-from trainers.continuous.state import PartitionedState, ResidentState, last_wins
+from trainers.continuous.state import ResidentState, last_wins
+from trainers.continuous.sven.state import PartitionedState
 from trainers.continuous.sven.formulas import even_share
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from trainers.projection.dryrun import dry_run, partition_problem
-from trainers.projection.lazydata import LazyDiscreteData, LazySteps, lazy_partition_problem, nonzeros_per_step
+from trainers.projection.lazydata import LazyDiscreteData, LazySteps, lazy_partition_problem
 from dgbench.registry import SCHEMES, load_plugins
 from trainers.config import RunConfig
 from trainers.discrete.data import TRAIN
@@ -45,7 +45,7 @@ def test_lazy_data_holds_the_same_numbers_as_the_whole_data(store):
     assert np.array_equal(whole.first_layer_input[2:5], lazy.first_layer_input[2:5])
     rows = np.array([3, 0, 17])
     assert np.array_equal(whole.first_layer_input[:, rows], lazy.first_layer_input[:, rows])
-    assert np.array_equal(nonzeros_per_step(whole), nonzeros_per_step(lazy))
+    assert np.array_equal(whole.nonzeros_per_step(), lazy.nonzeros_per_step())
     assert np.array_equal(whole.edges_per_step, lazy.edges_per_step) and whole.work() == lazy.work()
     for x, y in zip(whole.split_pairs(TRAIN, 1), lazy.split_pairs(TRAIN, 1)):
         assert x.step == y.step and np.array_equal(x.src, y.src) and np.array_equal(x.dst, y.dst)

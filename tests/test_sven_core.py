@@ -12,12 +12,12 @@ import pyarrow.csv as pacsv
 import pytest
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.sven.formulas import (BatchTraffic, TrainerVertexGraph, balance_cost, balance_report,
-                                               batch_dependencies, deduplicate, dispatch_plan, even_share,
-                                               fit_redundancy_curve, granularity, interval_partition, minmax_greedy,
-                                               paper_volume, range_partition, rank_volume, re_flexbicut, redundancy,
-                                               redundancy_by_batch_size, remote_redundancy, restore,
-                                               trainer_vertex_graph)
+from trainers.continuous.sven.formulas import (TrainerVertexGraph, balance_cost, balance_report, batch_dependencies,
+                                               deduplicate, dispatch_plan, even_share, fit_redundancy_curve,
+                                               granularity, interval_partition, minmax_greedy, paper_volume,
+                                               range_partition, rank_volume, re_flexbicut, redundancy_by_batch_size,
+                                               restore, trainer_vertex_graph)
+from trainers.continuous.traffic import BatchTraffic, redundancy, remote_redundancy
 
 
 # --------------------------------------------------------------------------- Alg. 2

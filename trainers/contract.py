@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the family modules import this one; annotations only
     from dgbench.dist import DistContext
     from dgbench.models.temporal import StateLayout
     from trainers.continuous.data import StreamProblem
-    from trainers.continuous.sven.formulas import BatchTraffic, CommVolume
+    from trainers.continuous.traffic import BatchTraffic, CommVolume
     from trainers.continuous.state import NodeState
     from trainers.discrete.data import DiscreteData
     from trainers.discrete.placement import Placement

@@ -16,7 +16,6 @@ reset each epoch and carried from training through validation into test.
 """
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,10 +34,8 @@ from dgbench.tasks.evaluator import Evaluator, SplitFigures, split_name
 from dgbench.tasks.node import NodeClassification
 from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
 from trainers.continuous.sampler import TemporalSampler
-from trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
-                                       PartitionedState, PendingWrite)
-from trainers.continuous.sven.formulas import (BatchTraffic, fit_redundancy_curve, granularity, redundancy,
-                                               redundancy_by_batch_size, remote_redundancy)
+from trainers.continuous.state import AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX, PendingWrite
+from trainers.continuous.traffic import BatchTraffic, redundancy, remote_redundancy
 from trainers.contract import ContinuousScheme, Partition
 from trainers.gradients import GradientSync
 
@@ -253,8 +250,8 @@ class ContinuousTrainer:
             loss, _ = self._step(plan, train=True, timer=timer)
             self._count(plan)
             self._synchronise_and_step(loss)
-            if self.microbatches == 0 and not self.microbatch_choice:
-                self._choose_microbatches(plan)
+            if self.microbatches == 0 and not self.microbatch_choice:  # Sven Eq. 12, after the first batch
+                self.microbatch_choice = self.state.choose_chunks(plan, self.options.batch_size)
             if bar is not None:
                 bar.update(plan.size)
         last = self.gradients.finish()
@@ -263,44 +260,6 @@ class ContinuousTrainer:
         if bar is not None:
             bar.close()
         return (float(np.mean(self.losses)) if self.losses else 0.0), b - a
-
-    def _choose_microbatches(self, plan: BatchPlan) -> None:
-        """Eq. 12 after the first batch: eta(bs) profiled on this batch's dispatch list cut into
-        micro-batches of bs, bs/2, bs/4, bs/8 events and fitted to eta = A + B/bs; S from the measured
-        link: bandwidth (the first batch's dispatch bytes over the seconds its fetch blocked) x the fixed
-        cost of one collective / dispatch bytes per event (the events whose rows the link moves in one
-        collective's fixed cost, see :func:`sven_core.granularity`). Every rank contributes its
-        measurements and all use their mean, so all pick the same n."""
-        if not isinstance(self.state, PartitionedState):
-            self.microbatch_choice = {"n": 1}
-            return
-        dispatch = self.ctx.comm.stats[DISPATCH_TAG]
-        sizes = [max(1, plan.size // k) for k in (1, 2, 4, 8)]
-        etas = redundancy_by_batch_size(plan.needed_ids, plan.event_of_needed, sizes)
-        a, b = fit_redundancy_curve(sizes, etas)
-        measured = torch.tensor([a, b, dispatch.bytes / max(dispatch.seconds, 1e-9) if dispatch.bytes else 0.0,
-                                 self._collective_latency(),
-                                 dispatch.bytes / max(len(plan.events), 1)], dtype=torch.float64,
-                                device=self.ctx.device)
-        self.ctx.comm.all_reduce(measured, CONTROL_TAG)
-        a, b, bandwidth, latency, bytes_per_event = (measured / self.ctx.world_size).tolist()
-        speed = bandwidth * latency / bytes_per_event if bytes_per_event > 0 else 0.0
-        n = granularity(a, b, self.options.batch_size, speed)
-        self.state.chunks = n
-        self.microbatch_choice = {"n": n, "A": a, "B": b, "S_events": speed, "bandwidth_bytes_per_s": bandwidth,
-                                  "latency_s": latency, "dispatch_bytes_per_event": bytes_per_event,
-                                  "profiled_batch_sizes": sizes, "profiled_eta1": etas}
-
-    def _collective_latency(self, repeats: int = 5) -> float:
-        """The fixed cost of one collective: the fastest of a few one-value all-to-alls, each started right
-        after a barrier (the row-count exchanges of training also hold the wait for slower ranks)."""
-        comm, best = self.ctx.comm, float("inf")
-        for _ in range(repeats):
-            comm.barrier()
-            start = time.perf_counter()
-            comm.exchange_counts([0] * self.ctx.world_size, CONTROL_TAG)
-            best = min(best, time.perf_counter() - start)
-        return best
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:

@@ -29,13 +29,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from dgbench.dist import DistContext, all_to_all_autograd
+from dgbench.counting import TagCounter
+from dgbench.dist import DistContext
+from dgbench.errors import DgbenchError
 from dgbench.models.temporal import StateLayout
-from trainers.continuous.sven.formulas import deduplicate, dispatch_plan
+
+if TYPE_CHECKING:  # the plan's module imports this one
+    from trainers.continuous.data import BatchPlan
 
 DISPATCH_TAG, AGGREGATE_TAG = "nm_dispatch", "nm_aggregate"
 ID_SUFFIX, TIME_SUFFIX = ":ids", ":times"  # control values travelling with rows (not Eq. 7-9 volume)
@@ -199,161 +204,23 @@ class NodeState:
     def write(self, ids: np.ndarray, rows: torch.Tensor, priority: np.ndarray) -> None:
         self.begin_write(ids, rows, priority).finish()
 
+    def count_batch(self, counter: TagCounter, plan: BatchPlan, write: tuple[np.ndarray, np.ndarray], unit: int,
+                    widths: dict[str, int], float_bytes: int, chunks: int) -> np.ndarray | None:
+        """Count into ``counter`` what this rank's collectives send for one batch plan, as :meth:`fetch`,
+        :meth:`views` and :meth:`begin_write` would (a dry run: trainers/projection/). ``write``: the write-back's
+        ids and priorities; ``widths``: row, view and update widths; ``chunks``: micro-batches of the fetch.
+        Returns the positions each owner computes views for, where owners compute them (else None)."""
+        raise DgbenchError(f"dry run: {type(self).__name__} does not count its collectives (NodeState.count_batch)")
+
+    def choose_chunks(self, plan: BatchPlan, batch_size: int) -> dict[str, Any]:
+        """Choose the fetch's micro-batch count after the first batch (``--microbatches 0``) and say how; a
+        state that does not pipeline its fetch keeps one."""
+        return {"n": 1}
+
 
 class ResidentState(NodeState):
     """``single``: everything local, no communication."""
 
-
-def _payload(rows: torch.Tensor, priority: np.ndarray) -> torch.Tensor:
-    """Update rows with their write priority as a last column (it travels with the row)."""
-    return torch.cat([rows, torch.from_numpy(priority).to(rows.device, rows.dtype)[:, None]], dim=1)
-
-
-class ReplicatedState(NodeState):
-    """``depcache``: full replica per rank; each rank's updates, one row per vertex after last-wins
-    (the redundancy-free aggregation), reach every replica through one all-gather (Sven Eq. 7)."""
-
-    def begin_write(self, ids: np.ndarray, rows: torch.Tensor, priority: np.ndarray) -> PendingWrite:
-        comm, device = self.ctx.comm, self.ctx.device
-        ids, keep = last_wins(ids, priority)
-        payload = _payload(rows[torch.from_numpy(keep).to(rows.device)], priority[keep])
-        every_id = comm.all_gather_uneven(torch.from_numpy(ids).to(device)[:, None], AGGREGATE_TAG + ID_SUFFIX)
-        every = comm.all_gather_uneven(payload, AGGREGATE_TAG)
-        self._store(every_id[:, 0].cpu().numpy(), every[:, :-1], every[:, -1].cpu().numpy().astype(np.int64))
-        return PendingWrite()
-
-
-class PartitionedState(NodeState):
-    """``sven``: rows owned by ``owner[v]``; Alg. 2 fetch of whole rows and write-back, by all-to-all."""
-
-    def __init__(self, ctx: DistContext, layout: StateLayout, owner: np.ndarray, deduplicate_ids: bool = True,
-                 chunks: int = 1, overlap_write: bool = False):
-        self.deduplicate_ids, self.chunks, self.overlaps_write = deduplicate_ids, chunks, overlap_write
-        super().__init__(ctx, layout, owner)
-
-    def _local_index(self) -> np.ndarray:
-        """The global -> partition-local id map: owned vertices numbered 0.. in id order, others -1."""
-        mine = self.owner == self.ctx.rank
-        index = np.full(len(self.owner), -1, dtype=np.int64)
-        index[mine] = np.arange(int(mine.sum()))
-        return index
-
-    def route(self, ids: np.ndarray) -> FetchRoute:
-        if self.deduplicate_ids:  # Sven Alg. 2
-            unique_ids, inverse = deduplicate(ids)
-        else:
-            unique_ids, inverse = ids, np.arange(len(ids))
-        order, counts = dispatch_plan(unique_ids, self.owner, self.ctx.world_size)
-        position_in_request = np.empty(len(order), dtype=np.int64)
-        position_in_request[order] = np.arange(len(order))
-        return FetchRoute(unique_ids[order], counts, position_in_request[inverse])
-
-    def fetch(self, route: FetchRoute, on_chunk: Callable[[np.ndarray, torch.Tensor], None] | None = None
-              ) -> torch.Tensor:
-        comm, device, world = self.ctx.comm, self.ctx.device, self.ctx.world_size
-        chunks = max(1, self.chunks)
-        chunk_of_request = self._chunk_of_request(route, chunks)
-        send = np.bincount(chunk_of_request * world + np.repeat(np.arange(world), route.send_counts),
-                           minlength=chunks * world).reshape(chunks, world)
-        # One small all-to-all tells each owner how many rows of each chunk every rank wants.
-        recv = comm.all_to_all_single(torch.from_numpy(send.T.copy()).to(device), [1] * world, [1] * world,
-                                      "counts").T.cpu().numpy()
-        request = torch.from_numpy(route.request_ids).to(device)
-        received_ids = comm.all_to_all_single(request[:, None], route.send_counts, recv.sum(0),
-                                              DISPATCH_TAG + ID_SUFFIX)[:, 0].cpu().numpy()
-        rows_in_request_order = torch.empty(len(request), self.width, device=device, dtype=self.table.dtype)
-        # Rows go back per chunk; chunk c+1 is in flight while chunk c's rows are used (§3.3.2, level 1).
-        served = self._serve_by_chunk(received_ids, recv)
-        pending = None
-        for c in range(chunks):
-            out, wait = comm.all_to_all_single_async(served[c], recv[c], send[c], DISPATCH_TAG)
-            if pending is not None:
-                self._deliver(route, chunk_of_request, rows_in_request_order, *pending, on_chunk)
-            wait()
-            pending = (c, out)
-        if pending is not None:
-            self._deliver(route, chunk_of_request, rows_in_request_order, *pending, on_chunk)
-        return rows_in_request_order[torch.from_numpy(route.inverse).to(device)]
-
-    @staticmethod
-    def _chunk_of_request(route: FetchRoute, chunks: int) -> np.ndarray:
-        """Chunk of each request row: each owner's group is cut into ``chunks`` near-equal parts."""
-        within = np.arange(len(route.request_ids)) - np.repeat(np.cumsum(route.send_counts) - route.send_counts,
-                                                              route.send_counts)
-        group = np.repeat(route.send_counts, route.send_counts)
-        return (within * chunks) // np.maximum(group, 1)
-
-    def _serve_by_chunk(self, received_ids: np.ndarray, recv: np.ndarray) -> list[torch.Tensor]:
-        """Owner side: the requested rows, sorted into per-chunk send buffers (requester order inside)."""
-        rows = self._rows(received_ids)
-        chunks, world = recv.shape
-        starts = np.r_[0, np.cumsum(recv.T.reshape(-1))]  # requester-major, then chunk
-        per_chunk = []
-        for c in range(chunks):
-            spans = [np.arange(starts[q * chunks + c], starts[q * chunks + c + 1]) for q in range(world)]
-            per_chunk.append(rows[torch.from_numpy(np.concatenate(spans)).to(rows.device)])
-        return per_chunk
-
-    def _deliver(self, route: FetchRoute, chunk_of_request: np.ndarray, rows_in_request_order: torch.Tensor,
-                 chunk: int, rows: torch.Tensor, on_chunk) -> None:
-        requests = np.flatnonzero(chunk_of_request == chunk)
-        rows_in_request_order[torch.from_numpy(requests).to(rows.device)] = rows
-        if on_chunk is not None:
-            positions = np.flatnonzero(np.isin(route.inverse, requests))
-            index = torch.from_numpy(route.inverse[positions]).to(rows.device)
-            on_chunk(positions, rows_in_request_order[index])
-
-    def begin_write(self, ids: np.ndarray, rows: torch.Tensor, priority: np.ndarray) -> PendingWrite:
-        """Alg. 2 on the aggregation side (one row per vertex leaves the rank, last-wins), one all-to-all
-        to the owners; asynchronous when the placement overlaps it with the embedding."""
-        comm, device, world = self.ctx.comm, self.ctx.device, self.ctx.world_size
-        ids, keep = last_wins(ids, priority)
-        payload = _payload(rows[torch.from_numpy(keep).to(rows.device)], priority[keep])
-        order, counts = dispatch_plan(ids, self.owner, world)
-        recv = comm.exchange_counts(counts)
-        index = torch.from_numpy(order).to(device)
-        send_ids = torch.from_numpy(ids).to(device)[index][:, None]
-        if not self.overlaps_write:
-            got_ids = comm.all_to_all_single(send_ids, counts, recv, AGGREGATE_TAG + ID_SUFFIX)
-            got = comm.all_to_all_single(payload[index], counts, recv, AGGREGATE_TAG)
-            self._store(got_ids[:, 0].cpu().numpy(), got[:, :-1], got[:, -1].cpu().numpy().astype(np.int64))
-            return PendingWrite()
-        got_ids, wait_ids = comm.all_to_all_single_async(send_ids, counts, recv, AGGREGATE_TAG + ID_SUFFIX)
-        got, wait_rows = comm.all_to_all_single_async(payload[index], counts, recv, AGGREGATE_TAG)
-
-        def finish() -> None:
-            wait_ids()
-            wait_rows()
-            self._store(got_ids[:, 0].cpu().numpy(), got[:, :-1], got[:, -1].cpu().numpy().astype(np.int64))
-        return PendingWrite(finish)
-
-
-class OwnerComputeState(PartitionedState):
-    """``depcomm``: the owner runs the memory update of every requested position and returns its view
-    (d_mem-wide updated memory), position by position without deduplication (Sven Eq. 8, Fig. 4b); the
-    views' gradients return to the owners in the backward pass (all_to_all_autograd)."""
-
-    provides_rows = False
-
-    def __init__(self, ctx: DistContext, layout: StateLayout, owner: np.ndarray):
-        super().__init__(ctx, layout, owner, deduplicate_ids=False)
-
-    def views(self, route: FetchRoute, query_t: torch.Tensor, view: ViewFunction
-              ) -> tuple[torch.Tensor, None]:
-        comm, device = self.ctx.comm, self.ctx.device
-        start = time.perf_counter()
-        recv = comm.exchange_counts(route.send_counts)
-        request = torch.from_numpy(route.request_ids).to(device)
-        received_ids = comm.all_to_all_single(request[:, None], route.send_counts, recv,
-                                              DISPATCH_TAG + ID_SUFFIX)[:, 0].cpu().numpy()
-        order = torch.from_numpy(np.argsort(route.inverse, kind="stable")).to(device)  # request order
-        times = comm.all_to_all_single(query_t[order][:, None], route.send_counts, recv,
-                                       DISPATCH_TAG + TIME_SUFFIX)[:, 0]
-        compute_start = time.perf_counter()
-        served = view(self._rows(received_ids), None, times)  # local dispatch + memory update on the owner
-        compute = time.perf_counter() - compute_start
-        views = all_to_all_autograd(served, comm, list(recv), list(route.send_counts), tag=DISPATCH_TAG)
-        self.last_fetch_seconds = time.perf_counter() - start - compute
-        self.last_update_seconds = compute
-        return views[torch.from_numpy(route.inverse).to(device)], None
-
+    def count_batch(self, counter: TagCounter, plan: BatchPlan, write: tuple[np.ndarray, np.ndarray], unit: int,
+                    widths: dict[str, int], float_bytes: int, chunks: int) -> np.ndarray | None:
+        return None  # nothing leaves the process

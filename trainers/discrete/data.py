@@ -150,6 +150,10 @@ class DiscreteData:
         self._targets: dict[str, SplitTargets] = {}
         self.evaluation: list[EvaluationSet] = []  # the run's evaluation sets (validation and test pairs)
 
+
+    def nonzeros_per_step(self) -> np.ndarray:
+        """Nonzeros of every input step's normalised Ã_t (the edges a layer aggregates)."""
+        return np.array([a.val.size for a in self.adjacency], np.int64)
     def _read_inputs_and_targets(self) -> None:
         """Inputs (Ã_t, degree features) of steps 0..T-2, smoothed when the run pairs its model with a
         smoothing (ESDG Table 1, §5.4: TM-GCN's features are M-averaged too), and targets (edges of

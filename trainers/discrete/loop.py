@@ -21,13 +21,12 @@ import torch
 import torch.nn.functional as F
 
 from dgbench.dist import DistContext, PhaseTimer
-from dgbench.errors import DgbenchError
 from dgbench.metrics import link_prediction_metrics
 from dgbench.models.discrete import DynamicGNN, State
 from dgbench.tasks.evaluator import score_pairs
 from dgbench.tasks.node import NodeClassification
 from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData, PairBatch
-from trainers.discrete.placement import Placement, TimePlacement, VertexPlacement, pair_logits
+from trainers.discrete.placement import Placement, pair_logits
 from trainers.discrete.schedule import BlockSchedule, Schedule
 from trainers.gradients import GradientSync
 
@@ -150,7 +149,7 @@ class DiscreteTrainer:
         for b in range(len(self.placement.blocks)):
             view = self.placement.view(b, timer)
             x, state = self.model.embed_block(view, state)
-            steps, vertices = self._embedding_index(view)
+            steps, vertices = self.placement.embedding_index(view)
             keys = (steps[:, None] * n + vertices[None, :]).reshape(-1)
             keep = np.flatnonzero(np.isin(keys, wanted))
             flat = x.reshape(len(keys), -1).index_select(0, torch.from_numpy(keep).to(x.device))
@@ -158,16 +157,6 @@ class DiscreteTrainer:
                                    flat.double()], dim=1))
         every = self._gather(torch.cat(rows)).cpu().numpy()
         return every[:, 0].astype(np.int64), every[:, 1:]
-
-    def _embedding_index(self, view: Any) -> tuple[np.ndarray, np.ndarray]:
-        """The (steps, vertex ids) of a block's [steps, rows, width] embeddings on this rank."""
-        if isinstance(self.placement, TimePlacement):  # its local steps, every vertex
-            return np.arange(*view.local, dtype=np.int64), np.arange(self.data.num_nodes, dtype=np.int64)
-        if isinstance(self.placement, VertexPlacement):  # every step of the block, its own vertices
-            return np.arange(view.block.start, view.block.stop, dtype=np.int64), np.asarray(self.placement.own,
-                                                                                            np.int64)
-        raise DgbenchError(f"--task node-classification: the {type(self.placement).__name__} layout has no "
-                           f"per-vertex embeddings to decode (schemes single, checkpoint, snapshot, vertex, pts do)")
 
     def pair_rows(self, logits: torch.Tensor, batches: list[PairBatch]) -> torch.Tensor:
         """Rows every rank's scores are gathered in: (logit, pair id) for evaluation-set pairs (they carry

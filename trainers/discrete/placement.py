@@ -25,6 +25,7 @@ from dgbench.models.contract import LayoutSequence, SequenceMask
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, graph_attention, spmm
 from trainers.discrete.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
                                          partition_vertices_detailed)
+from trainers.discrete.comm_shape import CommShape, distinct_asks, even_shape, score_patterns, unit_weight
 from trainers.discrete.data import DiscreteData, PairBatch
 from trainers.discrete.transfer import BASE, SnapshotMover
 
@@ -82,6 +83,19 @@ class Placement:
         ``blocks``: the ranges of steps run as units (default: the placement's blocks; the group
         protocol's groups). None: this placement has no model of its volume."""
         return {} if self.ctx.world_size == 1 else None
+
+    def embedding_index(self, view: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The (steps, vertex ids) of a block's [steps, rows, width] embeddings on this rank (node
+        classification decodes them)."""
+        raise DgbenchError(f"--task node-classification: the {type(self).__name__} layout has no per-vertex "
+                           f"embeddings to decode (schemes single, checkpoint, snapshot, vertex, pts do)")
+
+    def comm_shape(self, trainer: Any, units: list[range], passes: list[int], pairs: list[PairBatch]
+                   ) -> CommShape:
+        """Who sends how much to whom over one training epoch, and each rank's work, read from this placement's
+        plan for a dry run (``units``: the schedule's units of work, run ``passes`` times each forward). The
+        default knows no plan: every tag spread evenly over the other ranks, the work split evenly."""
+        return even_shape(self.data, units, passes, self.ctx.world_size)
 
     def extra(self) -> dict[str, Any]:
         return {}
@@ -289,6 +303,31 @@ class TimePlacement(Placement):
             out["to_time:backward"] += moved * to_time
         return {tag: n for tag, n in out.items() if n}
 
+    def embedding_index(self, view: TimeView) -> tuple[np.ndarray, np.ndarray]:
+        """Its local steps, every vertex."""
+        return np.arange(*view.local, dtype=np.int64), np.arange(self.data.num_nodes, dtype=np.int64)
+
+    def comm_shape(self, trainer: Any, units: list[range], passes: list[int], pairs: list[PairBatch]
+                   ) -> CommShape:
+        """ESDG §4.2: per unit, rank r's local steps travel to every rank's vertex rows and back."""
+        data, world = self.data, self.ctx.world_size
+        rows = np.array([b - a for a, b in self.vertex_ranges], np.int64)
+        nnz = data.nonzeros_per_step()
+        forward, backward = np.zeros((world, world), np.int64), np.zeros((world, world), np.int64)
+        edges, cells, step_work = np.zeros(world), np.zeros(world), np.zeros(world)
+        for unit, runs in zip(units, passes):
+            ranges = self.local_ranges(unit)
+            steps = np.array([b - a for a, b in ranges], np.int64)
+            moved = np.outer(steps, rows)
+            forward += runs * moved
+            backward += moved
+            weight = unit_weight(runs)
+            edges += weight * np.array([nnz[a:b].sum() for a, b in ranges])
+            cells += weight * (steps * data.num_nodes + len(unit) * rows) / 2
+            step_work += weight * (steps + len(unit)) / 2  # the graph layer runs local steps, the temporal one all
+        return CommShape({"to_vertex:forward": forward, "to_vertex:backward": backward.T,
+                          "to_time:forward": forward.T, "to_time:backward": backward}, {}, edges, cells, step_work)
+
     def extra(self) -> dict[str, Any]:
         return {"transfer_mode": self.mover.mode if self.streamed else "resident",
                 "vertex_ranges": self.vertex_ranges,
@@ -493,6 +532,40 @@ class VertexPlacement(Placement):
     def connectivity_volume(self) -> int:
         """Σ_t Σ_u (λ_t(u) - 1): halo rows moved per aggregation of one feature column (ESDG §4.1)."""
         return self.plan.rows_sent()
+
+    def embedding_index(self, view: VertexView) -> tuple[np.ndarray, np.ndarray]:
+        """Every step of the block, its own vertices."""
+        return np.arange(view.block.start, view.block.stop, dtype=np.int64), np.asarray(self.own, np.int64)
+
+    def comm_shape(self, trainer: Any, units: list[range], passes: list[int], pairs: list[PairBatch]
+                   ) -> CommShape:
+        """ESDG §4.1: the halo plan's rows per (sender, receiver) per step; pair scores ask the holders."""
+        data, world, plan, owner = self.data, self.ctx.world_size, self.plan, self.owner
+        forward, backward = np.zeros((world, world), np.int64), np.zeros((world, world), np.int64)
+        own_nnz = np.zeros((data.num_steps, world), np.int64)
+        for t, a in enumerate(data.adjacency):
+            own_nnz[t] = np.bincount(owner, weights=np.diff(a.rowptr), minlength=world).astype(np.int64)
+        sizes = np.array([len(v) for v in plan.owned], np.int64)
+        edges, cells, steps = np.zeros(world), np.zeros(world), np.zeros(world)
+        for unit, runs in zip(units, passes):
+            halo = plan.send_counts[unit.start:unit.stop].sum(0)
+            forward += runs * halo
+            backward += halo
+            weight = unit_weight(runs)
+            edges += weight * own_nnz[unit.start:unit.stop].sum(0)
+            cells += weight * len(unit) * sizes
+            steps += weight * len(unit)
+        askers, keys = [], []
+        for batch in pairs:
+            crossing = owner[batch.src] != owner[batch.dst]
+            askers.append(owner[batch.src][crossing].astype(np.int64))
+            keys.append(batch.step * np.int64(data.num_nodes) + batch.dst[crossing])
+        asker = np.concatenate(askers) if askers else np.zeros(0, np.int64)
+        key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        scores, control = score_patterns(distinct_asks(asker, owner[key % data.num_nodes], key, world), len(units),
+                                         world)
+        return CommShape({"halo:forward": forward, "halo:backward": backward.T, **scores}, control, edges, cells,
+                         steps)
 
     def extra(self) -> dict[str, Any]:
         return {"partitioner": self.method, "connectivity_volume": self.connectivity_volume(),

@@ -49,6 +49,11 @@ class Schedule(ABC):
         """How many times each block's forward pass runs per epoch (the backward runs once), for the
         schemes' volume predictions."""
 
+    def units(self, trainer: DiscreteTrainer) -> tuple[list[range], list[int]]:
+        """The ranges of steps this schedule runs as units of work, and how many forward passes each gets."""
+        blocks = trainer.placement.blocks
+        return blocks, self.forward_passes(len(blocks))
+
     def assign(self, trainer: DiscreteTrainer, pairs: list[PairBatch]) -> list[list[PairBatch]]:
         """This rank's share of the epoch's training pairs, one list per unit of work the schedule
         runs (default: per block of the placement)."""

@@ -189,13 +189,6 @@ class LazyDiscreteData(DiscreteData):
         return self._nnz
 
 
-def nonzeros_per_step(data: DiscreteData) -> np.ndarray:
-    """Nonzeros of every input step's Ã_t: from the lazy data's streaming count, or the built matrices."""
-    if isinstance(data, LazyDiscreteData):
-        return data.nonzeros_per_step()
-    return np.array([a.val.size for a in data.adjacency], np.int64)
-
-
 def lazy_partition_problem(run: Any) -> DiscreteData:
     """:func:`trainers.discrete.family.partition_problem` with :class:`LazyDiscreteData` (the same steps, in the
     same order; the exactness tests compare the dry run built on it with real runs, tag by tag). A smoothed

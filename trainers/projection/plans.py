@@ -1,28 +1,13 @@
-"""Reading a scheme's communication plan: the dry run's per-family counting (see
-:mod:`trainers.projection.dryrun` for the whole picture).
+"""The dry run's per-family driver: it asks the objects that communicate to count themselves.
 
-Discrete family. The per-tag *totals* of an epoch are the schedule's own prediction
-(:meth:`~trainers.discrete.schedule.Schedule.predicted_elements`, checked by the conformance suite
-against real runs). Here they get their *shape*: which rank sends how much to which, read from the
-placement's plan — :class:`~trainers.discrete.placement.TimePlacement`'s step and vertex ranges (ESDG
-§4.2's all-to-all), :class:`~trainers.discrete.placement.VertexPlacement`'s halo plan (send counts per
-step, sender and receiver, ESDG §4.1) and the owners of each pair's endpoints,
-:class:`~trainers.discrete.dgc.instance_placement.InstancePlacement`'s per-rank instance plans (halo,
-carries, histories, windows; DGC §4-5, PSS). A placement this module does not know gets its totals
-spread evenly over the other ranks, marked ``uniform (assumed)`` in the result. The shape is scaled
-to the predicted total, so it can never change the bytes. The per-rank work (edges of the normalised
-Ã it aggregates and vertex-steps it computes, per forward-equivalent) comes from the same plans.
-
-Continuous family. Per batch and rank, the plan (:class:`~trainers.continuous.data.BatchPlan`: this
-rank's events, sampled neighbours, route to the owners) and the write-back ids of the trainer are read,
-and the collectives each node state issues for them are counted, per peer
-(:func:`node_state_traffic`): DepCache's all-gather of its deduplicated updates (Eq. 7), DepComm's
-request ids and query times out and d_mem-wide views back, their gradients returned (Eq. 8), Sven's
-deduplicated request ids out and whole rows back, in n micro-batches (Eq. 9, Alg. 2), and the
-write-back of every partitioned state (ids and update rows with their priority). That mapping is
-:mod:`trainers.continuous.state`'s collectives written as counts; the exactness tests
-(tests/test_projection.py) compare it tag by tag with real runs at P = 2 and 4, so a change there
-that the mapping misses fails them.
+Discrete: the schedule's units (:meth:`~trainers.discrete.schedule.Schedule.units`), its per-tag totals
+(``predicted_elements``, checked against real runs by the conformance suite) and the placement's
+:meth:`~trainers.discrete.placement.Placement.comm_shape` (who sends how much to whom, per-rank work; a
+placement that reads no plan spreads evenly, marked ``uniform (assumed)``). The shape is scaled to the total,
+so it never changes the bytes. Continuous: every batch planned on every rank and counted by the rank's node
+state (:meth:`~trainers.continuous.state.NodeState.count_batch`, beside its real collectives); the exactness
+tests (tests/test_projection.py) compare the counts tag by tag with real runs at P = 2 and 4. See
+docs/projection.md.
 """
 from __future__ import annotations
 
@@ -35,40 +20,16 @@ import torch
 
 from dgbench.dist import PhaseTimer
 from dgbench.errors import DgbenchError
-from trainers.projection.dryrun import (ALL_GATHER, ALL_TO_ALL, CONTROL_TAGS, INT_BYTES, PLAN, POINT_TO_POINT, UNIFORM,
-                                        CountingComm, DryRun, DryRunUnsupported, TagCounter, dry_context, store_entry)
-from trainers.projection.lazydata import LazyPairs, nonzeros_per_step
+from dgbench.counting import (ALL_TO_ALL, CONTROL_TAGS, INT_BYTES, PLAN, UNIFORM, CountingComm, DryRunUnsupported,
+                              TagCounter, dry_context)
+from trainers.discrete.comm_shape import to_every_other
+from trainers.projection.dryrun import DryRun, store_entry
+from trainers.projection.lazydata import LazyPairs
 
 DISCRETE_EXTRA_TAGS = {"gradients", "loss"}
-FORWARD_EQUIVALENTS = 3.0  # one forward and one backward (about twice a forward) per unit: what single runs
 
 
 # --------------------------------------------------------------------------- discrete
-
-@dataclasses.dataclass
-class DiscreteShape:
-    """What a placement's plan says beyond the totals: per-tag (sender, receiver) patterns, control
-    exchanges per unit, and per-rank work."""
-
-    patterns: dict[str, np.ndarray]
-    control: dict[str, np.ndarray]  # tag -> [P, P] elements over the epoch (every call of the unit)
-    edges: np.ndarray  # [P] normalised-Ã nonzeros aggregated, in forward-equivalents of the epoch
-    cells: np.ndarray  # [P] vertex-steps computed, in forward-equivalents
-    steps: np.ndarray  # [P] timesteps run (per-step overheads: kernel launches, the models' step loops)
-    pattern: str = PLAN
-    kinds: dict[str, str] = dataclasses.field(default_factory=dict)  # tags that are not all-to-alls
-
-
-def _units(trainer: Any) -> tuple[list[range], list[int]]:
-    """The ranges of steps run as units and how many forward passes each gets (the schedule's)."""
-    from trainers.discrete.blad.groups import GroupSchedule
-    schedule = trainer.schedule
-    if isinstance(schedule, GroupSchedule):
-        groups = schedule.groups(trainer)
-        return groups, [1] * len(groups)
-    blocks = trainer.placement.blocks
-    return blocks, schedule.forward_passes(len(blocks))
-
 
 def _probe_forward(trainer: Any, first: range, notes: list[str]) -> tuple[dict[str, int], dict[str, str]]:
     """One no-grad forward of the first unit on the counting world: collective calls per tag (and their
@@ -88,180 +49,6 @@ def _probe_forward(trainer: Any, first: range, notes: list[str]) -> tuple[dict[s
     comm.reset()
     comm.peers.clear()
     return calls, kinds
-
-
-def _ones(world: int) -> np.ndarray:
-    return np.ones((world, world), np.int64) - np.eye(world, dtype=np.int64)
-
-
-def _time_shape(placement: Any, units: list[range], passes: list[int]) -> DiscreteShape:
-    """ESDG §4.2: per unit, rank r's local steps travel to every rank's vertex rows and back."""
-    data, world = placement.data, placement.ctx.world_size
-    rows = np.array([b - a for a, b in placement.vertex_ranges], np.int64)
-    nnz = nonzeros_per_step(data)
-    forward, backward = np.zeros((world, world), np.int64), np.zeros((world, world), np.int64)
-    edges, cells, step_work = np.zeros(world), np.zeros(world), np.zeros(world)
-    for unit, runs in zip(units, passes):
-        ranges = placement.local_ranges(unit)
-        steps = np.array([b - a for a, b in ranges], np.int64)
-        moved = np.outer(steps, rows)
-        forward += runs * moved
-        backward += moved
-        weight = (runs + 2) / FORWARD_EQUIVALENTS
-        edges += weight * np.array([nnz[a:b].sum() for a, b in ranges])
-        cells += weight * (steps * data.num_nodes + len(unit) * rows) / 2
-        step_work += weight * (steps + len(unit)) / 2  # the graph layer runs local steps, the temporal one all
-    return DiscreteShape({"to_vertex:forward": forward, "to_vertex:backward": backward.T,
-                          "to_time:forward": forward.T, "to_time:backward": backward}, {}, edges, cells, step_work)
-
-
-def _asks(asker: np.ndarray, holder: np.ndarray, key: np.ndarray, world: int) -> np.ndarray:
-    """[asker, holder] counts of distinct (asker, key) requests (``holder[i]`` holds ``key[i]``)."""
-    if not len(key):
-        return np.zeros((world, world), np.int64)
-    span = np.int64(key.max()) + 1
-    _, first = np.unique(asker * span + key, return_index=True)
-    return np.bincount(asker[first] * world + holder[first], minlength=world * world).reshape(world, world)
-
-
-def _score_patterns(asks: np.ndarray, units: int, world: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Pair scoring: ids asked (asker -> holder), values back, gradients back; one row-count exchange
-    per unit (``Comm.exchange_counts``: one int64 to every other rank)."""
-    return ({"scores:ids": asks, "scores:forward": asks.T, "scores:backward": asks},
-            {"counts": units * _ones(world)})
-
-
-def _vertex_shape(placement: Any, units: list[range], passes: list[int], pairs: list[Any]) -> DiscreteShape:
-    """ESDG §4.1: the halo plan's rows per (sender, receiver) per step; pair scores ask the holders."""
-    data, world, plan, owner = placement.data, placement.ctx.world_size, placement.plan, placement.owner
-    forward, backward = np.zeros((world, world), np.int64), np.zeros((world, world), np.int64)
-    own_nnz = np.zeros((data.num_steps, world), np.int64)
-    for t, a in enumerate(data.adjacency):
-        own_nnz[t] = np.bincount(owner, weights=np.diff(a.rowptr), minlength=world).astype(np.int64)
-    sizes = np.array([len(v) for v in plan.owned], np.int64)
-    edges, cells, steps = np.zeros(world), np.zeros(world), np.zeros(world)
-    for unit, runs in zip(units, passes):
-        halo = plan.send_counts[unit.start:unit.stop].sum(0)
-        forward += runs * halo
-        backward += halo
-        weight = (runs + 2) / FORWARD_EQUIVALENTS
-        edges += weight * own_nnz[unit.start:unit.stop].sum(0)
-        cells += weight * len(unit) * sizes
-        steps += weight * len(unit)
-    askers, keys = [], []
-    for batch in pairs:
-        crossing = owner[batch.src] != owner[batch.dst]
-        askers.append(owner[batch.src][crossing].astype(np.int64))
-        keys.append(batch.step * np.int64(data.num_nodes) + batch.dst[crossing])
-    asker = np.concatenate(askers) if askers else np.zeros(0, np.int64)
-    key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-    scores, control = _score_patterns(_asks(asker, owner[key % data.num_nodes], key, world), len(units), world)
-    return DiscreteShape({"halo:forward": forward, "halo:backward": backward.T, **scores}, control, edges, cells,
-                         steps)
-
-
-def _instance_shape(placement: Any, units: list[range], pairs: list[Any]) -> DiscreteShape:
-    """DGC §4-5 / PSS: every rank's instance plan — spatial halo, carries per round, attention
-    history, window rows — and pair scores asked from the holder of v's latest instance."""
-    from dgbench.models.contract import Dependency
-    from trainers.discrete.dgc.instances import build_instance_plans, window_exchange
-    world = placement.ctx.world_size
-    plans = build_instance_plans(placement.graph, placement.part, world, placement.data.adjacency)
-
-    def matrix(splits: list[list[int]]) -> np.ndarray:
-        return np.array(splits, np.int64).reshape(world, world)
-
-    forward: dict[str, np.ndarray] = {}
-    for note in placement.notes:
-        if note.dependency is None:
-            tag, m = "halo", matrix([p.spatial.send_splits for p in plans])
-        elif note.dependency == Dependency.RECURRENT:
-            tag = "carry"
-            m = matrix([np.sum([r.send_splits for r in p.rounds[:-1]], axis=0).tolist() if len(p.rounds) > 1
-                        else [0] * world for p in plans])
-        elif note.dependency == Dependency.CAUSAL:
-            tag, m = "history", matrix([p.history.send_splits for p in plans])
-        elif note.dependency == Dependency.WINDOW:
-            tag = "window"
-            m = matrix([window_exchange(placement.graph, placement.part, p, note.window - 1)[0].send_splits
-                        for p in plans])
-        else:
-            continue
-        forward[tag] = forward.get(tag, 0) + m
-    patterns = {}
-    for tag, m in forward.items():
-        patterns[f"{tag}:forward"], patterns[f"{tag}:backward"] = m, m.T
-    askers, keys = [], []
-    part, latest = placement.part, placement.latest
-    for batch in pairs:
-        u_instance = latest[batch.step, batch.src]
-        asker = np.where(u_instance >= 0, part[np.maximum(u_instance, 0)], 0)
-        v_instance = latest[batch.step, batch.dst]
-        holder = np.where(v_instance >= 0, part[np.maximum(v_instance, 0)], asker)
-        crossing = (v_instance >= 0) & (holder != asker)
-        askers.append(asker[crossing])
-        keys.append(v_instance[crossing])
-    asker = np.concatenate(askers) if askers else np.zeros(0, np.int64)
-    key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-    scores, control = _score_patterns(_asks(asker, part[key], key, world), len(units), world)
-    edges = np.array([p.operator.val.size for p in plans], np.float64)
-    cells = np.array([p.own.sum() for p in plans], np.float64)
-    steps = np.array([p.own.any(1).sum() for p in plans], np.float64)  # steps where the rank has instances
-    return DiscreteShape({**patterns, **scores}, control, edges, cells, steps)
-
-
-def _blad_shape(trainer: Any) -> DiscreteShape:
-    """BLAD §5: each device runs whole groups; with two processes per device, p1 (rank 2d) hands the state
-    after its p_i snapshots to p2 (rank 2d+1) point to point, preceded by its shape, and gets the gradient
-    back. The two processes share one device, so each is given the device's whole work (no overlap
-    credited: an upper bound on BLAD's compute, which §6 overlaps)."""
-    placement, data = trainer.placement, trainer.data
-    plan, world = placement.plan, trainer.ctx.world_size
-    nnz = nonzeros_per_step(data)
-    state, grads, control = (np.zeros((world, world), np.int64) for _ in range(3))
-    dims = sum(t.dim() for layer in trainer.initial_state() for t in layer)
-    edges, cells, steps = np.zeros(plan.devices), np.zeros(plan.devices), np.zeros(plan.devices)
-    for index, target in enumerate(plan.targets):
-        device, group = int(plan.device_of[index]), data.group_of(target)
-        edges[device] += nnz[group.start:group.stop].sum()
-        cells[device] += len(group) * data.num_nodes
-        steps[device] += len(group)
-        k = int(plan.p1_steps[index])
-        if plan.procs == 2 and 0 < k < len(group):
-            first, second = device * 2, device * 2 + 1
-            state[first, second] += 1
-            grads[second, first] += 1
-            control[first, second] += dims
-    spread = np.repeat(np.arange(plan.devices), plan.procs)
-    return DiscreteShape({"intra:state": state, "intra:state_grad": grads}, {"counts": control} if dims else {},
-                         edges[spread], cells[spread], steps[spread], PLAN,
-                         {"intra:state": POINT_TO_POINT, "intra:state_grad": POINT_TO_POINT, "counts": POINT_TO_POINT})
-
-
-def _even_shape(trainer: Any, units: list[range], passes: list[int], world: int) -> DiscreteShape:
-    data = trainer.data
-    nnz = nonzeros_per_step(data)
-    edges = sum((runs + 2) / FORWARD_EQUIVALENTS * nnz[u.start:u.stop].sum() for u, runs in zip(units, passes))
-    cells = sum((runs + 2) / FORWARD_EQUIVALENTS * len(u) * data.num_nodes for u, runs in zip(units, passes))
-    steps = sum((runs + 2) / FORWARD_EQUIVALENTS * len(u) for u, runs in zip(units, passes))
-    return DiscreteShape({}, {}, np.full(world, edges / world), np.full(world, cells / world), np.full(world, steps),
-                         UNIFORM)
-
-
-def discrete_shape(trainer: Any, units: list[range], passes: list[int], pairs: list[Any]) -> DiscreteShape:
-    """The placement's plan read as patterns and work (an even split for placements not known here)."""
-    from trainers.discrete.dgc.instance_placement import InstancePlacement
-    from trainers.discrete.placement import TimePlacement, VertexPlacement
-    placement, world = trainer.placement, trainer.ctx.world_size
-    if isinstance(placement, TimePlacement):
-        return _time_shape(placement, units, passes)
-    if isinstance(placement, VertexPlacement):
-        return _vertex_shape(placement, units, passes, pairs)
-    if isinstance(placement, InstancePlacement) and passes == [1]:
-        return _instance_shape(placement, units, pairs)
-    if getattr(placement, "plan", None) is not None and type(placement).__name__ == "BladPlacement":
-        return _blad_shape(trainer)
-    return _even_shape(trainer, units, passes, world)
 
 
 def _scaled(pattern: np.ndarray, total: int) -> tuple[np.ndarray, bool]:
@@ -289,21 +76,21 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
     from trainers.discrete.placement import CommProfile
     notes: list[str] = []
     trainer = family.build_rank(dry_context(0, world), run, partition, problem)
-    units, passes = _units(trainer)
+    units, passes = trainer.schedule.units(trainer)
     calls, kinds = _probe_forward(trainer, units[0], notes)
     pairs = LazyPairs(problem, TRAIN, epoch)  # built only if the placement scores pairs across ranks
     predicted = trainer.schedule.predicted_elements(trainer, CommProfile.of(trainer.model), pairs)
     if predicted is None:
         raise DgbenchError(f"scheme '{run.scheme.name}' with model '{run.model.name}' has no model of its volume "
                            f"(predicted_elements is None), so its epoch cannot be counted without running it")
-    shape = discrete_shape(trainer, units, passes, pairs)
+    shape = trainer.placement.comm_shape(trainer, units, passes, pairs)
     parameters = sum(p.numel() for p in trainer.model.parameters())
     float_bytes = next(trainer.model.parameters()).element_size()
     counter = TagCounter(world, 1)
     for tag, elements in sorted(predicted.items()):
         pattern = shape.patterns.get(tag)
         kind = UNIFORM if pattern is None or not pattern.sum() else shape.pattern
-        pairs_matrix, exact = _scaled(_ones(world) if kind == UNIFORM else pattern, int(elements))
+        pairs_matrix, exact = _scaled(to_every_other(world) if kind == UNIFORM else pattern, int(elements))
         if not exact:
             notes.append(f"{tag}: the plan's pattern is not a whole multiple of the predicted total; spread in "
                          f"proportion")
@@ -331,62 +118,17 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
             counter.reduce("gradients", float_bytes, 0, rank, parameters)
             counter.reduce("loss", 8, 0, rank, 1)
     if shape.pattern == UNIFORM:
-        notes.append(f"{type(trainer.placement).__name__}: no plan reader here; every tag spread evenly over the "
-                     f"other ranks and the work split evenly (trainers/projection/plans.py)")
+        notes.append(f"{type(trainer.placement).__name__}: its comm_shape reads no plan; every tag spread evenly over "
+                     f"the other ranks and the work split evenly")
     return DryRun("discrete", run.scheme.name, run.model.name, world, store_entry(run.config.dataset),
                   run.hyperparameters(), "epoch", 1, counter.tags,
                   {"edges": shape.edges, "cells": shape.cells, "steps": shape.steps}, shape.pattern, parameters, notes,
                   {"units": len(units), "forward_passes": passes, "epoch_of_pairs": epoch,
-                   "edges_total": int(nonzeros_per_step(trainer.data).sum()),
+                   "edges_total": int(trainer.data.nonzeros_per_step().sum()),
                    "cells_total": int(trainer.data.num_steps * trainer.data.num_nodes)})
 
 
 # --------------------------------------------------------------------------- continuous
-
-def node_state_traffic(counter: TagCounter, state: Any, plan: Any, write: tuple[np.ndarray, np.ndarray], rank: int,
-                       unit: int, widths: dict[str, int], float_bytes: int, chunks: int) -> np.ndarray | None:
-    """Count what ``state`` (rank ``rank``'s node state) sends for one batch plan; returns, for DepComm,
-    the positions each owner computes views for (else None). ``widths``: row, view and update widths."""
-    from trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
-                                           OwnerComputeState, PartitionedState, ReplicatedState, ResidentState,
-                                           last_wins)
-    from trainers.continuous.sven.formulas import dispatch_plan
-    world = counter.world
-    everyone = np.ones(world, np.int64)
-    ids, priority = write
-    if isinstance(state, ResidentState) or world == 1:
-        return None
-    if isinstance(state, ReplicatedState):  # DepCache: two uneven all-gathers of the deduplicated updates
-        updates = len(last_wins(ids, priority)[0])
-        counter.move("counts", ALL_TO_ALL, INT_BYTES, unit, rank, None, everyone * 2, calls=2)
-        counter.move(AGGREGATE_TAG + ID_SUFFIX, ALL_GATHER, INT_BYTES, unit, rank, None, everyone * updates, 1)
-        counter.move(AGGREGATE_TAG, ALL_GATHER, float_bytes, unit, rank, None,
-                     everyone * updates * widths["update"], 1)
-        return None
-    if not isinstance(state, PartitionedState):
-        raise DgbenchError(f"dry run: no count of {type(state).__name__}'s collectives (trainers/projection/plans.py)")
-    requested = np.asarray(plan.route.send_counts, np.int64)
-    computed = None
-    if isinstance(state, OwnerComputeState):  # DepComm: ids and times out, views back, gradients out
-        counter.move("counts", ALL_TO_ALL, INT_BYTES, unit, rank, None, everyone, calls=2)
-        counter.move(DISPATCH_TAG + ID_SUFFIX, ALL_TO_ALL, INT_BYTES, unit, rank, None, requested, 1)
-        counter.move(DISPATCH_TAG + TIME_SUFFIX, ALL_TO_ALL, float_bytes, unit, rank, None, requested, 1)
-        counter.move(f"{DISPATCH_TAG}:forward", ALL_TO_ALL, float_bytes, unit, None, rank,
-                     requested * widths["view"], 1)
-        counter.move(DISPATCH_TAG + BACKWARD_SUFFIX, ALL_TO_ALL, float_bytes, unit, rank, None,
-                     requested * widths["view"], 1)
-        computed = requested
-    else:  # Sven: deduplicated ids out, whole rows back in n micro-batches (Alg. 2, §3.3.2)
-        counter.move("counts", ALL_TO_ALL, INT_BYTES, unit, rank, None, everyone * chunks, calls=2)  # per chunk
-        counter.move(DISPATCH_TAG + ID_SUFFIX, ALL_TO_ALL, INT_BYTES, unit, rank, None, requested, 1)
-        counter.move(DISPATCH_TAG, ALL_TO_ALL, float_bytes, unit, None, rank, requested * widths["row"], chunks)
-    unique, _ = last_wins(ids, priority)  # the write-back of every partitioned state
-    _, counts = dispatch_plan(unique, state.owner, world)
-    counter.move("counts", ALL_TO_ALL, INT_BYTES, unit, rank, None, everyone, calls=2)
-    counter.move(AGGREGATE_TAG + ID_SUFFIX, ALL_TO_ALL, INT_BYTES, unit, rank, None, counts, 1)
-    counter.move(AGGREGATE_TAG, ALL_TO_ALL, float_bytes, unit, rank, None, counts * widths["update"], 1)
-    return computed
-
 
 def _eq12_inputs(plan: Any) -> tuple[float, float] | None:
     """Eq. 12's eta(bs) = A + B / bs fitted on one plan, as the trainer does after its first batch."""
@@ -461,8 +203,8 @@ def continuous_epoch(run: Any, problem: Any, partition: Any, world: int, eq12_n:
             plan = planner.plan("train", index, start, stop)
             events[index, rank] = len(plan.events)
             positions[index, rank] = len(plan.needed_ids)
-            served = node_state_traffic(counter, state, plan, trainer._write_ids(plan), rank, index, widths,
-                                        float_bytes, chunks)
+            served = None if world == 1 else state.count_batch(counter, plan, trainer._write_ids(plan), index, widths,
+                                                               float_bytes, chunks)
             if served is not None:
                 computed[index] += served
             else:

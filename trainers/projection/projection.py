@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 
 from trainers.projection import collectives
-from trainers.projection.dryrun import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, DryRun
+from dgbench.counting import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL
+from trainers.projection.dryrun import DryRun
 from trainers.projection.hardware import HardwareProfile
 
 SCHEMA, VERSION = "dgbench.projection", 1

@@ -10,7 +10,8 @@ from dgbench.options import NoOptions
 from trainers.continuous.sven import formulas
 from trainers.continuous.data import StreamProblem
 from trainers.continuous.sven.partition import even_split, partition_nodes
-from trainers.continuous.state import NodeState, ReplicatedState, ResidentState
+from trainers.continuous.state import NodeState, ResidentState
+from trainers.continuous.sven.state import ReplicatedState
 from trainers.contract import ContinuousScheme, EventAssignment, Partition, register_scheme
 
 

@@ -13,7 +13,8 @@ from dgbench.options import Options, option
 from trainers.continuous.sven import formulas
 from trainers.continuous.data import StreamProblem
 from trainers.continuous.sven.partition import INTERVAL_HELP, PARTITIONERS, even_split, partition_nodes
-from trainers.continuous.state import NodeState, PartitionedState, ResidentState
+from trainers.continuous.state import NodeState, ResidentState
+from trainers.continuous.sven.state import PartitionedState
 from trainers.contract import ContinuousScheme, EventAssignment, Partition, register_scheme
 
 

@@ -71,6 +71,10 @@ class GroupSchedule(Schedule):
     def groups(self, trainer: DiscreteTrainer) -> list[range]:
         return [trainer.data.group_of(step) for step in self.targets(trainer)]
 
+    def units(self, trainer: DiscreteTrainer) -> tuple[list[range], list[int]]:
+        groups = self.groups(trainer)
+        return groups, [1] * len(groups)
+
     def predicted_elements(self, trainer: DiscreteTrainer, profile: CommProfile, pairs: list[PairBatch]
                            ) -> dict[str, int] | None:
         groups = self.groups(trainer)

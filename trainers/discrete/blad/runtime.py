@@ -49,6 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from dgbench.costmodel import proxy_provenance
+from dgbench.counting import PLAN, POINT_TO_POINT
 from dgbench.dist import Comm, DistContext, PhaseTimer, make_mesh
 from dgbench.errors import DgbenchError
 from dgbench.models.contract import LayoutSequence, State
@@ -57,6 +58,7 @@ from dgbench.options import Options, option
 from trainers.discrete.blad.balance import CORRECTED, PAPER, assign_groups, balance_split, even_split, sync_ratio
 from trainers.discrete.blad.reorder import Slot, manage_topology, operators_for
 from trainers.discrete.blad.table3 import table3
+from trainers.discrete.comm_shape import CommShape
 from trainers.discrete.data import TEST, VAL, DiscreteData, PairBatch
 from trainers.discrete.blad.groups import GroupSchedule
 from trainers.discrete.placement import CommProfile, Placement, pair_logits
@@ -419,6 +421,35 @@ class BladPlacement(Placement):
 
     def score_table(self, view: GroupView, halves: torch.Tensor, batches: list[PairBatch]) -> tuple[torch.Tensor, int]:
         return halves, view.block.start
+
+    def comm_shape(self, trainer: Any, units: list[range], passes: list[int], pairs: list[PairBatch]
+                   ) -> CommShape:
+        """BLAD §5: each device runs whole groups; with two processes per device, p1 (rank 2d) hands the state
+        after its p_i snapshots to p2 (rank 2d+1) point to point, preceded by its shape, and gets the gradient
+        back. The two processes share one device, so each is given the device's whole work (no overlap
+        credited: an upper bound on BLAD's compute, which §6 overlaps)."""
+        if self.plan is None:
+            return super().comm_shape(trainer, units, passes, pairs)
+        data, plan, world = self.data, self.plan, self.ctx.world_size
+        nnz = data.nonzeros_per_step()
+        state, grads, control = (np.zeros((world, world), np.int64) for _ in range(3))
+        dims = sum(t.dim() for layer in trainer.initial_state() for t in layer)
+        edges, cells, steps = np.zeros(plan.devices), np.zeros(plan.devices), np.zeros(plan.devices)
+        for index, target in enumerate(plan.targets):
+            device, group = int(plan.device_of[index]), data.group_of(target)
+            edges[device] += nnz[group.start:group.stop].sum()
+            cells[device] += len(group) * data.num_nodes
+            steps[device] += len(group)
+            k = int(plan.p1_steps[index])
+            if plan.procs == 2 and 0 < k < len(group):
+                first, second = device * 2, device * 2 + 1
+                state[first, second] += 1
+                grads[second, first] += 1
+                control[first, second] += dims
+        spread = np.repeat(np.arange(plan.devices), plan.procs)
+        point_to_point = {"intra:state": POINT_TO_POINT, "intra:state_grad": POINT_TO_POINT, "counts": POINT_TO_POINT}
+        return CommShape({"intra:state": state, "intra:state_grad": grads}, {"counts": control} if dims else {},
+                         edges[spread], cells[spread], steps[spread], PLAN, point_to_point)
 
     def extra(self) -> dict[str, Any]:
         """The plan and, summed over the ranks (one all-reduce after training, every rank calls this

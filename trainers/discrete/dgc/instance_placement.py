@@ -39,6 +39,7 @@ from trainers.discrete.dgc.instance_exec import (GroupOperator, aggregate_groups
 from trainers.discrete.dgc.instances import (Exchange, InstancePlan, build_instance_plans, latest_instances,
                                              window_exchange)
 from trainers.discrete.dgc.stale import StaleExchange, StalePolicy
+from trainers.discrete.comm_shape import CommShape, distinct_asks, score_patterns
 from trainers.discrete.data import DiscreteData, PairBatch
 from trainers.discrete.placement import CommProfile, Placement
 from trainers.discrete.presence import input_edges
@@ -417,6 +418,62 @@ class InstancePlacement(Placement):
         if remote:
             out.update({"scores:forward": remote, "scores:backward": remote, "scores:ids": remote})
         return out
+
+    def comm_shape(self, trainer: Any, units: list[range], passes: list[int], pairs: list[PairBatch]
+                   ) -> CommShape:
+        """DGC §4-5 / PSS: every rank's instance plan — spatial halo, carries per round, attention history,
+        window rows — and pair scores asked from the holder of v's latest instance (one forward per unit;
+        otherwise the even default)."""
+        if passes != [1]:
+            return super().comm_shape(trainer, units, passes, pairs)
+        world = self.ctx.world_size
+        plans = build_instance_plans(self.graph, self.part, world, self.data.adjacency)
+        patterns = {}
+        for tag, m in self._exchange_matrices(plans).items():
+            patterns[f"{tag}:forward"], patterns[f"{tag}:backward"] = m, m.T
+        askers, keys = [], []
+        part, latest = self.part, self.latest
+        for batch in pairs:
+            u_instance = latest[batch.step, batch.src]
+            asker = np.where(u_instance >= 0, part[np.maximum(u_instance, 0)], 0)
+            v_instance = latest[batch.step, batch.dst]
+            holder = np.where(v_instance >= 0, part[np.maximum(v_instance, 0)], asker)
+            crossing = (v_instance >= 0) & (holder != asker)
+            askers.append(asker[crossing])
+            keys.append(v_instance[crossing])
+        asker = np.concatenate(askers) if askers else np.zeros(0, np.int64)
+        key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        scores, control = score_patterns(distinct_asks(asker, part[key], key, world), len(units), world)
+        edges = np.array([p.operator.val.size for p in plans], np.float64)
+        cells = np.array([p.own.sum() for p in plans], np.float64)
+        steps = np.array([p.own.any(1).sum() for p in plans], np.float64)  # steps where the rank has instances
+        return CommShape({**patterns, **scores}, control, edges, cells, steps)
+
+    def _exchange_matrices(self, plans: list[InstancePlan]) -> dict[str, np.ndarray]:
+        """[sender, receiver] rows per forward of each exchange the model's modules noted."""
+        world = self.ctx.world_size
+
+        def matrix(splits: list[list[int]]) -> np.ndarray:
+            return np.array(splits, np.int64).reshape(world, world)
+
+        forward: dict[str, np.ndarray] = {}
+        for note in self.notes:
+            if note.dependency is None:
+                tag, m = "halo", matrix([p.spatial.send_splits for p in plans])
+            elif note.dependency == Dependency.RECURRENT:
+                tag = "carry"
+                m = matrix([np.sum([r.send_splits for r in p.rounds[:-1]], axis=0).tolist() if len(p.rounds) > 1
+                            else [0] * world for p in plans])
+            elif note.dependency == Dependency.CAUSAL:
+                tag, m = "history", matrix([p.history.send_splits for p in plans])
+            elif note.dependency == Dependency.WINDOW:
+                tag = "window"
+                m = matrix([window_exchange(self.graph, self.part, p, note.window - 1)[0].send_splits
+                            for p in plans])
+            else:
+                continue
+            forward[tag] = forward.get(tag, 0) + m
+        return forward
 
     def extra(self) -> dict[str, Any]:
         plan = self.plan
