@@ -14,8 +14,9 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from dgbench import progress
 from dgbench.dist import DistContext, from_main
@@ -31,6 +32,7 @@ FAMILY_OF_KIND: dict[str, Family] = {SNAPSHOTS: "discrete", STREAM: "continuous"
 FAMILY_MODULES: dict[Family, str] = {"discrete": "trainers.discrete.family",
                                      "continuous": "trainers.continuous.family"}
 STORE_KIND_WORDS = {SNAPSHOTS: "a snapshot store", STREAM: "an edge-stream store"}
+T = TypeVar("T")
 
 
 @dataclass
@@ -45,6 +47,18 @@ class ResolvedRun:
     model_options: Options
     task: Options  # the family protocol's options
     fingerprint: str | None = None  # of the store when the run was resolved: every rank must train on it
+    # what this process built for the run (store, stream, model probe, evaluation sets): each once per
+    # process, never sent to the ranks (they build their own)
+    inputs: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def once(self, key: str, build: Callable[[], T]) -> T:
+        """The run's input ``key`` of this process, built by ``build`` the first time it is asked for."""
+        if key not in self.inputs:
+            self.inputs[key] = build()
+        return self.inputs[key]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "inputs": {}}
 
     def hyperparameters(self) -> dict[str, Any]:
         """Exactly the options that applied: the run's, the protocol's, the scheme's and the model's."""

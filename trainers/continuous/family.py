@@ -79,7 +79,7 @@ def check(run: ResolvedRun) -> None:
                            f"(--sampler sis), not {task.sampler}'s")
     check_task(task.task, task.extra_negatives)
     if task.task == NODE_CLASSIFICATION:  # the decoder reads a trained model's embeddings (dgbench/tasks/node.py)
-        probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=0)
+        probe = _probe(run, 0)
         if isinstance(probe, Baseline) or type(run.scheme).train_rank is not ContinuousScheme.train_rank:
             raise DgbenchError(f"--task {task.task}: {run.scheme.name}/{run.model.name} has no embeddings "
                                f"to decode (baselines and schemes with their own driver score link prediction only)")
@@ -89,16 +89,35 @@ def check(run: ResolvedRun) -> None:
 def _evaluation(run: ResolvedRun) -> list[EvaluationSet]:
     task = run.task
     assert isinstance(task, TaskOptions)
-    return evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives, task.eval_negatives,
-                           task.max_events, task.task)
+    return run.once("evaluation", lambda: evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives,
+                                                          task.eval_negatives, task.max_events, task.task))
+
+
+def _stream(run: ResolvedRun) -> EventStream:
+    """The run's events (``--max-events`` of them), read once per process."""
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    return run.once("stream", lambda: EventStream.from_store(_store(run), task.max_events))
+
+
+def _store(run: ResolvedRun) -> EdgeStreamStore:
+    return run.once("store", lambda: open_stream(run.config.dataset, run.fingerprint))
+
+
+def _probe(run: ResolvedRun, edge_dim: int) -> Any:
+    """An untrained model of the run, for what it declares (neighbours, mail, baseline), built once per process."""
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    return run.once(f"probe:{edge_dim}", lambda: run.model.build(run.model_options, memory_dim=task.memory_dim,
+                                                                 edge_dim=edge_dim))
 
 
 def partition_problem(run: ResolvedRun) -> StreamProblem:
     """The stream and the protocol a partition step pre-samples with (what the model samples and mails)."""
     task = run.task
     assert isinstance(task, TaskOptions)
-    stream = EventStream.from_store(open_stream(run.config.dataset, run.fingerprint), task.max_events)
-    probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=stream.edge_dim)
+    stream = _stream(run)
+    probe = _probe(run, stream.edge_dim)
     dtype = getattr(torch, run.config.extra.get("dtype", "float32"))
     return StreamProblem(stream, task.batch_size, run.config.seed, neighbors=task.neighbors, sampler=task.sampler,
                          sampler_decay=task.sampler_decay,
@@ -155,7 +174,7 @@ def _train(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: St
         return own
     task = run.task
     assert isinstance(task, TaskOptions)
-    probe = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=problem.stream.edge_dim)
+    probe = _probe(run, problem.stream.edge_dim)
     if isinstance(probe, Baseline):
         return _baseline_rank(ctx, run, partition, probe)
     trainer = build_trainer(ctx, run, partition, problem)
@@ -210,8 +229,7 @@ def best_validation(epochs: list[dict[str, Any]]) -> dict[str, Any]:
 def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> dict[str, Any]:
     task = run.task
     assert isinstance(task, TaskOptions)
-    store = open_stream(run.config.dataset, run.fingerprint)
-    stream = EventStream.from_store(store, task.max_events)
+    store, stream = _store(run), _stream(run)
     epochs = merge_rank_epochs([r["figures"] for r in per_rank])
     for e, entry in enumerate(epochs):
         rank_figures = [r["figures"][e] for r in per_rank]

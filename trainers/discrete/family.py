@@ -111,13 +111,14 @@ def check(run: ResolvedRun) -> None:
 def _evaluation(run: ResolvedRun) -> list:
     task = run.task
     assert isinstance(task, TaskOptions)
-    return evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives, task.eval_negatives,
-                           task=task.task)
+    return run.once("evaluation", lambda: evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives,
+                                                          task.eval_negatives, task=task.task))
 
 
 def is_baseline(run: ResolvedRun) -> bool:
     """Whether the run's model is a baseline (dgbench/tasks/baselines.py), which the loop does not train."""
-    return isinstance(run.model.build(run.model_options, in_features=2, hidden=2), Baseline)
+    return run.once("is_baseline", lambda: isinstance(run.model.build(run.model_options, in_features=2, hidden=2),
+                                                       Baseline))
 
 
 def _data(run: ResolvedRun) -> DiscreteData:

@@ -8,6 +8,7 @@ from dgbench.dist import DistContext
 from dgbench.models.temporal import StateLayout
 from dgbench.options import NoOptions
 from trainers.continuous.sven import formulas
+from trainers.continuous.traffic import BatchTraffic, CommVolume
 from trainers.continuous.data import StreamProblem
 from trainers.continuous.sven.partition import even_split, partition_nodes
 from trainers.continuous.state import NodeState, ResidentState
@@ -32,5 +33,5 @@ class DepCache(ContinuousScheme[NoOptions]):
         placement = ReplicatedState if ctx.world_size > 1 else ResidentState
         return placement(ctx, layout, partition.owner)
 
-    def predicted_volume(self, traffic: formulas.BatchTraffic) -> formulas.CommVolume | None:
+    def predicted_volume(self, traffic: BatchTraffic) -> CommVolume | None:
         return formulas.rank_volume("depcache", traffic) if traffic.world_size > 1 else None

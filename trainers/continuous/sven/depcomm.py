@@ -12,6 +12,7 @@ from dgbench.dist import DistContext
 from dgbench.models.temporal import StateLayout
 from dgbench.options import Options, option
 from trainers.continuous.sven import formulas
+from trainers.continuous.traffic import BatchTraffic, CommVolume
 from trainers.continuous.data import StreamProblem
 from trainers.continuous.sven.partition import INTERVAL_HELP, PARTITIONERS, even_split, partition_nodes
 from trainers.continuous.state import NodeState, ResidentState
@@ -46,5 +47,5 @@ class DepComm(ContinuousScheme[DepCommOptions]):
             return ResidentState(ctx, layout, partition.owner)
         return OwnerComputeState(ctx, layout, partition.owner)
 
-    def predicted_volume(self, traffic: formulas.BatchTraffic) -> formulas.CommVolume | None:
+    def predicted_volume(self, traffic: BatchTraffic) -> CommVolume | None:
         return formulas.rank_volume("depcomm", traffic) if traffic.world_size > 1 else None

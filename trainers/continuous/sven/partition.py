@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from trainers.continuous.sven import formulas
+from trainers.continuous.traffic import CommVolume, redundancy
 from trainers.continuous.data import BatchPlanner, EventStream, StreamProblem
 from trainers.continuous.sampler import TemporalSampler
 from trainers.contract import EventAssignment, Partition
@@ -41,7 +42,7 @@ class PreSample:
     """One pass over the training batches as training will plan them (same seeds, sampler, split)."""
 
     graph: formulas.TrainerVertexGraph
-    paper_volume: dict[str, formulas.CommVolume]  # Eq. 7-9 as printed, summed over the epoch's batches
+    paper_volume: dict[str, CommVolume]  # Eq. 7-9 as printed, summed over the epoch's batches
     eta1: float  # Eq. 1, mean over batches of the whole mini-batch's dispatch list
     eta2: float  # and of its aggregation list
     n1: int  # dispatch positions over the epoch (sampled nodes)
@@ -61,7 +62,7 @@ def pre_sample(problem: StreamProblem, parts: int) -> PreSample:
                            fetch_neighbors=problem.fetch_neighbors, deliver_to_neighbors=problem.deliver_to_neighbors)
     n = stream.num_nodes
     keys: list[np.ndarray] = []
-    volume = {scheme: formulas.CommVolume(0.0, 0.0) for scheme in formulas.SCHEMES}
+    volume = {scheme: CommVolume(0.0, 0.0) for scheme in formulas.SCHEMES}
     etas1, etas2, n1, n2 = [], [], 0, 0
     for index, (start, stop) in enumerate(planner.batch_bounds("train", problem.batch_size)):
         plan = planner.plan("train", index, start, stop)
@@ -76,7 +77,7 @@ def pre_sample(problem: StreamProblem, parts: int) -> PreSample:
             fetched = plan.needed_ids[(plan.event_of_needed >= lo) & (plan.event_of_needed < hi)]
             wrote = written[(written_event >= lo) & (written_event < hi)]
             keys += [trainer * n + np.unique(fetched), trainer * n + np.unique(wrote)]
-        eta1, eta2 = formulas.redundancy(plan.needed_ids), formulas.redundancy(written)
+        eta1, eta2 = redundancy(plan.needed_ids), redundancy(written)
         etas1.append(eta1)
         etas2.append(eta2)
         n1, n2 = n1 + len(plan.needed_ids), n2 + len(written)

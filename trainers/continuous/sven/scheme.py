@@ -11,6 +11,7 @@ from dgbench.dist import DistContext
 from dgbench.models.temporal import StateLayout
 from dgbench.options import Options, option
 from trainers.continuous.sven import formulas
+from trainers.continuous.traffic import BatchTraffic, CommVolume
 from trainers.continuous.data import StreamProblem
 from trainers.continuous.sven.partition import INTERVAL_HELP, PARTITIONERS, even_split, partition_nodes
 from trainers.continuous.state import NodeState, ResidentState
@@ -55,5 +56,5 @@ class Sven(ContinuousScheme[SvenOptions]):
     def microbatches(self, options: SvenOptions) -> int:
         return options.microbatches
 
-    def predicted_volume(self, traffic: formulas.BatchTraffic) -> formulas.CommVolume | None:
+    def predicted_volume(self, traffic: BatchTraffic) -> CommVolume | None:
         return formulas.rank_volume("sven", traffic) if traffic.world_size > 1 else None
