@@ -22,7 +22,7 @@ from dgbench.registry import register_preparer
 from loaders import amlsim, edgelists, jodie, tgl  # noqa: F401  (register the format families)
 from loaders.download import RemoteFile, default_cache_dir, fetch
 from loaders.events import PreparedEvents, normalise
-from loaders.formats import FORMATS, Format, LoadOptions, get_format, open_raw
+from loaders.formats import FORMATS, TIME_UNITS, Format, LoadOptions, get_format, open_raw
 from loaders.stores import DUPLICATE_POLICIES, loader_provenance, resolve_window, write_snapshots, write_stream
 
 STORE_KINDS = ("snapshots", "stream")
@@ -87,6 +87,15 @@ def common_options(to_default: str | None) -> list[click.Option]:
                      help="Smooth the snapshots with edge-life L (ESDG §5.4); the store written is the smoothed one."),
         click.Option(["--m-product"], type=click.IntRange(1), default=None,
                      help="Smooth the snapshots with the M-product over W steps (TM-GCN)."),
+        click.Option(["--member"], default=None,
+                     help="The file (path inside, or data set name) to read when a folder or archive holds several."),
+        click.Option(["--columns"], default=None,
+                     help="Which columns are src,dst,time[,weight][,label] (edge lists): header names or "
+                          "1-based positions, e.g. --columns 2,3,1; '-' skips weight."),
+        click.Option(["--time-unit"], type=click.Choice(TIME_UNITS), default=None,
+                     help="Unit of numeric times when not seconds (ms, us, ns: converted to seconds)."),
+        click.Option(["--force"], is_flag=True,
+                     help="Write the store even when a plausibility check finds the file looks misread."),
     ]
 
 
@@ -108,39 +117,37 @@ def build_smoothed(build: Callable[[Path], Path], out: Path, overwrite: bool, ed
 
 
 def build_store(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str | None, window: str,
-                duplicates: str, drop_partial_last_line: bool, bipartite: bool | None, source: str,
-                extra: dict[str, Any] | None = None, edge_life: int | None = None,
-                m_product: int | None = None) -> Path:
+                duplicates: str, options: LoadOptions, source: str, extra: dict[str, Any] | None = None,
+                edge_life: int | None = None, m_product: int | None = None, force: bool = False) -> Path:
     """Parse ``raw`` with ``fmt`` and write the store (smoothed when asked); nothing is left behind on error."""
     if (edge_life is not None or m_product is not None) and (to or fmt.natural) != "snapshots":
         raise DgbenchError("--edge-life/--m-product smooth snapshots: add --to snapshots")
     if edge_life is not None and m_product is not None:
         raise DgbenchError("choose one smoothing transform: --edge-life L or --m-product W")
     return build_smoothed(lambda target: _build_plain(raw=raw, fmt=fmt, out=target, overwrite=overwrite, to=to,
-                                                       window=window, duplicates=duplicates,
-                                                       drop_partial_last_line=drop_partial_last_line,
-                                                       bipartite=bipartite, source=source, extra=extra),
+                                                       window=window, duplicates=duplicates, options=options,
+                                                       source=source, extra=extra, force=force),
                           Path(out), overwrite, edge_life, m_product)
 
 
 def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str | None, window: str,
-                 duplicates: str, drop_partial_last_line: bool, bipartite: bool | None, source: str,
-                 extra: dict[str, Any] | None) -> Path:
+                 duplicates: str, options: LoadOptions, source: str, extra: dict[str, Any] | None,
+                 force: bool) -> Path:
     out = Path(out)
     if out.exists() and not overwrite:
         raise DgbenchError(f"{out}: a store already exists (pass --overwrite to replace it)")
-    options = LoadOptions(drop_partial_last_line=drop_partial_last_line, bipartite=bipartite)
+    drop_partial_last_line = options.drop_partial_last_line
     kind = to or fmt.natural
     if duplicates == "sum" and kind == "stream":
         raise DgbenchError("--duplicates sum merges edges within a snapshot; a stream keeps every event")
-    with open_raw(raw, fmt, scratch=out.parent) as (path, archive):
-        events = fmt.load(path, options)
-        if archive is not None:
-            events.raw_files.insert(0, archive)
+    with open_raw(raw, fmt, scratch=out.parent, member=options.member) as found:
+        events = fmt.load(found.path, options)
+        if found.archive is not None:
+            events.raw_files.insert(0, found.archive)
         prepared = normalise(events)
-        _report_repairs(prepared)
+        _report_repairs(prepared, found.member)
         params = {"to": kind, "drop_partial_last_line": drop_partial_last_line, "bipartite": events.bipartite,
-                  "raw_path": str(raw)}
+                  "raw_path": str(raw), **({"member": found.member} if found.member else {})}
         provenance = loader_provenance(prepared, source=source, fmt=fmt.name, loader=fmt.load.__module__,
                                        params=params, extra=extra)
         if kind == "snapshots":
@@ -149,9 +156,10 @@ def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str 
         return write_stream(prepared, out, provenance=provenance, overwrite=overwrite)
 
 
-def _report_repairs(prepared: PreparedEvents) -> None:
-    """One stderr line when rows were re-ordered or dropped (the counts are also in the provenance)."""
-    notes = []
+def _report_repairs(prepared: PreparedEvents, member: str | None = None) -> None:
+    """One stderr line naming the member read from a folder/archive and any rows re-ordered or dropped
+    (all also in the provenance)."""
+    notes = [f"read {member}"] if member else []
     if prepared.rows_out_of_order:
         notes.append(f"{prepared.rows_out_of_order:,} rows were out of time order (sorted stably)")
     if prepared.source.rows_dropped:
@@ -172,11 +180,17 @@ FILE_OPTIONS = [
 @register_preparer("file", kind="format", produces="snapshots|stream", options=FILE_OPTIONS,
                    summary="Any raw file of a known format family (--format F --raw PATH)")
 def build_file(out: Path, overwrite: bool = False, *, fmt: str, raw: Path, to: str | None = None,
-               window: str = "auto", duplicates: str = "keep", drop_partial_last_line: bool = False,
-               bipartite: bool | None = None, edge_life: int | None = None, m_product: int | None = None) -> Path:
+               window: str = "auto", duplicates: str = "keep", edge_life: int | None = None,
+               m_product: int | None = None, force: bool = False, **parsing: Any) -> Path:
+    """``parsing``: LoadOptions fields (drop_partial_last_line, bipartite, member, columns, time_unit)."""
     return build_store(raw=raw, fmt=get_format(fmt), out=out, overwrite=overwrite, to=to, window=window,
-                       duplicates=duplicates, drop_partial_last_line=drop_partial_last_line, bipartite=bipartite,
-                       source="file", edge_life=edge_life, m_product=m_product)
+                       duplicates=duplicates, options=load_options(**parsing), source="file",
+                       edge_life=edge_life, m_product=m_product, force=force)
+
+
+def load_options(**parsing: Any) -> LoadOptions:
+    """LoadOptions from CLI keywords (None means the default)."""
+    return LoadOptions(**{name: value for name, value in parsing.items() if value is not None})
 
 
 def dataset_raw(dataset: Dataset, cache_dir: Path | None) -> Path:
@@ -208,15 +222,14 @@ def _register_dataset(dataset: Dataset) -> None:
 
     def build(out: Path, overwrite: bool = False, *, raw: Path | None = None, cache_dir: Path | None = None,
               to: str | None = dataset.to, window: str = "auto", duplicates: str = "keep",
-              drop_partial_last_line: bool = False, bipartite: bool | None = None,
-              edge_life: int | None = None, m_product: int | None = None) -> Path:
+              edge_life: int | None = None, m_product: int | None = None, force: bool = False,
+              **parsing: Any) -> Path:
         source_path = raw if raw is not None else dataset_raw(dataset, cache_dir)
         urls = [f.url for f in dataset.files] if raw is None else []
         return build_store(raw=source_path, fmt=dataset_format(dataset, source_path), out=out, overwrite=overwrite,
-                           to=to,
-                           window=window, duplicates=duplicates, drop_partial_last_line=drop_partial_last_line,
-                           bipartite=bipartite, source=dataset.name, extra={"download_urls": urls},
-                           edge_life=edge_life, m_product=m_product)
+                           to=to, window=window, duplicates=duplicates, options=load_options(**parsing),
+                           source=dataset.name, extra={"download_urls": urls}, edge_life=edge_life,
+                           m_product=m_product, force=force)
 
     build.__doc__ = dataset.summary
     register_preparer(dataset.name, kind="dataset", produces=dataset.to, options=options,

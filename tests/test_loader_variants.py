@@ -8,6 +8,7 @@ their UTF-8 twin does. Errors: one line, values cut.
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from dgbench.cli import cli
-from dgbench.errors import InputError
+from dgbench.errors import DgbenchError, InputError
 from dgbench.store import open_store
 from dgbench.validate import validate_store
 from loaders.parsing import SHOWN_CHARS
@@ -290,3 +291,37 @@ def test_amlsim_transaction_file_given_alone_reads_its_siblings_by_columns(tmp_p
     store = prepare(tmp_path, "amlsim", folder / "tx.csv", "d.zarr")
     assert store.num_nodes == 5 and labelled_accounts(store) == {4282, 5009}
     assert np.array_equal(store.node_ids(), [0, 1, 77, 4282, 5009])
+
+
+# --------------------------------------------------------------------------- archives holding several files
+
+def zip_of(path: Path, members: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w") as bundle:
+        for name, text in members.items():
+            bundle.writestr(name, text)
+    return path
+
+
+def test_an_archive_reads_the_member_named_like_it_not_the_largest(tmp_path: Path) -> None:
+    decoy = "".join(f"{i} {i + 1} {T0 + i}\n" for i in range(500))
+    archive = zip_of(tmp_path / "fb-forum.zip", {"zz/decoy.edges": decoy, "fb-forum.edges": rows_text(" ")})
+    store = prepare(tmp_path, "network-repository", archive, "a.zarr")
+    assert store.num_edges == len(ROWS)
+    assert store.provenance["params"]["member"] == "fb-forum.edges"
+
+
+def test_an_archive_holding_several_candidates_is_refused_naming_each_member(tmp_path: Path) -> None:
+    archive = zip_of(tmp_path / "bundle.zip", {"a/one.edges": rows_text(" "), "b/two.edges": rows_text(",")})
+    with pytest.raises(DgbenchError, match=r"bundle\.zip: holds 2 network-repository files "
+                                           r"\(a/one\.edges, b/two\.edges\); choose one with --member"):
+        build_file(out=tmp_path / "x.zarr", fmt="network-repository", raw=archive)
+    store = prepare(tmp_path, "network-repository", archive, "b.zarr", member="b/two.edges")
+    assert store.num_edges == len(ROWS) and store.provenance["params"]["member"] == "b/two.edges"
+
+
+def test_an_error_in_an_archive_member_names_its_path_inside_the_archive(tmp_path: Path) -> None:
+    archive = zip_of(tmp_path / "bad.zip", {"data/bad.edges": f"1 2 {T0}\n3 x {T0}\n"})
+    with pytest.raises(InputError) as caught:
+        build_file(out=tmp_path / "x.zarr", fmt="network-repository", raw=archive)
+    assert str(caught.value) == f"{archive}:data/bad.edges:2: field 'dst': 'x' is not an integer"
+    assert not list(tmp_path.glob(".dgbench-unpack*"))
