@@ -29,6 +29,7 @@ class LoadOptions:
     member: str | None = None  # which dataset/file of a folder or archive holding several (--member)
     columns: str | None = None  # "src,dst,time[,weight][,label]" as header names or 1-based positions
     time_unit: str | None = None  # unit of numeric times (None: the format's own, seconds for most)
+    force: bool = False  # write the store even when a plausibility guard finds the file looks misread
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def _is_named(path: Path, name: str, fmt: Format) -> bool:
 def _named_member(folder: Path, files: list[Path], member: str, fmt: Format, shown: str) -> Path:
     """The file or folder ``member`` names: a path inside ``folder``, or a file's name / name stem."""
     exact = folder / member
-    if exact.exists() and exact.resolve().is_relative_to(folder.resolve()):
+    if (exact.is_dir() if fmt.folder_input else exact.is_file()) and exact.resolve().is_relative_to(folder.resolve()):
         return exact
     matches = [p for p in files if _is_named(p, member, fmt)]
     if len(matches) == 1:

@@ -14,6 +14,8 @@ import numpy as np
 from dgbench.errors import InputError
 from loaders.events import Events, RawFile
 from loaders.formats import LoadOptions, register_format
+from loaders.guards import binary_labels
+from loaders.tgn import is_tgn_header
 from loaders.parsing import FLOAT, ID, INT, Column, TableSpec, read_table, sniff
 
 FIXED = (Column("user", ID, nonnegative=True), Column("item", ID, nonnegative=True),
@@ -24,6 +26,10 @@ FIXED = (Column("user", ID, nonnegative=True), Column("item", ID, nonnegative=Tr
                  natural="stream", patterns=("*.csv",))
 def load_jodie(path: Path, options: LoadOptions) -> Events:
     header, fields = sniff(path, ",", header=True)
+    if is_tgn_header(header):
+        raise InputError(path, f"header {','.join(header)!r} is TGN/DyGLib's processed layout (pandas index column, "
+                               f"ids from 1, items shifted after users), not JODIE's: read it with --format tgn",
+                         line=1)
     if len(fields) < 3:
         raise InputError(path, f"first data row has {len(fields)} fields; JODIE rows are "
                                f"user_id,item_id,timestamp[,state_label[,features...]]", line=2)
@@ -33,7 +39,7 @@ def load_jodie(path: Path, options: LoadOptions) -> Events:
     cols = table.columns
     edge_features = (np.column_stack([cols[c.name] for c in features]).astype(np.float32)
                      if features else None)
-    label = cols["state_label"].astype(np.int8) if "state_label" in cols else None
+    label = binary_labels(cols["state_label"], path, "state_label", options.force) if "state_label" in cols else None
     bipartite = True if options.bipartite is None else options.bipartite
     return Events(src=cols["user"], dst=cols["item"], t=cols["t"], source_file=path, time_unit="s",
                   label=label, edge_features=edge_features, bipartite=bipartite,

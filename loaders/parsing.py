@@ -44,6 +44,7 @@ from loaders.events import normalise_time
 WHITESPACE = "whitespace"  # any run of spaces and tabs separates fields
 BLOCK_BYTES = 64 << 20
 ID, FLOAT, INT, TIMESTAMP, FLAG = pa.int64(), pa.float64(), pa.int64(), pa.timestamp("s"), pa.bool_()
+DATETIME = pa.timestamp("us")  # ISO-8601 date-times kept to the microsecond, as float Unix seconds
 # pyarrow's default spellings of booleans (ConvertOptions true_values/false_values)
 FLAG_VALUES = {"1", "True", "TRUE", "true", "0", "False", "FALSE", "false"}
 _TAB_TO_SPACE = bytes.maketrans(b"\t", b" ")
@@ -397,11 +398,24 @@ def dates_to_seconds(text: pa.Array) -> pa.Array:
     return pa.array(seconds)
 
 
+def datetimes_to_seconds(text: pa.Array) -> pa.Array:
+    """ISO-8601 date-times (``T`` or space; fractions; ``Z``/offset, or naive = UTC) -> float64 Unix seconds."""
+    if text.null_count:
+        raise pa.ArrowInvalid("missing date")
+    zoned = pc.match_substring_regex(text, r"(Z|[+-]\d\d:?\d\d)$").to_numpy(zero_copy_only=False)
+    micros = np.zeros(len(text), dtype=np.int64)
+    for mask, unit in ((zoned, pa.timestamp("us", tz="UTC")), (~zoned, DATETIME)):
+        if mask.any():
+            micros[mask] = text.filter(pa.array(mask)).cast(unit).cast(pa.int64()).to_numpy()
+    return pa.array(micros / 1e6)
+
+
 def _convert_dates(table: pa.Table, spec: TableSpec) -> pa.Table:
     for column in spec.converted:
         if pa.types.is_timestamp(column.type):
             index = table.schema.get_field_index(column.name)
-            table = table.set_column(index, column.name, dates_to_seconds(table.column(index).combine_chunks()))
+            convert = datetimes_to_seconds if column.type == DATETIME else dates_to_seconds
+            table = table.set_column(index, column.name, convert(table.column(index).combine_chunks()))
     return table
 
 

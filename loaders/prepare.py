@@ -19,13 +19,15 @@ from dgbench.errors import DgbenchError
 from dgbench.files import scratch_dir
 from dgbench.progress import is_quiet
 from dgbench.registry import register_preparer
-from loaders import amlsim, edgelists, jodie, tgl  # noqa: F401  (register the format families)
+from loaders import amlsim, edgelists, jodie, tgl, tgn  # noqa: F401  (register the format families)
 from loaders.download import RemoteFile, default_cache_dir, fetch
-from loaders.events import PreparedEvents, normalise
+from loaders.events import Events, PreparedEvents, normalise, to_seconds
+from loaders.guards import check_events, check_prepared
 from loaders.formats import FORMATS, TIME_UNITS, Format, LoadOptions, get_format, open_raw
 from loaders.stores import DUPLICATE_POLICIES, loader_provenance, resolve_window, write_snapshots, write_stream
 
 STORE_KINDS = ("snapshots", "stream")
+COLUMN_FORMATS = ("snap", "network-repository", "konect")  # the formats --columns applies to
 NR_DOWNLOADS = "https://nrvis.com/download/data/dynamic"
 TGL_DOWNLOADS = "https://s3.us-west-2.amazonaws.com/dgl-data/dataset/tgl"
 
@@ -118,7 +120,7 @@ def build_smoothed(build: Callable[[Path], Path], out: Path, overwrite: bool, ed
 
 def build_store(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str | None, window: str,
                 duplicates: str, options: LoadOptions, source: str, extra: dict[str, Any] | None = None,
-                edge_life: int | None = None, m_product: int | None = None, force: bool = False) -> Path:
+                edge_life: int | None = None, m_product: int | None = None) -> Path:
     """Parse ``raw`` with ``fmt`` and write the store (smoothed when asked); nothing is left behind on error."""
     if (edge_life is not None or m_product is not None) and (to or fmt.natural) != "snapshots":
         raise DgbenchError("--edge-life/--m-product smooth snapshots: add --to snapshots")
@@ -126,13 +128,12 @@ def build_store(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str |
         raise DgbenchError("choose one smoothing transform: --edge-life L or --m-product W")
     return build_smoothed(lambda target: _build_plain(raw=raw, fmt=fmt, out=target, overwrite=overwrite, to=to,
                                                        window=window, duplicates=duplicates, options=options,
-                                                       source=source, extra=extra, force=force),
+                                                       source=source, extra=extra),
                           Path(out), overwrite, edge_life, m_product)
 
 
 def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str | None, window: str,
-                 duplicates: str, options: LoadOptions, source: str, extra: dict[str, Any] | None,
-                 force: bool) -> Path:
+                 duplicates: str, options: LoadOptions, source: str, extra: dict[str, Any] | None) -> Path:
     out = Path(out)
     if out.exists() and not overwrite:
         raise DgbenchError(f"{out}: a store already exists (pass --overwrite to replace it)")
@@ -140,20 +141,38 @@ def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str 
     kind = to or fmt.natural
     if duplicates == "sum" and kind == "stream":
         raise DgbenchError("--duplicates sum merges edges within a snapshot; a stream keeps every event")
+    if options.columns is not None and fmt.name not in COLUMN_FORMATS:
+        raise DgbenchError(f"--columns applies to the edge-list formats ({', '.join(COLUMN_FORMATS)}); "
+                           f"{fmt.name} files name their columns in their header")
     with open_raw(raw, fmt, scratch=out.parent, member=options.member) as found:
         events = fmt.load(found.path, options)
+        apply_time_unit(events, options.time_unit)
         if found.archive is not None:
             events.raw_files.insert(0, found.archive)
+        check_events(events, options.force, columns_given=options.columns is not None)
         prepared = normalise(events)
+        check_prepared(prepared, options.force)
         _report_repairs(prepared, found.member)
         params = {"to": kind, "drop_partial_last_line": drop_partial_last_line, "bipartite": events.bipartite,
-                  "raw_path": str(raw), **({"member": found.member} if found.member else {})}
+                  "raw_path": str(raw), **({"member": found.member} if found.member else {}),
+                  **({"columns": options.columns} if options.columns else {}),
+                  **({"time_unit": options.time_unit} if options.time_unit else {})}
         provenance = loader_provenance(prepared, source=source, fmt=fmt.name, loader=fmt.load.__module__,
                                        params=params, extra=extra)
         if kind == "snapshots":
             return write_snapshots(prepared, out, window=resolve_window(window, events.time_unit),
                                    duplicates=duplicates, provenance=provenance, overwrite=overwrite)
         return write_stream(prepared, out, provenance=provenance, overwrite=overwrite)
+
+
+def apply_time_unit(events: Events, unit: str | None) -> None:
+    """``--time-unit ms|us|ns``: numeric times converted to seconds (date-times and steps refused)."""
+    if unit is None or unit == "s":
+        return
+    if events.time_unit != "s" or events.details.get("time_format", "number") != "number":
+        what = "simulation steps" if events.time_unit == "step" else "date-times"
+        raise DgbenchError(f"--time-unit {unit}: {events.source_file.name}'s times are {what}, not numbers of {unit}")
+    events.t = to_seconds(events.t, TIME_UNITS[unit])
 
 
 def _report_repairs(prepared: PreparedEvents, member: str | None = None) -> None:
@@ -181,11 +200,11 @@ FILE_OPTIONS = [
                    summary="Any raw file of a known format family (--format F --raw PATH)")
 def build_file(out: Path, overwrite: bool = False, *, fmt: str, raw: Path, to: str | None = None,
                window: str = "auto", duplicates: str = "keep", edge_life: int | None = None,
-               m_product: int | None = None, force: bool = False, **parsing: Any) -> Path:
-    """``parsing``: LoadOptions fields (drop_partial_last_line, bipartite, member, columns, time_unit)."""
+               m_product: int | None = None, **parsing: Any) -> Path:
+    """``parsing``: LoadOptions fields (drop_partial_last_line, bipartite, member, columns, time_unit, force)."""
     return build_store(raw=raw, fmt=get_format(fmt), out=out, overwrite=overwrite, to=to, window=window,
                        duplicates=duplicates, options=load_options(**parsing), source="file",
-                       edge_life=edge_life, m_product=m_product, force=force)
+                       edge_life=edge_life, m_product=m_product)
 
 
 def load_options(**parsing: Any) -> LoadOptions:
@@ -222,14 +241,13 @@ def _register_dataset(dataset: Dataset) -> None:
 
     def build(out: Path, overwrite: bool = False, *, raw: Path | None = None, cache_dir: Path | None = None,
               to: str | None = dataset.to, window: str = "auto", duplicates: str = "keep",
-              edge_life: int | None = None, m_product: int | None = None, force: bool = False,
-              **parsing: Any) -> Path:
+              edge_life: int | None = None, m_product: int | None = None, **parsing: Any) -> Path:
         source_path = raw if raw is not None else dataset_raw(dataset, cache_dir)
         urls = [f.url for f in dataset.files] if raw is None else []
         return build_store(raw=source_path, fmt=dataset_format(dataset, source_path), out=out, overwrite=overwrite,
                            to=to, window=window, duplicates=duplicates, options=load_options(**parsing),
                            source=dataset.name, extra={"download_urls": urls}, edge_life=edge_life,
-                           m_product=m_product, force=force)
+                           m_product=m_product)
 
     build.__doc__ = dataset.summary
     register_preparer(dataset.name, kind="dataset", produces=dataset.to, options=options,
