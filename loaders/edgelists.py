@@ -25,7 +25,7 @@ import numpy as np
 from dgbench.errors import DgbenchError, InputError
 from loaders.events import Events, RawFile
 from loaders.formats import LoadOptions, register_format
-from loaders.guards import binary_labels
+from loaders.guards import OVERRIDE, binary_labels
 from loaders.parsing import (DATETIME, FLOAT, ID, SEPARATOR_NAMES, Column, TableSpec, clip, columns_by_role, data_lines,
                              first_text_line, is_number, read_table, sniff_separator, split_fields)
 
@@ -57,7 +57,7 @@ def read_edge_list(path: Path, spec: TableSpec, options: LoadOptions, *, directe
         details = {**details, "encoding": table.encoding}
     return Events(src=cols["src"], dst=cols["dst"], t=cols["t"], source_file=path, time_unit="s",
                   weight=None if weight is None else weight.astype(np.float32, copy=False), directed=directed,
-                  label=None if label is None else binary_labels(label, path, "label", options.force),
+                  label=None if label is None else binary_labels(label, path, "label", options.force, OVERRIDE),
                   bipartite=bipartite, raw_files=[RawFile(path.name, table.sha256, table.size_bytes)],
                   rows_dropped=table.rows_dropped, details={**details, "layout": spec.names})
 

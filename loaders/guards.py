@@ -61,12 +61,13 @@ def check_prepared(prepared: PreparedEvents, force: bool) -> None:
                 f"read as vertex ids? {OVERRIDE}")
 
 
-def binary_labels(values: np.ndarray, path: Path, column: str, force: bool) -> np.ndarray:
-    """Event labels declared 0/1 (JODIE/TGN state labels, fraud flags) as int8; other values refused."""
+def binary_labels(values: np.ndarray, path: Path, column: str, force: bool,
+                  override: str = "pass --force to write it anyway") -> np.ndarray:
+    """Event labels declared 0/1 (JODIE/TGN state labels) as int8; other values refused unless ``force``."""
     if len(values) and not force and not np.isin(values, (0, 1)).all():
         bad = values[~np.isin(values, (0, 1))]
-        _refuse(path, f"column {column} holds {len(bad):,} values outside 0/1 (e.g. {bad[0]}): not a label "
-                      f"column? {OVERRIDE}")
+        _refuse(path, f"column {column} holds {len(bad):,} values outside 0/1 (e.g. {bad[0]:g}): not a label "
+                      f"column? {override}")
     fractional = values != np.round(values)
     if fractional.any():
         raise InputError(path, f"column {column} holds fractional labels (e.g. {values[fractional][0]})")

@@ -211,18 +211,31 @@ def sniff_separator(lines: list[str], candidates: tuple[str, ...] = (",", ";", "
     """The separator that splits every sampled line into the same number (>= 2) of fields.
 
     Tried in the order given (a comma before whitespace: "1, 2, 3" is comma-separated); a tab is
-    taken only when no line also separates with spaces (KONECT's "u v w<TAB>t" is whitespace). When
+    not taken when spaces also separate numbers (KONECT's "u v w<TAB>t" is whitespace), but is when
+    spaces sit inside text values ("UNITED STATES" in a tab-separated export). When
     no candidate splits every line alike (a malformed row among the first), the first one that
     splits the first line is used, and the parse names the bad line.
     """
     for separator in candidates:
-        if separator == "\t" and any(" " in line for line in lines):
+        if separator == "\t" and _spaces_separate_numbers(lines):
             continue
         counts = {len(split_fields(line, separator)) for line in lines}
         if len(counts) == 1 and counts.pop() >= 2:
             return separator
     first = lines[0] if lines else ""
     return next((s for s in candidates if len(split_fields(first, s)) >= 2), candidates[-1])
+
+
+def _spaces_separate_numbers(lines: list[str]) -> bool:
+    """Whether some tab-separated field is numbers separated by spaces (``1 2 1<TAB>t``)."""
+    return any(" " in field and all(is_number(token) for token in field.split())
+               for line in lines for field in line.split("\t"))
+
+
+def describe_fields(line: str) -> str:
+    """How a line splits, for messages: ``tab-separated, 57 fields``."""
+    separator = sniff_separator([line])
+    return f"{SEPARATOR_NAMES[separator]}-separated, {len(split_fields(line, separator))} fields"
 
 
 def is_number(text: str) -> bool:

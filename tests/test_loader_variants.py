@@ -511,3 +511,45 @@ def test_iso_times_with_microseconds_are_kept(tmp_path: Path) -> None:
     raw = write_bytes(tmp_path / "f.csv", b"1,2,2010-11-08T13:45:11.728360\n2,3,2010-11-08T13:45:12.5\n")
     t = prepare(tmp_path, "snap", raw, "f.zarr", to="stream").events()["t"]
     assert t.tolist() == pytest.approx([1289223911.72836, 1289223912.5])
+
+
+# --------------------------------------------------------------------------- messages
+
+GDELT_ROW = "\t".join(["410412347", "20050101", "200501", "2005", "2005.0027", "AFR", "AFRICA", "AFR"]
+                      + [""] * 7 + ["ARE", "UNITED ARAB EMIRATES", "ARE"] + ["1"] * 38 + ["20150218"]
+                      + ["http://example.org/a story"])
+
+
+def test_a_raw_gdelt_export_says_which_layout_prepare_gdelt_reads(tmp_path: Path) -> None:
+    assert len(GDELT_ROW.split("\t")) == 58
+    raw = write_bytes(tmp_path / "20150218.export.CSV", (GDELT_ROW + "\n" + GDELT_ROW + "\n").encode())
+    result = CliRunner().invoke(cli, ["--quiet", "prepare", "gdelt", "--raw", str(raw),
+                                      "--out", str(tmp_path / "g.zarr")])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "a raw GDELT 1.0 events export (tab-separated, 58 fields, no header)" in result.stderr
+    assert "edges.csv with the header ',src,dst,time,int_roll,ext_roll'" in result.stderr
+    assert "header" not in result.stderr.split("(")[0]  # the data row is not called a header
+
+
+def test_a_tgl_edges_file_without_header_is_called_a_data_row(tmp_path: Path) -> None:
+    raw = write_bytes(tmp_path / "edges.csv", b"0,1,2,10.0,0,0\n1,2,3,11.0,0,0\n")
+    with pytest.raises(InputError, match=r"edges\.csv:1: the first line is a data row \(comma-separated, 6 fields\), "
+                                         r"not TGL's header"):
+        build_file(out=tmp_path / "x.zarr", fmt="tgl", raw=raw)
+
+
+def test_a_tab_separated_file_with_spaces_in_values_reports_its_real_fields(tmp_path: Path) -> None:
+    raw = write_bytes(tmp_path / "t.csv", ("user_id\titem_id\ttime\n" + GDELT_ROW + "\n").encode())
+    with pytest.raises(InputError, match=r"first data row has 1 comma-separated fields \(tab-separated, 58 fields\)"):
+        build_file(out=tmp_path / "x.zarr", fmt="jodie", raw=raw)
+
+
+def test_a_jodie_file_without_header_keeps_its_first_event(tmp_path: Path) -> None:
+    raw = write_bytes(tmp_path / "j.csv", b"0,0,1.0,0\n1,0,2.0,1\n")
+    store = prepare(tmp_path, "jodie", raw, "j.zarr")
+    assert store.num_events == 2 and store.events()["t"].tolist() == [1, 2]
+
+
+def test_jodie_state_labels_written_as_floats_read(tmp_path: Path) -> None:
+    raw = write_bytes(tmp_path / "j.csv", b"u,i,ts,label\n0,0,1.0,0.0\n1,0,2.0,1.0\n")
+    assert prepare(tmp_path, "jodie", raw, "j.zarr").events()["label"].tolist() == [0, 1]
