@@ -84,19 +84,20 @@ def edge_list_spec(path: Path, family: str, comments: bytes, accepted: tuple[int
         columns = _header_columns(path, first, row, family, accepted)
     else:
         columns = _layout(path, row, family, accepted)
-    columns = _dated(columns, row)
-    details["time_format"] = "ISO-8601, naive times taken as UTC" if columns_named(columns)["t"].type == DATETIME \
-        else "number"
+    columns = dated(columns, row)
+    details["time_format"] = time_format(columns)
     spec = TableSpec(columns, delimiter=separator, header=header, comments=comments, strip_spaces=True)
     return spec, details
 
 
-def columns_named(columns: tuple[Column, ...]) -> dict[str, Column]:
-    return {c.name: c for c in columns}
+def time_format(columns: tuple[Column, ...]) -> str:
+    """How the ``t`` column is written, for provenance."""
+    dates = next(c for c in columns if c.name == "t").type == DATETIME
+    return "ISO-8601, naive times taken as UTC" if dates else "number"
 
 
-def _dated(columns: tuple[Column, ...], row: list[str]) -> tuple[Column, ...]:
-    """The time column read as ISO-8601 date-times when the first data row holds one there."""
+def dated(columns: tuple[Column, ...], row: list[str]) -> tuple[Column, ...]:
+    """The time column (named ``t``) read as ISO-8601 date-times when the first data row holds one there."""
     position = next(i for i, c in enumerate(columns) if c.name == "t")
     text = row[position].strip().strip('"') if position < len(row) else ""
     if is_number(text) or not _looks_like_datetime(text):

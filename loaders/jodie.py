@@ -14,6 +14,7 @@ import numpy as np
 
 from dgbench.errors import InputError
 from loaders.events import Events, RawFile
+from loaders.edgelists import dated, time_format
 from loaders.formats import LoadOptions, register_format
 from loaders.guards import binary_labels
 from loaders.tgn import is_tgn_header
@@ -44,7 +45,8 @@ def load_jodie(path: Path, options: LoadOptions) -> Events:
                                f"user_id,item_id,timestamp[,state_label[,features...]] separated by commas",
                          line=2 if has_header else 1)
     features = [Column(f"f{i}", FLOAT) for i in range(max(0, len(row) - 4))]
-    spec = TableSpec(FIXED[:min(4, len(row))] + tuple(features), delimiter=",", header=has_header)
+    columns = dated(FIXED[:min(4, len(row))] + tuple(features), row)
+    spec = TableSpec(columns, delimiter=",", header=has_header)
     table = read_table(path, spec, drop_partial_last_line=options.drop_partial_last_line)
     cols = table.columns
     edge_features = (np.column_stack([cols[c.name] for c in features]).astype(np.float32)
@@ -54,4 +56,5 @@ def load_jodie(path: Path, options: LoadOptions) -> Events:
     return Events(src=cols["user"], dst=cols["item"], t=cols["t"], source_file=path, time_unit="s",
                   label=label, edge_features=edge_features, bipartite=bipartite,
                   raw_files=[RawFile(path.name, table.sha256, table.size_bytes)], rows_dropped=table.rows_dropped,
-                  details={"header": table.header, "edge_feature_dim": len(features)})
+                  details={"header": table.header, "edge_feature_dim": len(features),
+                           "time_format": time_format(columns)})

@@ -16,6 +16,7 @@ import numpy as np
 from dgbench.errors import InputError
 from loaders.download import file_sha256
 from loaders.events import Events, RawFile
+from loaders.edgelists import dated, time_format
 from loaders.formats import LoadOptions, register_format
 from loaders.guards import binary_labels
 from loaders.parsing import FLOAT, ID, Column, TableSpec, columns_by_role, read_table, sniff
@@ -42,8 +43,9 @@ def dataset_name(csv_path: Path) -> str:
 @register_format("tgn", summary="TGN/DyGLib processed ml_<name>.csv (,u,i,ts,label,idx) + ml_<name>[_node].npy",
                  natural="stream", patterns=("ml_*.csv",))
 def load_tgn(path: Path, options: LoadOptions) -> Events:
-    header, _ = sniff(path, ",", header=True)
-    spec = TableSpec(columns_by_role(path, header, ROLES, ("src", "dst", "t")), delimiter=",", header=True)
+    header, row = sniff(path, ",", header=True)
+    columns = dated(columns_by_role(path, header, ROLES, ("src", "dst", "t")), row)
+    spec = TableSpec(columns, delimiter=",", header=True)
     table = read_table(path, spec, drop_partial_last_line=options.drop_partial_last_line)
     cols = table.columns
     raw_files = [RawFile(path.name, table.sha256, table.size_bytes)]
@@ -58,7 +60,7 @@ def load_tgn(path: Path, options: LoadOptions) -> Events:
                   label=None if label is None else binary_labels(label, path, "label", options.force),
                   edge_features=edge_features, node_features=node_features, bipartite=bipartite,
                   raw_files=raw_files, rows_dropped=table.rows_dropped,
-                  details={"header": table.header, "dataset": name,
+                  details={"header": table.header, "dataset": name, "time_format": time_format(columns),
                            "edge_feature_dim": 0 if edge_features is None else int(edge_features.shape[1]),
                            "node_feature_dim": 0 if node_features is None else int(node_features.shape[1])})
 

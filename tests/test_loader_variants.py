@@ -553,3 +553,11 @@ def test_a_jodie_file_without_header_keeps_its_first_event(tmp_path: Path) -> No
 def test_jodie_state_labels_written_as_floats_read(tmp_path: Path) -> None:
     raw = write_bytes(tmp_path / "j.csv", b"u,i,ts,label\n0,0,1.0,0.0\n1,0,2.0,1.0\n")
     assert prepare(tmp_path, "jodie", raw, "j.zarr").events()["label"].tolist() == [0, 1]
+
+
+def test_jodie_times_as_iso_date_times_read_as_utc_seconds(tmp_path: Path) -> None:
+    raw = write_bytes(tmp_path / "j.csv", b"user_id,item_id,timestamp,state_label\n"
+                                          b"0,0,2020-09-13T12:26:40,0\n1,0,2020-09-13T14:26:40+02:00,1\n")
+    store = prepare(tmp_path, "jodie", raw, "j.zarr")
+    assert store.events()["t"].tolist() == [T0, T0]
+    assert store.provenance["format_details"]["time_format"] == "ISO-8601, naive times taken as UTC"
