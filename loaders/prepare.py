@@ -152,7 +152,7 @@ def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str 
         check_events(events, options.force, columns_given=options.columns is not None)
         prepared = normalise(events)
         check_prepared(prepared, options.force)
-        _report_repairs(prepared, found.member)
+        _report_repairs(prepared, found.member and f"{found.member} from {Path(raw).name}")
         params = {"to": kind, "drop_partial_last_line": drop_partial_last_line, "bipartite": events.bipartite,
                   "raw_path": str(raw), **({"member": found.member} if found.member else {}),
                   **({"columns": options.columns} if options.columns else {}),
@@ -178,7 +178,7 @@ def apply_time_unit(events: Events, unit: str | None) -> None:
 def _report_repairs(prepared: PreparedEvents, member: str | None = None) -> None:
     """One stderr line naming the member read from a folder/archive and any rows re-ordered or dropped
     (all also in the provenance)."""
-    notes = [f"read {member}"] if member else []
+    notes = [f"read {member}"] if member else []  # "a/b.edges from x.zip"
     if prepared.rows_out_of_order:
         notes.append(f"{prepared.rows_out_of_order:,} rows were out of time order (sorted stably)")
     if prepared.source.rows_dropped:
