@@ -222,3 +222,30 @@ def test_jodie_format_given_a_tgn_processed_file_names_the_tgn_family(shared_dat
                                          r"processed layout .* --format tgn"):
         build_file(out=tmp_path / "x.zarr", fmt="jodie", raw=processed)
     assert not (tmp_path / "x.zarr").exists()
+
+
+# --------------------------------------------------------------------------- real files in other column orders
+
+def reordered(source: Path, target: Path, order: tuple[int, ...]) -> Path:
+    """``source``'s whitespace rows with their columns in ``order`` (0-based), space separated."""
+    rows = [line.split() for line in source.read_text().splitlines() if line.strip() and line[0] not in "#%"]
+    target.write_text("".join(" ".join(row[i] for i in order) + "\n" for row in rows))
+    return target
+
+
+def test_college_msg_written_time_first_is_refused_then_read_right_with_columns(shared_data: Path,
+                                                                               tmp_path: Path) -> None:
+    raw = reordered(shared_data / "snap_CollegeMsg" / "CollegeMsg.txt", tmp_path / "tij.txt", (2, 0, 1))
+    with pytest.raises(InputError, match=r"tij\.txt: refused, looks misread: the time column steps backwards"):
+        build_file(out=tmp_path / "x.zarr", fmt="snap", raw=raw, to="stream")
+    store = open_store(build_file(out=tmp_path / "c.zarr", fmt="snap", raw=raw, to="stream", columns="2,3,1"))
+    assert store.fingerprint == FINGERPRINTS["CollegeMsg stream"]
+
+
+def test_enron_written_u_v_t_w_is_refused_then_read_right_with_columns(shared_data: Path, tmp_path: Path) -> None:
+    source = shared_data / "networkrepository_dynamic" / "ia-enron-employees.edges"
+    raw = reordered(source, tmp_path / "uvtw.edges", (0, 1, 3, 2))
+    with pytest.raises(InputError, match=r"every one of the 50,572 events is at time 1: .*--columns"):
+        build_file(out=tmp_path / "x.zarr", fmt="network-repository", raw=raw)
+    store = open_store(build_file(out=tmp_path / "e.zarr", fmt="network-repository", raw=raw, columns="1,2,3,4"))
+    assert store.fingerprint == FINGERPRINTS["ia-enron-employees"]
