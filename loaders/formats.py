@@ -147,8 +147,7 @@ def pick_input(folder: Path, fmt: Format, member: str | None = None, *, shown: s
     if member is not None:
         return _named_member(folder, files, member, fmt, shown)
     if fmt.folder_input:
-        inner = [p for p in files if any(p.match(g) for g in fmt.patterns)]
-        return min((p.parent for p in inner), key=lambda p: len(p.parts), default=folder)
+        return _only_folder(folder, files, fmt, shown)
     for pattern in fmt.patterns:  # most specific first: an archive's .edges beats its readme.txt
         matches = [p for p in files if p.match(pattern)]
         if len(matches) == 1:
@@ -161,6 +160,20 @@ def pick_input(folder: Path, fmt: Format, member: str | None = None, *, shown: s
             raise DgbenchError(f"{shown}: holds {len(matches)} {fmt.name} files ({listed}"
                                f"{', ...' if len(matches) > 8 else ''}); choose one with --member PATH")
     raise DgbenchError(f"{shown}: no {fmt.name} file in it (looked for {', '.join(fmt.patterns)})")
+
+
+def _only_folder(folder: Path, files: list[Path], fmt: Format, shown: str) -> Path:
+    """The shallowest folder holding the format's files; several at that depth are refused, named."""
+    parents = sorted({p.parent for p in files if any(p.match(g) for g in fmt.patterns)})
+    if not parents:
+        return folder
+    depth = min(len(p.parts) for p in parents)
+    shallowest = [p for p in parents if len(p.parts) == depth]
+    if len(shallowest) > 1:
+        listed = ", ".join(p.relative_to(folder).as_posix() or "." for p in shallowest[:8])
+        raise DgbenchError(f"{shown}: holds {len(shallowest)} {fmt.name} folders ({listed}); "
+                           f"choose one with --member PATH")
+    return shallowest[0]
 
 
 def _is_named(path: Path, name: str, fmt: Format) -> bool:

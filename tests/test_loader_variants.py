@@ -561,3 +561,12 @@ def test_jodie_times_as_iso_date_times_read_as_utc_seconds(tmp_path: Path) -> No
     store = prepare(tmp_path, "jodie", raw, "j.zarr")
     assert store.events()["t"].tolist() == [T0, T0]
     assert store.provenance["format_details"]["time_format"] == "ISO-8601, naive times taken as UTC"
+
+
+def test_an_archive_of_several_tgl_folders_is_refused_naming_them(tmp_path: Path) -> None:
+    edges = ",src,dst,time,int_roll,ext_roll\n" + "".join(f"{k},{k % 3},{k % 5},{k}.0,0,0\n" for k in range(12))
+    archive = zip_of(tmp_path / "tgl.zip", {"WIKI/edges.csv": edges, "REDDIT/edges.csv": edges + "12,1,2,12.0,0,0\n"})
+    with pytest.raises(DgbenchError, match=r"tgl\.zip: holds 2 tgl folders \(REDDIT, WIKI\); choose one with --member"):
+        build_file(out=tmp_path / "x.zarr", fmt="tgl", raw=archive)
+    store = prepare(tmp_path, "tgl", archive, "w.zarr", member="WIKI")
+    assert store.num_events == 12 and store.provenance["params"]["member"] == "WIKI"
