@@ -17,6 +17,7 @@ from dgbench.errors import InputError
 from loaders.download import file_sha256
 from loaders.events import Events, RawFile
 from loaders.formats import LoadOptions, register_format
+from loaders.tgn import is_tgn_header
 from loaders.parsing import (FLOAT, ID, INT, Column, TableSpec, columns_by_role, describe_fields, is_number,
                              read_table, sniff, sniff_separator, split_fields)
 
@@ -84,6 +85,9 @@ def load_tgl(path: Path, options: LoadOptions) -> Events:
 def refuse_other_layouts(edges: Path, header: list[str]) -> None:
     """One line naming what the file is when its first line is data, not TGL's header (a raw GDELT export)."""
     line = ",".join(header)
+    if is_tgn_header(header):
+        raise InputError(edges, f"header {line!r} is TGN/DyGLib's processed layout, not TGL's: read it with "
+                                f"--format tgn", line=1)
     if not any(is_number(field) for field in split_fields(line, sniff_separator([line]))):
         return
     fields = line.split("\t")

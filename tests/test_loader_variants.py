@@ -570,3 +570,10 @@ def test_an_archive_of_several_tgl_folders_is_refused_naming_them(tmp_path: Path
         build_file(out=tmp_path / "x.zarr", fmt="tgl", raw=archive)
     store = prepare(tmp_path, "tgl", archive, "w.zarr", member="WIKI")
     assert store.num_events == 12 and store.provenance["params"]["member"] == "WIKI"
+
+
+def test_tgl_format_given_a_tgn_processed_file_names_the_tgn_family(tmp_path: Path) -> None:
+    csv = write_tgn_processed(tgn_rows(), np.zeros((40, 1)), tmp_path / "d", "toy")
+    with pytest.raises(InputError, match=r"ml_toy\.csv:1: header ',u,i,ts,label,idx' is TGN/DyGLib's processed "
+                                         r"layout, not TGL's: read it with --format tgn"):
+        build_file(out=tmp_path / "x.zarr", fmt="tgl", raw=csv)

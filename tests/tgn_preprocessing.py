@@ -5,7 +5,8 @@ reads ``u,i,ts,label,features`` rows (ts and label as floats, idx = row number),
 items after users (bipartite) and adds 1 to u, i and idx, and ``run`` writes ``ml_<name>.csv`` with
 pandas ``to_csv`` (a leading unnamed index column: ``,u,i,ts,label,idx``), ``ml_<name>.npy`` (edge
 features with a zero row 0) and ``ml_<name>_node.npy`` (zeros, max id + 1 rows, 172 columns).
-DyGLib's ``preprocess_data/preprocess_data.py`` writes the same three files.
+DyGLib's ``preprocess_data/preprocess_data.py`` (yule-BUAA/DyGLib, commit 3a4bc00) writes the same
+three files into ``processed_data/<name>/`` (non-bipartite data sets: ids only shifted by 1).
 """
 from __future__ import annotations
 
