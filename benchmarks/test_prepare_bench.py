@@ -3,7 +3,9 @@
 Goal (issue): preparing a snapshot store (parse + checks + sha256 + relabel + daily cut + Zarr write)
 within 2x the time pyarrow's bare multi-threaded ``read_csv`` takes just to read the same file.
 Rows: DGBENCH_BENCH_ROWS (default 10,000,000; quick CI runs set it small). The ratio is printed
-and stored in the benchmark's extra_info.
+and stored in the benchmark's extra_info. A second benchmark prices the plausibility guards
+(loaders/guards.py): `prepare` with them vs with ``--force`` (goal: at most 10 % more), and the
+guards' own passes over the parsed columns.
 
     DGBENCH_QUIET=1 .venv/bin/pytest benchmarks/test_prepare_bench.py --benchmark-disable -s
 """
@@ -23,7 +25,8 @@ from loaders.prepare import build_file
 
 ROWS = int(os.environ.get("DGBENCH_BENCH_ROWS", 10_000_000))
 ROUNDS = 1 if os.environ.get("DGBENCH_BENCH_QUICK") else 3
-VERTICES, DAYS, T0 = 500_000, 500, 1_000_000_000
+DAYS, T0 = 500, 1_000_000_000
+VERTICES = min(500_000, max(1_000, ROWS // 20))  # epinions-like: many events per vertex, at any size
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +87,41 @@ def test_prepare_edges_vs_bare_read_csv(benchmark, edges_file: Path, tmp_path: P
               f"{baseline_cpu:.2f}s = {cpu_ratio:.2f}x")
     from dgbench.store import open_store
     assert open_store(out).num_edges == ROWS
+
+
+def test_prepare_guards_cost(benchmark, edges_file: Path, tmp_path: Path, capsys) -> None:
+    """`prepare` with the plausibility guards vs ``force=True`` (guards skipped), rounds interleaved."""
+    from loaders.events import normalise
+    from loaders.formats import LoadOptions, get_format
+    from loaders.guards import check_events, check_prepared
+
+    out = tmp_path / "guards.zarr"
+
+    def remove_store() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+
+    def prepare(force: bool) -> Path:
+        return build_file(out=out, fmt="network-repository", raw=edges_file, window="1d", force=force)
+
+    rounds = [(best_times(lambda: prepare(False), 1, setup=remove_store),
+               best_times(lambda: prepare(True), 1, setup=remove_store)) for _ in range(ROUNDS)]
+    guarded, unguarded = min(r[0][0] for r in rounds), min(r[1][0] for r in rounds)
+    events = get_format("network-repository").load(edges_file, LoadOptions())
+    start = time.perf_counter()
+    check_events(events, force=False)
+    checked_events = time.perf_counter() - start
+    prepared = normalise(events)
+    start = time.perf_counter()
+    check_prepared(prepared, force=False)
+    guards_alone = checked_events + time.perf_counter() - start
+    benchmark.pedantic(lambda: prepare(False), setup=remove_store, rounds=1, iterations=1)
+    growth = guarded / unguarded - 1
+    benchmark.extra_info.update({"rows": ROWS, "prepare_guarded_s": round(guarded, 3),
+                                 "prepare_forced_s": round(unguarded, 3), "growth": round(growth, 3),
+                                 "guards_alone_s": round(guards_alone, 4),
+                                 "guards_share": round(guards_alone / unguarded, 4)})
+    with capsys.disabled():
+        print(f"\nprepare {ROWS:,} rows: guarded {guarded:.2f}s vs --force {unguarded:.2f}s = {growth:+.1%} "
+              f"(goal <= +10%); the guards' own passes {guards_alone * 1000:.1f} ms = "
+              f"{guards_alone / unguarded:.1%} of prepare")
+    assert guards_alone < 0.1 * unguarded  # the guards' own work, free of the machine's noise between runs

@@ -113,6 +113,16 @@ def normalise_time(t: np.ndarray) -> np.ndarray:
     return t.astype(np.int64, copy=False) if np.issubdtype(t.dtype, np.integer) else t
 
 
+def to_seconds(t: np.ndarray, per_second: int) -> np.ndarray:
+    """Times counted in 1/``per_second`` seconds (ms, us, ns) as seconds: exact integers when every
+    time is a whole second, else float64."""
+    if per_second == 1:
+        return t
+    if np.issubdtype(t.dtype, np.integer) and not np.any(t % per_second):
+        return t // per_second
+    return t / per_second
+
+
 def relabel(arrays: list[np.ndarray], universe: np.ndarray | None, file: Path,
             what: str = "vertex") -> tuple[np.ndarray, list[np.ndarray]]:
     """Map original ids to 0..N-1 in increasing id order; returns (original ids, mapped arrays).

@@ -44,6 +44,7 @@ from loaders.events import normalise_time
 WHITESPACE = "whitespace"  # any run of spaces and tabs separates fields
 BLOCK_BYTES = 64 << 20
 ID, FLOAT, INT, TIMESTAMP, FLAG = pa.int64(), pa.float64(), pa.int64(), pa.timestamp("s"), pa.bool_()
+DATETIME = pa.timestamp("us")  # ISO-8601 date-times kept to the microsecond, as float Unix seconds
 # pyarrow's default spellings of booleans (ConvertOptions true_values/false_values)
 FLAG_VALUES = {"1", "True", "TRUE", "true", "0", "False", "FALSE", "false"}
 _TAB_TO_SPACE = bytes.maketrans(b"\t", b" ")
@@ -210,18 +211,31 @@ def sniff_separator(lines: list[str], candidates: tuple[str, ...] = (",", ";", "
     """The separator that splits every sampled line into the same number (>= 2) of fields.
 
     Tried in the order given (a comma before whitespace: "1, 2, 3" is comma-separated); a tab is
-    taken only when no line also separates with spaces (KONECT's "u v w<TAB>t" is whitespace). When
+    not taken when spaces also separate numbers (KONECT's "u v w<TAB>t" is whitespace), but is when
+    spaces sit inside text values ("UNITED STATES" in a tab-separated export). When
     no candidate splits every line alike (a malformed row among the first), the first one that
     splits the first line is used, and the parse names the bad line.
     """
     for separator in candidates:
-        if separator == "\t" and any(" " in line for line in lines):
+        if separator == "\t" and _spaces_separate_numbers(lines):
             continue
         counts = {len(split_fields(line, separator)) for line in lines}
         if len(counts) == 1 and counts.pop() >= 2:
             return separator
     first = lines[0] if lines else ""
     return next((s for s in candidates if len(split_fields(first, s)) >= 2), candidates[-1])
+
+
+def _spaces_separate_numbers(lines: list[str]) -> bool:
+    """Whether some tab-separated field is numbers separated by spaces (``1 2 1<TAB>t``)."""
+    return any(" " in field and all(is_number(token) for token in field.split())
+               for line in lines for field in line.split("\t"))
+
+
+def describe_fields(line: str) -> str:
+    """How a line splits, for messages: ``tab-separated, 57 fields``."""
+    separator = sniff_separator([line])
+    return f"{SEPARATOR_NAMES[separator]}-separated, {len(split_fields(line, separator))} fields"
 
 
 def is_number(text: str) -> bool:
@@ -397,11 +411,24 @@ def dates_to_seconds(text: pa.Array) -> pa.Array:
     return pa.array(seconds)
 
 
+def datetimes_to_seconds(text: pa.Array) -> pa.Array:
+    """ISO-8601 date-times (``T`` or space; fractions; ``Z``/offset, or naive = UTC) -> float64 Unix seconds."""
+    if text.null_count:
+        raise pa.ArrowInvalid("missing date")
+    zoned = pc.match_substring_regex(text, r"(Z|[+-]\d\d:?\d\d)$").to_numpy(zero_copy_only=False)
+    micros = np.zeros(len(text), dtype=np.int64)
+    for mask, unit in ((zoned, pa.timestamp("us", tz="UTC")), (~zoned, DATETIME)):
+        if mask.any():
+            micros[mask] = text.filter(pa.array(mask)).cast(unit).cast(pa.int64()).to_numpy()
+    return pa.array(micros / 1e6)
+
+
 def _convert_dates(table: pa.Table, spec: TableSpec) -> pa.Table:
     for column in spec.converted:
         if pa.types.is_timestamp(column.type):
             index = table.schema.get_field_index(column.name)
-            table = table.set_column(index, column.name, dates_to_seconds(table.column(index).combine_chunks()))
+            convert = datetimes_to_seconds if column.type == DATETIME else dates_to_seconds
+            table = table.set_column(index, column.name, convert(table.column(index).combine_chunks()))
     return table
 
 

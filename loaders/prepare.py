@@ -19,13 +19,15 @@ from dgbench.errors import DgbenchError
 from dgbench.files import scratch_dir
 from dgbench.progress import is_quiet
 from dgbench.registry import register_preparer
-from loaders import amlsim, edgelists, jodie, tgl  # noqa: F401  (register the format families)
+from loaders import amlsim, edgelists, jodie, tgl, tgn  # noqa: F401  (register the format families)
 from loaders.download import RemoteFile, default_cache_dir, fetch
-from loaders.events import PreparedEvents, normalise
-from loaders.formats import FORMATS, Format, LoadOptions, get_format, open_raw
+from loaders.events import Events, PreparedEvents, normalise, to_seconds
+from loaders.guards import check_events, check_prepared
+from loaders.formats import FORMATS, TIME_UNITS, Format, LoadOptions, get_format, open_raw
 from loaders.stores import DUPLICATE_POLICIES, loader_provenance, resolve_window, write_snapshots, write_stream
 
 STORE_KINDS = ("snapshots", "stream")
+COLUMN_FORMATS = ("snap", "network-repository", "konect")  # the formats --columns applies to
 NR_DOWNLOADS = "https://nrvis.com/download/data/dynamic"
 TGL_DOWNLOADS = "https://s3.us-west-2.amazonaws.com/dgl-data/dataset/tgl"
 
@@ -87,6 +89,15 @@ def common_options(to_default: str | None) -> list[click.Option]:
                      help="Smooth the snapshots with edge-life L (ESDG §5.4); the store written is the smoothed one."),
         click.Option(["--m-product"], type=click.IntRange(1), default=None,
                      help="Smooth the snapshots with the M-product over W steps (TM-GCN)."),
+        click.Option(["--member"], default=None,
+                     help="The file (path inside, or data set name) to read when a folder or archive holds several."),
+        click.Option(["--columns"], default=None,
+                     help="Which columns are src,dst,time[,weight][,label] (edge lists): header names or "
+                          "1-based positions, e.g. --columns 2,3,1; '-' skips weight."),
+        click.Option(["--time-unit"], type=click.Choice(TIME_UNITS), default=None,
+                     help="Unit of numeric times when not seconds (ms, us, ns: converted to seconds)."),
+        click.Option(["--force"], is_flag=True,
+                     help="Write the store even when a plausibility check finds the file looks misread."),
     ]
 
 
@@ -108,39 +119,44 @@ def build_smoothed(build: Callable[[Path], Path], out: Path, overwrite: bool, ed
 
 
 def build_store(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str | None, window: str,
-                duplicates: str, drop_partial_last_line: bool, bipartite: bool | None, source: str,
-                extra: dict[str, Any] | None = None, edge_life: int | None = None,
-                m_product: int | None = None) -> Path:
+                duplicates: str, options: LoadOptions, source: str, extra: dict[str, Any] | None = None,
+                edge_life: int | None = None, m_product: int | None = None) -> Path:
     """Parse ``raw`` with ``fmt`` and write the store (smoothed when asked); nothing is left behind on error."""
     if (edge_life is not None or m_product is not None) and (to or fmt.natural) != "snapshots":
         raise DgbenchError("--edge-life/--m-product smooth snapshots: add --to snapshots")
     if edge_life is not None and m_product is not None:
         raise DgbenchError("choose one smoothing transform: --edge-life L or --m-product W")
     return build_smoothed(lambda target: _build_plain(raw=raw, fmt=fmt, out=target, overwrite=overwrite, to=to,
-                                                       window=window, duplicates=duplicates,
-                                                       drop_partial_last_line=drop_partial_last_line,
-                                                       bipartite=bipartite, source=source, extra=extra),
+                                                       window=window, duplicates=duplicates, options=options,
+                                                       source=source, extra=extra),
                           Path(out), overwrite, edge_life, m_product)
 
 
 def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str | None, window: str,
-                 duplicates: str, drop_partial_last_line: bool, bipartite: bool | None, source: str,
-                 extra: dict[str, Any] | None) -> Path:
+                 duplicates: str, options: LoadOptions, source: str, extra: dict[str, Any] | None) -> Path:
     out = Path(out)
     if out.exists() and not overwrite:
         raise DgbenchError(f"{out}: a store already exists (pass --overwrite to replace it)")
-    options = LoadOptions(drop_partial_last_line=drop_partial_last_line, bipartite=bipartite)
+    drop_partial_last_line = options.drop_partial_last_line
     kind = to or fmt.natural
     if duplicates == "sum" and kind == "stream":
         raise DgbenchError("--duplicates sum merges edges within a snapshot; a stream keeps every event")
-    with open_raw(raw, fmt, scratch=out.parent) as (path, archive):
-        events = fmt.load(path, options)
-        if archive is not None:
-            events.raw_files.insert(0, archive)
+    if options.columns is not None and fmt.name not in COLUMN_FORMATS:
+        raise DgbenchError(f"--columns applies to the edge-list formats ({', '.join(COLUMN_FORMATS)}); "
+                           f"{fmt.name} files name their columns in their header")
+    with open_raw(raw, fmt, scratch=out.parent, member=options.member) as found:
+        events = fmt.load(found.path, options)
+        apply_time_unit(events, options.time_unit)
+        if found.archive is not None:
+            events.raw_files.insert(0, found.archive)
+        check_events(events, options.force, columns_given=options.columns is not None)
         prepared = normalise(events)
-        _report_repairs(prepared)
+        check_prepared(prepared, options.force)
+        _report_repairs(prepared, found.member and f"{found.member} from {Path(raw).name}")
         params = {"to": kind, "drop_partial_last_line": drop_partial_last_line, "bipartite": events.bipartite,
-                  "raw_path": str(raw)}
+                  "raw_path": str(raw), **({"member": found.member} if found.member else {}),
+                  **({"columns": options.columns} if options.columns else {}),
+                  **({"time_unit": options.time_unit} if options.time_unit else {})}
         provenance = loader_provenance(prepared, source=source, fmt=fmt.name, loader=fmt.load.__module__,
                                        params=params, extra=extra)
         if kind == "snapshots":
@@ -149,9 +165,20 @@ def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str 
         return write_stream(prepared, out, provenance=provenance, overwrite=overwrite)
 
 
-def _report_repairs(prepared: PreparedEvents) -> None:
-    """One stderr line when rows were re-ordered or dropped (the counts are also in the provenance)."""
-    notes = []
+def apply_time_unit(events: Events, unit: str | None) -> None:
+    """``--time-unit ms|us|ns``: numeric times converted to seconds (date-times and steps refused)."""
+    if unit is None or unit == "s":
+        return
+    if events.time_unit != "s" or events.details.get("time_format", "number") != "number":
+        what = "simulation steps" if events.time_unit == "step" else "date-times"
+        raise DgbenchError(f"--time-unit {unit}: {events.source_file.name}'s times are {what}, not numbers of {unit}")
+    events.t = to_seconds(events.t, TIME_UNITS[unit])
+
+
+def _report_repairs(prepared: PreparedEvents, member: str | None = None) -> None:
+    """One stderr line naming the member read from a folder/archive and any rows re-ordered or dropped
+    (all also in the provenance)."""
+    notes = [f"read {member}"] if member else []  # "a/b.edges from x.zip"
     if prepared.rows_out_of_order:
         notes.append(f"{prepared.rows_out_of_order:,} rows were out of time order (sorted stably)")
     if prepared.source.rows_dropped:
@@ -172,11 +199,17 @@ FILE_OPTIONS = [
 @register_preparer("file", kind="format", produces="snapshots|stream", options=FILE_OPTIONS,
                    summary="Any raw file of a known format family (--format F --raw PATH)")
 def build_file(out: Path, overwrite: bool = False, *, fmt: str, raw: Path, to: str | None = None,
-               window: str = "auto", duplicates: str = "keep", drop_partial_last_line: bool = False,
-               bipartite: bool | None = None, edge_life: int | None = None, m_product: int | None = None) -> Path:
+               window: str = "auto", duplicates: str = "keep", edge_life: int | None = None,
+               m_product: int | None = None, **parsing: Any) -> Path:
+    """``parsing``: LoadOptions fields (drop_partial_last_line, bipartite, member, columns, time_unit, force)."""
     return build_store(raw=raw, fmt=get_format(fmt), out=out, overwrite=overwrite, to=to, window=window,
-                       duplicates=duplicates, drop_partial_last_line=drop_partial_last_line, bipartite=bipartite,
-                       source="file", edge_life=edge_life, m_product=m_product)
+                       duplicates=duplicates, options=load_options(**parsing), source="file",
+                       edge_life=edge_life, m_product=m_product)
+
+
+def load_options(**parsing: Any) -> LoadOptions:
+    """LoadOptions from CLI keywords (None means the default)."""
+    return LoadOptions(**{name: value for name, value in parsing.items() if value is not None})
 
 
 def dataset_raw(dataset: Dataset, cache_dir: Path | None) -> Path:
@@ -208,15 +241,13 @@ def _register_dataset(dataset: Dataset) -> None:
 
     def build(out: Path, overwrite: bool = False, *, raw: Path | None = None, cache_dir: Path | None = None,
               to: str | None = dataset.to, window: str = "auto", duplicates: str = "keep",
-              drop_partial_last_line: bool = False, bipartite: bool | None = None,
-              edge_life: int | None = None, m_product: int | None = None) -> Path:
+              edge_life: int | None = None, m_product: int | None = None, **parsing: Any) -> Path:
         source_path = raw if raw is not None else dataset_raw(dataset, cache_dir)
         urls = [f.url for f in dataset.files] if raw is None else []
         return build_store(raw=source_path, fmt=dataset_format(dataset, source_path), out=out, overwrite=overwrite,
-                           to=to,
-                           window=window, duplicates=duplicates, drop_partial_last_line=drop_partial_last_line,
-                           bipartite=bipartite, source=dataset.name, extra={"download_urls": urls},
-                           edge_life=edge_life, m_product=m_product)
+                           to=to, window=window, duplicates=duplicates, options=load_options(**parsing),
+                           source=dataset.name, extra={"download_urls": urls}, edge_life=edge_life,
+                           m_product=m_product)
 
     build.__doc__ = dataset.summary
     register_preparer(dataset.name, kind="dataset", produces=dataset.to, options=options,

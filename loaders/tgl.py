@@ -7,6 +7,7 @@ pickle) and memory-mapped, so GDELT's 191M x 182 edge features are streamed, not
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,17 @@ from dgbench.errors import InputError
 from loaders.download import file_sha256
 from loaders.events import Events, RawFile
 from loaders.formats import LoadOptions, register_format
-from loaders.parsing import FLOAT, ID, INT, Column, TableSpec, columns_by_role, read_table, sniff
+from loaders.tgn import is_tgn_header
+from loaders.parsing import (FLOAT, ID, INT, Column, TableSpec, columns_by_role, describe_fields, is_number,
+                             read_table, sniff, sniff_separator, split_fields)
 
 ROLES = {"src": (("src",), Column("src", ID, nonnegative=True)),
          "dst": (("dst",), Column("dst", ID, nonnegative=True)),
          "t": (("time", "ts", "t"), Column("t", FLOAT, finite=True)),
          "ext_roll": (("ext_roll",), Column("ext_roll", INT))}
+# GDELT 1.0 daily event exports: 57 tab-separated fields, 58 from April 2013 on (SOURCEURL added)
+GDELT_EXPORT_FIELDS = (57, 58)
+TGL_LAYOUT = "edges.csv with the header ',src,dst,time,int_roll,ext_roll', edge_features.pt, node_features.pt"
 EDGE_FEATURE_FILES = ("edge_features.pt", "edge_features_e0.pt")
 NODE_FEATURE_FILES = ("node_features.pt",)
 
@@ -55,6 +61,7 @@ def load_tgl(path: Path, options: LoadOptions) -> Events:
     if not edges.is_file():
         raise InputError(edges, "no edges.csv in the TGL folder")
     header, _ = sniff(edges, ",", header=True)
+    refuse_other_layouts(edges, header)
     spec = TableSpec(columns_by_role(edges, header, ROLES, ("src", "dst", "t")), delimiter=",", header=True)
     table = read_table(edges, spec, drop_partial_last_line=options.drop_partial_last_line)
     cols = table.columns
@@ -73,6 +80,22 @@ def load_tgl(path: Path, options: LoadOptions) -> Events:
                   details={"header": table.header,
                            "edge_feature_dim": 0 if edge_features is None else int(edge_features.shape[1]),
                            "node_feature_dim": 0 if node_features is None else int(node_features.shape[1])})
+
+
+def refuse_other_layouts(edges: Path, header: list[str]) -> None:
+    """One line naming what the file is when its first line is data, not TGL's header (a raw GDELT export)."""
+    line = ",".join(header)
+    if is_tgn_header(header):
+        raise InputError(edges, f"header {line!r} is TGN/DyGLib's processed layout, not TGL's: read it with "
+                                f"--format tgn", line=1)
+    if not any(is_number(field) for field in split_fields(line, sniff_separator([line]))):
+        return
+    fields = line.split("\t")
+    if len(fields) in GDELT_EXPORT_FIELDS and fields[0].isdigit() and re.fullmatch(r"\d{8}", fields[1]):
+        raise InputError(edges, f"a raw GDELT 1.0 events export (tab-separated, {len(fields)} fields, no header), "
+                                f"not TGL's GDELT: prepare gdelt reads TGL's processed folder ({TGL_LAYOUT})", line=1)
+    raise InputError(edges, f"the first line is a data row ({describe_fields(line)}), not TGL's header: "
+                            f"TGL's folder holds {TGL_LAYOUT}", line=1)
 
 
 def _feature_tensor(folder: Path, names: tuple[str, ...], rows: int | None, what: str,

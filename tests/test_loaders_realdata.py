@@ -14,6 +14,7 @@ from dgbench.errors import InputError
 from dgbench.store import open_store
 from dgbench.validate import validate_store
 from loaders.prepare import build_file
+from tests.tgn_preprocessing import read_jodie_rows, write_tgn_processed
 
 pytestmark = pytest.mark.realdata
 DAY = 86400
@@ -185,3 +186,66 @@ def test_named_amlsim_dataset_from_a_tgz_like_the_official_sample(shared_data: P
     assert (store.num_nodes, store.num_edges, store.num_snapshots) == (20_000, 117_805, 149)
     assert store.provenance["source"] == "amlsim" and store.provenance["raw"][0]["role"] == "archive"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["20K_cycle200.tgz", "aml.zarr"]  # unpack removed
+
+
+# --------------------------------------------------------------------------- TGN/DyGLib processed layout
+
+def prepared_events(path: Path) -> dict[str, np.ndarray]:
+    assert validate_store(path) == []
+    return open_store(path).events()
+
+
+@pytest.mark.parametrize("folder, name, options", [
+    ("jodie_lastfm", "lastfm.csv", {"drop_partial_last_line": True}),
+    ("jodie_wikipedia_tgn", "wikipedia.csv", {})], ids=["lastfm", "wikipedia"])
+def test_tgn_preprocessing_of_a_jodie_file_prepares_to_the_same_events(shared_data: Path, tmp_path: Path,
+                                                                       folder: str, name: str, options) -> None:
+    jodie_csv = shared_data / folder / name
+    rows, features = read_jodie_rows(jodie_csv)
+    processed = write_tgn_processed(rows, features, tmp_path / "data", Path(name).stem)
+    jodie = build_file(out=tmp_path / "jodie.zarr", fmt="jodie", raw=jodie_csv, **options)
+    tgn = build_file(out=tmp_path / "tgn.zarr", fmt="tgn", raw=processed)
+    expected, got = prepared_events(jodie), prepared_events(tgn)
+    assert sorted(got) == sorted(expected)
+    for column in expected:
+        assert np.array_equal(got[column], expected[column]), column
+    jodie_store, tgn_store = open_store(jodie), open_store(tgn)
+    assert tgn_store.num_nodes == jodie_store.num_nodes and tgn_store.num_events == len(rows)
+    assert tgn_store.read("node_features").shape == (tgn_store.num_nodes, 172)
+    assert [r["role"] for r in tgn_store.provenance["raw"]] == ["edges", "edge_features", "node_features"]
+
+
+def test_jodie_format_given_a_tgn_processed_file_names_the_tgn_family(shared_data: Path, tmp_path: Path) -> None:
+    rows, features = read_jodie_rows(shared_data / "jodie_wikipedia_tgn" / "wikipedia.csv", limit=500)
+    processed = write_tgn_processed(rows, features, tmp_path / "data", "wikipedia")
+    with pytest.raises(InputError, match=r"ml_wikipedia\.csv:1: header ',u,i,ts,label,idx' is TGN/DyGLib's "
+                                         r"processed layout .* --format tgn"):
+        build_file(out=tmp_path / "x.zarr", fmt="jodie", raw=processed)
+    assert not (tmp_path / "x.zarr").exists()
+
+
+# --------------------------------------------------------------------------- real files in other column orders
+
+def reordered(source: Path, target: Path, order: tuple[int, ...]) -> Path:
+    """``source``'s whitespace rows with their columns in ``order`` (0-based), space separated."""
+    rows = [line.split() for line in source.read_text().splitlines() if line.strip() and line[0] not in "#%"]
+    target.write_text("".join(" ".join(row[i] for i in order) + "\n" for row in rows))
+    return target
+
+
+def test_college_msg_written_time_first_is_refused_then_read_right_with_columns(shared_data: Path,
+                                                                               tmp_path: Path) -> None:
+    raw = reordered(shared_data / "snap_CollegeMsg" / "CollegeMsg.txt", tmp_path / "tij.txt", (2, 0, 1))
+    with pytest.raises(InputError, match=r"tij\.txt: refused, looks misread: the time column steps backwards"):
+        build_file(out=tmp_path / "x.zarr", fmt="snap", raw=raw, to="stream")
+    store = open_store(build_file(out=tmp_path / "c.zarr", fmt="snap", raw=raw, to="stream", columns="2,3,1"))
+    assert store.fingerprint == FINGERPRINTS["CollegeMsg stream"]
+
+
+def test_enron_written_u_v_t_w_is_refused_then_read_right_with_columns(shared_data: Path, tmp_path: Path) -> None:
+    source = shared_data / "networkrepository_dynamic" / "ia-enron-employees.edges"
+    raw = reordered(source, tmp_path / "uvtw.edges", (0, 1, 3, 2))
+    with pytest.raises(InputError, match=r"every one of the 50,572 events is at time 1: .*--columns"):
+        build_file(out=tmp_path / "x.zarr", fmt="network-repository", raw=raw)
+    store = open_store(build_file(out=tmp_path / "e.zarr", fmt="network-repository", raw=raw, columns="1,2,3,4"))
+    assert store.fingerprint == FINGERPRINTS["ia-enron-employees"]
