@@ -21,7 +21,7 @@ loop's: every block in order, gradient checkpointing when there are several). Th
 (:class:`ContinuousScheme`) adds the event assignment, the node-state (N&M) placement, gradient
 staleness, micro-batching and its predicted volume, and an optional batch order.
 
-One scheme per file under ``trainers/<family>/schemes/``; registering the class (:func:`register_scheme`)
+One module per scheme in its paper's package under ``trainers/<family>/`` (trainers/discovery.py); registering the class (:func:`register_scheme`)
 is all it takes for the CLI, `dgbench list` and the registry-driven conformance tests to see it.
 See docs/adding-a-scheme.md.
 """

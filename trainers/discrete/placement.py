@@ -3,7 +3,7 @@
 A placement never changes the model. For each block of timesteps it hands the model a
 :class:`~dgbench.models.contract.BlockView` (graph aggregation and attention, layouts, per-vertex
 sequences) and scores this rank's share of the link-prediction pairs. Two kinds exist, used by the
-schemes of ``trainers/discrete/schemes/``:
+discrete schemes (their modules under ``trainers/discrete/<paper>/``):
 
 * :class:`TimePlacement` — ranks split each block's timesteps (single, checkpoint: one rank; snapshot:
   ESDG §4.2, features redistributed [T_local, N, F] <-> [T, N_local, F] for the temporal module), with

@@ -3,7 +3,7 @@ per device as a pipeline split by Eq. 2's DP (§5.2), and (``blad`` only) the ov
 manager reordering each GCN layer's aggregation and update (§6, Alg. 1). `blad-nm` is §7.4's variant
 with the manager off; `--balance even` gives §7.5's BLAD-Even. Both train the snapshot-group protocol
 (§3.1, Eq. 1; `--group-length`, default 4), which single, snapshot and vertex also run for comparison.
-The runtime is trainers/discrete/blad/runtime.py; the algorithms are in dgbench/schedule/."""
+The runtime is trainers/discrete/blad/runtime.py; the algorithms beside it in trainers/discrete/blad/."""
 from __future__ import annotations
 
 from typing import Any
