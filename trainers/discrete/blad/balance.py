@@ -1,50 +1,9 @@
 """BLAD's two-level load scheduler (Fu et al., SC'23, §5): groups to devices, snapshots to processes.
 
-**Intra-device level (§5.2.2, Eq. 2).** Each device runs two processes as a pipeline (§5.2.1): for
-snapshot group ``i`` (``group`` snapshots), process p1 runs the forward pass of the first ``p_i``
-snapshots (sg_i^a) and hands the RNN state to p2, which runs the rest (sg_i^b, whose last snapshot
-carries the loss), its backward, and returns the state gradient; p1 then runs sg_i^a's backward.
-In pipeline period ``i`` p1 runs forward(sg_i^a) and backward(sg_{i-1}^a) while p2 runs forward and
-backward of sg_{i-1}^b. Eq. 2 as printed::
-
-    OPT(i, p_i) = Σ_{j=1}^{p_i} l(i, j)                                       if i = 0
-                = min_{p_{i-1}=1}^{group} OPT(i-1, p_{i-1}) + max(T_p1, T_p2)   otherwise
-    T_p1 = Σ_{j=1}^{p_i} l(i, j) + Σ_{j=1}^{p_{i-1}} b(i-1, j)
-    T_p2 = Σ_{j=p_{i-1}}^{group} (l(i-1, j) + b(i-1, j))
-
-and the answer is ``min_{p_m} OPT(m, p_m)`` over the m groups on the device; ``l(i, j)``, ``b(i, j)``
-are the predicted forward / backward durations of snapshot j of group i (:mod:`.predictor`).
-
-The printed recurrence has defects; :class:`Eq2Variant` names each and whether it is corrected
-(:data:`PAPER` keeps every one, for a paper-literal run; :data:`CORRECTED` is the default):
-
-1. *Base-case index.* The base is written ``i = 0`` while groups run 1..m. Read as "the first group
-   on the device" (no numeric effect; not a flag).
-2. ``p2_starts_after_p1`` — T_p2 sums from ``j = p_{i-1}``, so snapshot ``p_{i-1}`` is counted on both
-   processes. Corrected: ``j = p_{i-1} + 1 .. group`` (p2 runs exactly the snapshots p1 does not).
-3. ``p2_never_empty`` — ``p_i`` ranges to ``group``, which leaves p2 (and the loss on the group's last
-   snapshot, Eq. 1) with nothing; the hand-over then has no receiver. Corrected: ``p_i ≤ group - 1``.
-4. ``drain`` — the recurrence stops at period m, so sg_m^b's forward and backward and sg_m^a's
-   backward are never charged. Corrected: a last period with no new forward, charged serially
-   (Σ_{j>p_m} (l + b)(m, j) + Σ_{j≤p_m} b(m, j): p1's backward needs p2's gradient and nothing
-   else is left to overlap with).
-
-``max(T_p1, T_p2)`` is *kept*: it ignores that p1's backward of sg_{i-1}^a waits for p2's state
-gradient, but BLAD's pipeline is asynchronous (the §5.2.1 queue), and in steady state p2 runs
-F_b(i) while p1 runs B_a(i-1), so a period costs the busier process's work, which is what the max
-says. ``barrier_periods=True`` charges instead the period of a barrier-synchronised pipeline,
-``max(Σ_{j≤p_i} l(i, j), T_p2) + Σ_{j≤p_{i-1}} b(i-1, j)``; that objective equals the makespan
-:func:`trainers.discrete.blad.pipeline.simulate_pipeline` computes with ``barrier=True`` (which makes the
-DP checkable against a simulator), but the splits it picks were 42-46% *slower* than even splits
-in the asynchronous simulator on AS-733-like loads (it pushes work onto p1 to shorten p2's
-in-period wait), so it is off by default. The DP runs in O(m · group²) with prefix sums and
-backtracks every ``p_i`` (the paper gives only the optimal value).
-
-**Inter-device level (§5.1).** Whole groups go to one device, so no neighbour features or hidden
-states cross devices. §4 says the scheduler "analyzes the load of every to-be-processed snapshot
-group" but gives no algorithm, and §5.1's example (GPU n gets G_{T+2n-1}, G_{T+2n}) overlaps at n = 1.
-Choice: contiguous ranges of groups per device, either equal counts (``even``) or the ranges that
-minimise the largest predicted device load (``balanced``, the linear-partition DP).
+Inter-device (§5.1): contiguous ranges of whole groups per device, ``even`` or ``balanced``.
+Intra-device (§5.2.2, Eq. 2): the DP over p_i with backtracking; :class:`Eq2Variant` names the
+printed recurrence's defects (:data:`PAPER` keeps them, :data:`CORRECTED` is the default).
+See docs/blad.md (section "Eq. 2 as printed, and what we run").
 """
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
 """A discrete-event simulator of BLAD's two-process pipeline on one device (Fu et al., SC'23, §5.2.1).
 
-Group ``i`` is split into sg_i^a (the first ``p_i`` snapshots, process p1) and sg_i^b (the rest, p2).
-Four tasks per group, with the durations the predictor gives (sums of l(i, j), b(i, j)):
-
-* ``F_a(i)`` on p1, then the RNN state goes to p2 (``handover`` seconds later it may be used);
-* ``F_b(i)`` and ``B_b(i)`` on p2 (the loss is on the group's last snapshot, in sg_i^b);
-* ``B_a(i)`` on p1, once p2's state gradient arrives. Until then sg_i^a waits in p1's queue q
-  (Fig. 9b) and p1 "immediately" starts ``F_a(i + 1)``.
-
-Each process runs its tasks in a fixed order, one forward ahead on p1 (PipeDream-style 1F1B, as
-Eq. 2's periods assume): p1 = F_a(1), F_a(2), B_a(1), F_a(3), B_a(2), ..., B_a(m); p2 = F_b(1),
-B_b(1), F_b(2), B_b(2), ... A task starts when its process is free and its input has arrived.
-
-``barrier=True`` adds a barrier between Eq. 2's periods (period k: p1's F_a(k), B_a(k-1); p2's
-F_b(k-1), B_b(k-1); a drain period at the end). Its makespan equals Eq. 2's value with every
-correction of :mod:`.blad_balance`, which makes the DP checkable against the simulator; without
-barriers the pipeline can only finish earlier. The model has no contention: two processes sharing
-one device are assumed not to slow each other down (what §6's overlap is about is not modelled
-here; see :mod:`.reorder`).
+1F1B order, optional barriers between Eq. 2's periods (then its makespan equals the DP's value,
+:mod:`.balance`); no contention between the two processes (§6's overlap: :mod:`.reorder`).
+See docs/blad.md (section "The pipeline simulator (§5.2.1, Fig. 9b)").
 """
 from __future__ import annotations
 

@@ -1,39 +1,8 @@
 """BLAD's operator-duration predictor (Fu et al., SC'23, §5.2.2), fitted on the machine at hand.
 
-§5.2.2: "We offline profile the execution time of operators in the model at typical loads and build a
-lightweight linear regression (LR) predictor for each operator ... the predictor takes the number
-of vertices, the number of edges, and the number of the feature dimensions of the graph as inputs
-and estimates the duration of each operator". Eq. 2's l(i, j) and b(i, j) are sums of these
-per-operator predictions over a model's operators on snapshot j of group i.
-
-What is profiled (one op = what a dynamic GCN runs per snapshot, :data:`OPERATORS`): ``aggregate``
-Ã X (the graph op, our CSR ``spmm``), ``update`` X W (the NN op, F → hidden), ``lstm`` / ``gru`` one
-recurrent step over every vertex (input F, state hidden), and ``weight_lstm`` EvolveGCN-O's LSTM
-step over a F × hidden weight (vertex-independent). The width F is the op's input width; the
-output width (hidden) is fixed when profiling and stored with the fit.
-
-Choices where the paper is silent (recorded in the file):
-
-* Backward durations: §5.2.2 predicts only "the duration of each operator"; Eq. 2 needs b(i, j).
-  We fit a second regression per operator on the time of its backward (autograd to its inputs
-  and parameters).
-* Features: the literal inputs (1, V, E, F) cannot express the products the kernels cost (spmm ∝
-  E·F, X W ∝ V·F), so the default design adds V·F and E·F (``products``); the fit record carries
-  R² and MAPE of both designs (``paper`` = (1, V, E, F)) so the difference is visible.
-* "Typical loads": a grid of (V, average degree, F), optionally plus the (V, E_t) of a real
-  store's snapshots. The grid is swept ``repeats`` times (after one warm-up run per point) and each
-  point keeps its *fastest* sweep: on a shared machine the other runs only ever add time, and the
-  minimum over sweeps spread in time is the statistic that repeats (medians of 3-5 back-to-back
-  runs swung 100x at some points here). Profiling defaults to one
-  intra-op thread, what each of a device's two processes gets on 2 cores.
-* Regression: least squares of the *relative* error (each row weighted by 1 / measured time,
-  numpy ``lstsq`` on column-scaled features), because the durations span three orders of
-  magnitude and Eq. 2 needs ratios between snapshots, not the absolute error of the largest
-  points (plain OLS left the small points with errors of several 100%). Predictions are clipped
-  at 0. Fit quality: in-sample R² and MAPE, and 5-fold cross-validated MAPE.
-
-Files are written and checked through :mod:`dgbench.costmodel` (kind ``blad-operators``): a model
-fitted on other hardware is refused.
+One linear regression per (operator, direction) over a profiled grid; Eq. 2's l(i, j), b(i, j)
+are sums of these. Files go through :mod:`dgbench.costmodel` (kind ``blad-operators``).
+See docs/blad.md (section "The predictor").
 """
 from __future__ import annotations
 

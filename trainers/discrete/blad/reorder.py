@@ -1,34 +1,8 @@
 """BLAD's overlap-aware topology manager (Fu et al., SC'23, §6: Eq. 3, Alg. 1, Eq. 4, Table 4).
 
-Two processes share a device (§5.2). Each runs, per snapshot, a model's operators: per GNN layer
-an (aggregation, feature update) pair — the graph op is memory-bound (f = 0), the NN op
-compute-bound (f = 1) — and the RNN, an NN op (§6.2). Inside one GNN layer the two ops commute
-(Eq. 4: f(W, Agg(H, X)) = H X W, associativity of the matrix product; Table 4: H is θ_k T_k(L) for
-ChebConv, L_sym for GCNConv, Ã_φ for RGCNConv), so Ã(XW) may replace (ÃX)W; layers and the RNN
-never move. The manager picks, pair by pair, the order that maximises the deployment reward
-
-    DR(t1, t2) = Σ_{t=t1}^{t2} f_{p1}(t) ⊕ f_{p2}(t)                              (Eq. 3)
-
-i.e. the time one process runs a compute op while the other runs a memory op, with Alg. 1: keep a
-clock T_k per process, repeatedly take the process with the smaller clock (line 4 writes ``min``;
-it is the arg-min), pop its next op, score it against the other process's already scheduled ops,
-and for the first op of a commutative pair also score the exchanged order; keep the better, push it
-to EXE_k and advance T_k by its duration.
-
-Choices where Alg. 1 is silent (GUESS, documented):
-
-* Continuous time: DR is the measure of {t : both busy, classes differ}; an idle process overlaps
-  nothing (XOR with idle is undefined in the paper).
-* Exchanging a pair changes durations: the aggregation then runs on XW (output width) instead of X
-  (input width). By default ΔDR' is scored over the exchanged first op's own predicted interval
-  and class; ``literal=True`` scores line 8's ``f' = 1 - f`` over the popped op's interval (same
-  length, class flipped). Either way the clock advances by the op that actually runs.
-* Ties (ΔDR' = ΔDR) keep the default order; both clocks at 0 go to p1, so p1's first pair keeps
-  the model's order (Fig. 10's "exchange": one process original, the other swapped).
-* The equality of Eq. 4 needs the bias and activation after both ops (the rows of Ã do not sum to
-  1); it holds to floating-point tolerance, not bit for bit. CD-GCN's [ÃX, ÃXW] needs ÃX itself, so
-  its pair is not commutative. When the first layer's ÃX⁰ is precomputed (ESDG §5.5), layer 1 has
-  no graph op at run time and nothing to exchange (``precomputed_first=True``).
+Per-model operator layouts, Alg. 1 choosing (ÃX)W or Ã(XW) per GCN pair to maximise Eq. 3's
+deployment reward, and ``gcn_pair`` in either order.
+See docs/blad.md (section "Alg. 1 (topology manager)").
 """
 from __future__ import annotations
 

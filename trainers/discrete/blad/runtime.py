@@ -1,39 +1,9 @@
 """BLAD's runtime on the scheme contract (Fu et al., SC'23, §4-§6): plan, views, the two-process pipeline.
 
-Under the snapshot-group protocol (:mod:`trainers.discrete.blad.groups`, §3.1 Eq. 1) the ranks form
-``devices × procs`` (:func:`dgbench.dist.make_mesh`): rank r is process ``r % procs`` of device
-``r // procs``.
-
-* **Inter-device level (§5.1).** Each device trains a contiguous range of whole groups
-  (:func:`trainers.discrete.blad.balance.assign_groups`), holding every snapshot of them: no neighbour
-  features or hidden states cross devices; only the gradient all-reduce does (the loop's).
-* **Two processes per device (§5.2.1).** Each group's first p_i snapshots run on process p1, the rest
-  (with the loss) on p2. p1 runs forward(sg_i^a), sends the state to p2 and at once starts
-  forward(sg_{i+1}^a); sg_i^a waits in p1's queue q until p2's state gradient comes back
-  (backward of sg_i^a after forward of sg_{i+1}^a: 1F1B, as Eq. 2's periods). The channel is counted
-  point to point on the device's process group: ``intra:state`` and ``intra:state_grad`` (shapes
-  travel under the control tag ``counts``).
-* **Load balance (§5.2.2, Eq. 2).** p_i from the DP over the device's groups (or by time interval,
-  BLAD-Even), with l(i, j), b(i, j) predicted per operator by a predictor fitted on this machine
-  (``--costmodel``; :mod:`trainers.discrete.blad.predictor`) or, without one, a stated operation-count proxy.
-  A group shorter than L (the first targets) is padded at its start with zero-length snapshots, so p1
-  may get none of it (p2 then starts from the initial state); a group p1 takes whole (Eq. 2 as printed
-  allows p_i = group) is trained by p1 alone.
-* **Topology manager (§6, Alg. 1; ``blad`` only, not ``blad-nm``).** Per pipeline period, Alg. 1 over
-  p1's forward operators of sg_i^a and p2's of sg_{i-1}^b decides which GCN pairs run as Ã(XW)
-  instead of (ÃX)W; a layer that calls :meth:`GroupView.convolve` runs the decided order (Eq. 4: equal
-  to rounding). The first layer's Ã X⁰ is precomputed (ESDG §5.5), so its pair has no graph op to move.
-
-Every rank computes the same plan (same store, same predictor file, same arithmetic), lazily at its
-first epoch, and records its overheads (§7.7: prediction, DP, reordering).
-
-What two ranks "sharing a device" are on a CPU: ``--pin pair`` puts both processes of a device on the
-same cores (the device's share of this rank set's cores) with half the device's threads each. Like two
-CUDA processes on one GPU they share one compute budget and one memory system and exchange through
-shared memory (here gloo's loopback transport; CUDA IPC in the paper). Unlike them there is no SM
-pool / DRAM-bandwidth split: a core runs one thread at a time, so a compute-bound op and a
-memory-bound op of the two processes do not overlap in the §6 sense; CPU timings show pipeline
-balance and queueing, not Fig. 10/16's overlap.
+Ranks form ``devices × procs`` (:func:`dgbench.dist.make_mesh`); whole groups per device (§5.1),
+p_i from Eq. 2 (§5.2.2, :mod:`trainers.discrete.blad.balance`), 1F1B between p1 and p2 (§5.2.1),
+Alg. 1's operator order per period (§6, ``blad`` only).
+See docs/blad.md (section "Two processes per device on a CPU").
 """
 from __future__ import annotations
 

@@ -1,32 +1,7 @@
 """BLAD Table 3 (Fu et al., SC'23, §5.3): communication per training pass for vertex, snapshot and
 snapshot-group partitioning, as printed and instantiated for what the harness moves.
 
-Table 3 (p nodes, T snapshots per group, N_vertex vertices, N_khop k-hop neighbours, F features):
-
-| method   | GNN param | RNN param | features          |
-|----------|-----------|-----------|-------------------|
-| vertex   | p·W_GNN   | p·W_RNN   | T·prob·N_khop·F   |
-| snapshot | —         | p·W_RNN   | 2·N_vertex·T·F    |
-| group    | p·W_GNN   | p·W_RNN   | —                 |
-
-Instantiation (elements; every group of the epoch summed, T = that group's length):
-
-* parameters: the harness all-reduces every parameter on every rank, so each kind moves
-  p·(W_GNN + W_RNN) plus the link scorer's p·W_score (Table 3 has no scorer). The snapshot row as
-  printed omits p·W_GNN although ESDG replicates the GNN weights and must reduce their gradients
-  too: :func:`table3` reports the printed row and ``gnn_param_unprinted`` beside it.
-* snapshot features: per temporal layer with widths (a, b) moved to and from the vertex layout, ESDG
-  §4.2's re-distribution at P = 2 moves T·N/2 rows of a and of b forward and the same backward:
-  N·T·(a + b), = Table 3's 2·N·T·F when a = b = F. Exact for even N; for odd N, with rank 0 holding
-  (N-1)/2 rows, the harness moves (a + b)·Σ_groups (T_0 - T_1) more (T_r: the group's steps on rank r;
-  -24 of 2.1 M elements on CollegeMsg weekly). For P > 2 the harness moves 4·T·N·(P-1)/P·F
-  (even splits), which Table 3 does not model; ``features`` then states the printed value only.
-* vertex features: prob = 1 (full-graph groups, no sampling); the harness exchanges 1-hop halos per
-  GCN aggregation (ESDG §4.1) rather than a k-hop neighbourhood once, so N_khop·F becomes
-  Σ_t halo_rows(t)·Σ_layers F_layer, with halo_rows(t) = Σ_u (λ_t(u) - 1) (λ: the parts holding u or
-  reading it). One direction; the backward moves as much again (Table 3 counts one).
-* group features: none (whole groups on one device, §5.1). The hand-over between a device's two
-  processes (§5.2.1) stays inside the device and is not a Table 3 column.
+See docs/blad.md (section "Communication (Table 3)").
 """
 from __future__ import annotations
 
