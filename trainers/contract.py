@@ -1,29 +1,9 @@
 """The scheme contract: what a distributed training scheme of either family is, in one place.
 
-A *scheme* is the part of a run that differs between distributed training systems — where data and
-state live, how the work is partitioned, what crosses ranks — applied to an unchanged model and an
-unchanged training loop (torchtitan's parallelisms, applied to one model; PyG's ``MessagePassing``,
-one small contract many layers are written against). Both families have the same shape:
-
-* ``name``, ``family``, ``summary`` and its own ``Options`` dataclass (:mod:`dgbench.options`): the
-  CLI is generated from it, the record's hyper-parameters are its resolved values, and an option it
-  does not take is refused by the same rule in both families;
-* ``world`` (its world-size rule) and :meth:`Scheme.validate` (rules between its options);
-* :meth:`Scheme.partition`: the partition step, run once per job on rank 0 (the result reaches every
-  rank through the process group's store, so a long partitioning cannot time a collective out) and
-  callable without ranks for dry runs;
-* :meth:`Scheme.record_extras`: what the scheme adds to the record.
-
-The discrete family (:class:`DiscreteScheme`) adds :meth:`~DiscreteScheme.placement` (the per-block
-views the layers run through: aggregation, layouts, per-vertex sequences) and an optional
-:meth:`~DiscreteScheme.schedule` (the order and overlap of per-block work; the default is the
-loop's: every block in order, gradient checkpointing when there are several). The continuous family
-(:class:`ContinuousScheme`) adds the event assignment, the node-state (N&M) placement, gradient
-staleness, micro-batching and its predicted volume, and an optional batch order.
-
-One module per scheme in its paper's package under ``trainers/<family>/`` (trainers/discovery.py); registering the class (:func:`register_scheme`)
-is all it takes for the CLI, `dgbench list` and the registry-driven conformance tests to see it.
-See docs/adding-a-scheme.md.
+A scheme (where data and state live, how work is partitioned, what crosses ranks) is applied to an
+unchanged model and loop. :class:`DiscreteScheme` and :class:`ContinuousScheme` add their family's
+hooks; :func:`register_scheme` makes a class visible to the CLI and the conformance tests.
+See docs/adding-a-scheme.md (section "The contract (both families)").
 """
 from __future__ import annotations
 

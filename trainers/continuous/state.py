@@ -1,28 +1,10 @@
 """Where node memory and mailboxes (N&M) live, per scheme, and how a batch reads and writes them.
 
-One interface (:class:`NodeState`): a batch asks for the *views* of its dispatch list (the model's
-:meth:`~dgbench.models.temporal.TemporalModel.node_view` of each position: updated memory and what
-the embedding needs of that vertex) and writes back *update rows* (memory, message, their times),
-which the holder merges into its rows (:meth:`~dgbench.models.temporal.StateLayout.merge`). Five
-placements, the mechanisms of Sven §2.3 and §3 (TPDS), each with the deduplication its paper gives it:
-
-* ``single``   (:class:`ResidentState`): the whole table in this process.
-* ``depcache`` (:class:`ReplicatedState`): a full copy on every rank, so dispatch is local; after a
-  batch every rank's updates reach every replica through one all-gather, after the redundancy-free
-  aggregation (Alg. 2 on the write-back: one row per vertex leaves a rank; Eq. 7's (1 - eta2)).
-* ``depcomm``  (:class:`OwnerComputeState`): rows partitioned by vertex; the owner reads its rows
-  locally ("local dispatch"), runs the memory update itself and returns the updated memory of every
-  requested position (d_mem wide, no deduplication: Eq. 8's first term), then the write-back as Sven's
-  (Eq. 8's second term has the same (1 - eta2)). The view's gradient travels back to the owner.
-* ``sven``     (:class:`PartitionedState`): rows partitioned by vertex; Alg. 2 on both sides: only
-  distinct ids cross the wire and whole N&M rows travel (Eq. 9), restored with the inverse index.
-  Sven's two-level pipeline (§3.3.2): the fetched rows arrive in n micro-batches whose transfer
-  overlaps the memory update of the previous one, and the write-back is started before the embedding
-  and finished after the step.
-
-Writes carry a priority (the update's place in the global batch; mails delivered to neighbours are
-negative, so an endpoint's own update wins) and the highest wins, so the stored state never depends on
-which rank computed which event: every scheme stores what ``single`` does.
+One interface (:class:`NodeState`): views of the dispatch list in, update rows out, merged by the
+holder with the highest write priority winning. Placements (Sven §2.3, §3): resident (``single``),
+replicated (``depcache``, Eq. 7), owner-computed views (``depcomm``, Eq. 8), partitioned with Alg. 2
+and the two-level pipeline (``sven``, Eq. 9, §3.3.2).
+See docs/continuous-training.md (section "Schemes").
 """
 from __future__ import annotations
 

@@ -1,43 +1,10 @@
-"""Sven's algorithmic core for memory-based TGNN training, in the paper's forms: redundancy-free data
-organisation (Alg. 2), redundancy ratios (Eq. 1), the residual matrix and balance cost on the
-trainer-vertex graph (Eq. 2, Eq. 5), the communication volumes of DepCache, DepComm and Sven
-(Eq. 7-9, App. C), the micro-batch granularity (Eq. 12, App. D) and the partitioners (range, the HPDC
-interval baseline, Re-FlexBiCut = Alg. 3 with App. B's binary search, and our earlier greedy heuristic
-under its own name).
+"""Sven's algorithmic core (Xia et al., TPDS, and its HPDC'23 version) in the paper's forms.
 
-Reference: Y. Xia et al., "Redundancy-Free and Load-Balanced TGNN Training With Hierarchical Pipeline
-Parallelism" (TPDS; equation numbers of the TPDS text, ../shared/papers/sven-tpds.txt) and its HPDC'23
-version ("Redundancy-Free High-Performance Dynamic GNN Training with Hierarchical Pipeline
-Parallelism"; §3.1.2 defines the interval partition).
-
-Training model. Every scheme computes a batch's events data-parallel, split evenly across the M
-trainers (§2.3, §4.2: model computation is data-parallel; only N&M is placed by vertex). A batch's
-*dispatch list* are the vertices whose N&M the embedding reads: the roots (source, destination and
-one negative per event) and their sampled temporal neighbours (the "sampled" nodes, N1). Its
-*aggregation list* are the vertices whose N&M the batch writes back: the events' endpoints (the
-"original" nodes, N2) and, for APAN, the sampled neighbours its mails are delivered to.
-
-Eq. 1 (paper form): eta1 = N1^r / N1, eta2 = N2^r / N2, where N^r counts the positions whose vertex
-already occurred earlier in the list (N - distinct), over the whole mini-batch (:func:`redundancy`).
-The per-rank, remote-only variant the code used before (share of one rank's *remote* positions that
-repeat) is kept as :func:`remote_redundancy`; it is what a rank's deduplication saves on the wire.
-
-Eq. 7-9 (paper form, :func:`paper_volume`), with d_msg = 2 d_mem + d_edge (App. C, Eq. 14):
-    DepCache  C_DE = N2 (1-eta2)(d_msg+d_mem) 2(M-1)^2/M C0
-    DepComm   C_DM = N1 d_mem 2(M-1)/M C0 + N2 (1-eta2)(d_msg+d_mem) 2(M-1)/M C0
-    Sven      C_Sv = N1 (1-eta1)(d_msg+d_mem) 2(M-1)/M C0 + N2 (1-eta2)(d_msg+d_mem) 2(M-1)/M C0
-The paper assumes ideal balance and counts each transferred row at both of its ends (the factor 2).
-What a rank really sends is the *per-rank form* (:class:`BatchTraffic`, :func:`rank_volume`): its
-remote positions or distinct remote ids times the widths the implementation moves. The record keeps
-both: the paper form as the paper defines it, the per-rank form beside the counted bytes.
-
-Eq. 5 is read on the trainer-vertex graph of a pre-sampling pass (:class:`TrainerVertexGraph`):
-w(t_j, v) = rows trainer j moves for vertex v over an epoch (one dispatch per batch in which it needs
-v, one write-back per batch in which it updates v: Alg. 2 within a batch). The printed Eq. 5 sums
-w(t_j, v) over the vertices *inside* W_j, which a min-max objective would minimise by cutting
-everything; App. B bounds the *capacity of the cut around each terminal*, so we read delta(t_j, v) as
-"the edge leaves W_j" and zeta(W_j) = sum of the weights of the edges cut by W_j's boundary: the rows
-trainer j fetches from others plus the rows others fetch from it (:class:`BalanceReport`).
+Alg. 2's redundancy-free data organisation, Eq. 1's redundancy ratios, Eq. 2 / Eq. 5's balance on
+the trainer-vertex graph, Eq. 7-9's volumes (App. C) beside the per-rank form, Eq. 12's micro-batch
+count (App. D), and the partitioners (range, HPDC's interval, Re-FlexBiCut = Alg. 3 with App. B's
+binary search, and our earlier greedy heuristic under its own name).
+See docs/continuous-training.md (sections "Schemes" and "Record").
 """
 from __future__ import annotations
 
