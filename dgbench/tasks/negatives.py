@@ -1,34 +1,8 @@
 """Negative strategies for link-prediction evaluation sets: random, historical, inductive.
 
-Poursafaei et al. (NeurIPS'22, "Towards Better Evaluation for Dynamic Link Prediction", §4) showed
-that uniformly random negatives are easy — EdgeBank, which merely memorises seen edges, scores near the
-top — and proposed two harder kinds; DyGLib (Yu et al., NeurIPS'23, ``utils.NegativeEdgeSampler``)
-implements them. For a positive (s, d, t) of the evaluated split S (validation or test):
-
-* ``observed`` O_S: every event / snapshot strictly before S begins (training for validation; training
-  and validation for test, whose memory a model carries — DyGLib's ``last_observed_time``);
-* ``now`` E_t: the pairs occurring at the positive's own time t (stream: the same timestamp; snapshot
-  store: the target snapshot). A pair of E_t is never a negative. DyGLib removes the current *batch*
-  instead, which would make a set depend on the batch size; TGB filters the same timestamp too;
-* **random** (the TGL/TGN protocol DyGLib keeps for it): the source is kept and the destination drawn
-  uniformly from the pool (stream: every destination of the store, the items when bipartite; snapshots:
-  every vertex but s) — pairs (s, d') ∉ E_t;
-* **historical**: pairs (s', d') drawn uniformly from the distinct pairs of O_S, not in E_t — "seen in
-  training but absent at that time";
-* **inductive**: pairs (s', d') drawn uniformly from the pairs first seen inside S strictly before t
-  (never in O_S), not in E_t — "first seen at test time". A snapshot store's validation and test splits
-  are one snapshot each, so nothing precedes the scored step inside the split: the strategy is refused
-  there rather than left empty.
-
-As in the paper (and DyGLib), historical and inductive negatives are whole pairs, not destinations of
-the positive's source: with fixed sources most positives of a sparse graph would have no such negative.
-
-K distinct negatives are drawn per positive without replacement. Where a strategy has fewer than K
-candidates for a positive (the first inductive positives of a split have none), **all** of them are
-taken and the remaining slots hold :data:`MISSING`; nothing is filled in from another strategy
-(DyGLib and Poursafaei et al. top up with random edges — the silent fallback of DyGLib issue #23).
-The evaluator ranks each positive among the negatives it has and reports how many had none
-(``tests/test_tasks_negatives.py`` checks every stored negative against these definitions by brute force).
+Poursafaei et al. (NeurIPS'22, §4) and DyGLib's ``NegativeEdgeSampler``: K distinct negatives per
+positive, never topped up from another strategy (empty slots hold :data:`MISSING`).
+See docs/tasks.md (section "Negative strategies").
 """
 from __future__ import annotations
 

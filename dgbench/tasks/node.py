@@ -1,43 +1,10 @@
 """Node classification: dynamic node labels predicted from a link-prediction model's frozen embeddings.
 
-The protocol of TGN (Rossi et al. 2020, §5 "dynamic node classification") and DyGLib (Yu et al. 2023,
-``train_node_classification.py``): the model is trained on link prediction as usual; then, with its
-parameters frozen, its embeddings are computed along the data in time order and a small MLP decoder
-(:class:`Decoder`: d → 80 → 10 → 1, ReLU, dropout 0.1 — DyGLib's ``MLPClassifier``, TGN's ``MLP``) is
-trained on the training split's labels, selected on validation AUC and scored on test.
-
-**Labelled instances** (the evaluation set of the task, :func:`label_set`):
-
-* streams (``source-state``): every event (s, d, t) is labelled with the store's ``label`` column —
-  JODIE's ``state_label``, the state of the *source* after the event (Wikipedia: the user is banned);
-  the instance's input is the source's embedding at the event time (memory from the events before it,
-  as for link prediction). Split: the store's chronological split of the events (70/15/15, as DyGLib's
-  time quantiles), with ``max_events`` a prefix split in the same proportions — every test event is at or
-  after every training event.
-* snapshot stores (``active-vertex``): vertex v is labelled in every input snapshot t where it has an
-  edge, with ``node_label[v]`` (or ``node_label[t, v]`` when the store keeps one label per snapshot);
-  the input is the vertex's embedding of step t (after the snapshots 0..t: the same step the link task
-  uses to predict t+1; chosen so that a label of step t is predicted from what is known at t, as for
-  streams). Split: the T-1 input steps chronologically, the first 70 % train, the next 15 % validation,
-  the last 15 % test. AMLSim's SAR flags are one per account (the store's ``node_label``), so the same
-  account can appear in train and test; the split still never scores an instance before a training one.
-
-**Decoder** (:func:`train_decoder`): inputs standardised by the training split's mean and standard
-deviation (the discrete models' ReLU embeddings are not normalised; TGN's are layer-normed), BCE on the
-training instances in batches of 200 (DyGLib), Adam at ``decoder_lr`` (1e-3; DyGLib 1e-4 for 100 epochs,
-fewer epochs here to fit a CPU) for ``decoder_epochs`` (50: with 20, JODIE's best validation epoch on
-Wikipedia was the last, and 60 raised its test AUC 0.779 → 0.814, best at epoch 48), seeded by the run's
-seed; the epoch with the best validation AUC is kept (DyGLib/TGN early stopping; the last epoch when
-validation has one class only).
-
-The decoder is trained once, after the last link-prediction epoch (earlier epochs report no
-node-classification metrics: a decoder per epoch would cost a full replay and decoder training each).
-
-**Metrics**: AUC and AP (threshold-free, the papers' figures for these imbalanced labels: 217 positive
-of 157,474 Wikipedia events), and F1 of the positive class and accuracy at one threshold: the decoder
-logit that maximises F1 on the *validation* split (logit 0 where validation has no positive), applied
-unchanged to test — at logit 0 almost every decoder predicts no positive at all. The validation split's
-own F1 is therefore optimistic; test's is not.
+The protocol of TGN (Rossi et al. 2020, §5) and DyGLib (Yu et al. 2023): labelled instances
+(:func:`label_set`: ``source-state`` for streams, ``active-vertex`` for snapshot stores), an MLP
+decoder (:class:`Decoder`, :func:`train_decoder`) trained once after the last epoch, AUC / AP and
+F1 / accuracy at the validation-chosen threshold.
+See docs/tasks.md (section "Node classification").
 """
 from __future__ import annotations
 
