@@ -6,7 +6,7 @@ writes it (``--sigma-placement eq2``, the default): every layer's GCN is Eq. 2, 
 σ = ReLU, applied *before* the layer's temporal module (§2.2, Fig. 1: GCN → RNN, layer after layer,
 nothing between one layer's RNN output and the next layer's GCN); CD-GCN applies σ to the
 concatenation, σ(ÃX ∘ ÃXW) (§5.1); EvolveGCN-O to σ(Ã_t X_t W_t) (§5.2). ``between-layers`` keeps
-the placement before issue 15 (no σ inside a layer, one ReLU after the first layer's temporal
+dgbench's earlier placement (no σ inside a layer, one ReLU after the first layer's temporal
 module) so older records can be reproduced; the record's hyper-parameters say which ran. σ is
 elementwise on each local (step, vertex) row, so every scheme's layout change commutes with it.
 
@@ -247,7 +247,7 @@ def _sizes(in_features: int, hidden: int) -> list[tuple[int, int]]:
 
 _SIGMA_HELP = ("Where σ = ReLU goes: eq2 = on each layer's GCN output before its temporal module (ESDG Eq. 2, "
                "§2.2; CD-GCN on the concatenation, §5.1); between-layers = one ReLU after the first layer's "
-               "temporal module (dgbench before issue 15).")
+               "temporal module (dgbench's earlier placement).")
 
 
 def _sigma_option() -> str:

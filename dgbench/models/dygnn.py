@@ -1,39 +1,9 @@
 """DyGNN as T-GCN uses it (streaming T-GCN §2.2, Eq. 3-7; Ma et al., SIGIR'20): every interaction updates
 the states of its two endpoints *immediately*, in stream order.
 
-Per event (v_s, v_g, t), from each node's merged embedding just before t:
-
-* Interact (Eq. 3): e(t) = act(W1 E_vs(t-) + W2 E_vg(t-) + b_e), act = tanh.
-* S-Update (Eq. 4) of the source's "as source" state and G-Update (Eq. 5) of the destination's "as
-  destination" state: two time-aware LSTMs of the same structure with separate parameters, input e(t).
-* Merge (Eq. 6/7): E_v = W_s h^s_v + W_g h^g_v + B (the source's new h^s with its old h^g, and the
-  destination's old h^s with its new h^g, which is what recomputing E_v from the stored states gives).
-
-A node stores only (h^s, C^s, h^g, C^g) and the times of its last S- and G-update: the state row is
-[h^s | C^s | h^g | C^g | t_g | t_s] (no mailbox; the harness's memory_ts column holds t_s).
-
-**Immediately, within a batch.** Events of one batch are processed in *waves*: an event reads its
-endpoints' and its negative's embeddings after every earlier event that wrote them and before any later
-one does, and writes its endpoints after every earlier reader. Events of one wave touch disjoint state,
-so the batch's result equals processing its events one at a time (tests check it against batch size 1);
-gradients flow through the within-batch chain and stop at batch boundaries (TGL's truncation). This needs
-the roots' vertex ids (``BatchInputs.root_ids``); without them every root row is its own vertex, which is
-the batch-parallel (TGL) approximation — which is what the family's shared loop gives it (it passes no
-ids), the only semantics schemes that split a batch's events across ranks can reproduce exactly; the
-``tgcn`` scheme passes ids (immediate updates within its mini-batches).
-
-**What T-GCN leaves to Ma et al. (SIGIR'20) and what we chose.** The paper gives only Eq. 3-7.
-* Update internals: DyGNN's update unit follows T-LSTM (Baytas et al., KDD'17): the cell's short-term
-  part C^I = tanh(W_d C + b_d) is discounted by g(Δt) = 1 / log(e + Δt), C* = (C - C^I) + g(Δt) C^I, then a
-  standard LSTM step with input e(t) and hidden h(t-). [outside knowledge of DyGNN; implemented as stated]
-* Δt (printed "t - (t-)"): the time since that node's last update *in that role* (S or G); 0 for a node
-  never updated in that role; divided by ``time_scale`` (the stream's inter-event gap deviation) so
-  g(Δt) does not depend on the time unit.
-* Not implemented: DyGNN's propagation unit (updating the interacting nodes' neighbours with attention
-  and time decay) — T-GCN §2.2 describes only interact / update / merge and does not say it kept it;
-  edge features (Eq. 3 has none).
-* Link prediction: the harness's EdgePredictor on E(t-), i.e. before the event's own update, BCE with
-  one negative per positive (DyGNN used 5 negatives and MRR; T-GCN reports accuracy only).
+Interact (Eq. 3), S-/G-update with time-aware LSTMs (Eq. 4-5), merge (Eq. 6/7); a batch runs in
+conflict-free waves, equal to one event at a time when the roots' ids are given.
+See docs/tgcn-streaming.md (section "DyGNN").
 """
 from __future__ import annotations
 

@@ -1,25 +1,9 @@
 """GCN-then-RNN models of the DGC and BLAD papers: T-GCN, WD-GCN and MPNN-LSTM.
 
-Each is a structure encoder (GCN layers on every snapshot, Ã = D^-1/2 (A+I) D^-1/2, the first
-layer's Ã X⁰ precomputed, ESDG §5.5) followed by a per-vertex recurrent time encoder run through
-:meth:`~dgbench.models.contract.BlockView.sequence`, and the link scorer of
-:class:`~dgbench.models.discrete.DynamicGNN` (ReLU between its layers). The GCN layers are PyG's
-``GCNConv`` (glorot weight, zero-initialised bias), as DGC §6 implements them.
-
-* ``tgcn`` (DGC §4.1: "two GCN layers and one GRU layer for each DGNN block"): GCN → ReLU → GCN →
-  GRU. The second GCN's output enters the GRU's gates directly, as the graph convolution does in
-  Zhao et al.'s T-GCN cell (a ReLU there let some seeds die on CollegeMsg: every unit at zero, the
-  scores constant, AUC 0.5 — measured, seed 1). ``variant="pygt"``: PyTorch Geometric Temporal's
-  ``TGCN`` cell (one GCN per GRU gate, Zhao et al.'s T-GCN in PGT's form) on top of the first GCN
-  layer, so each gate reads a two-layer GCN whose first layer is shared — our reading of DGC §6's
-  "three 2-layer GCN" and a 1-layer GRU.
-* ``wdgcn`` (BLAD §7.1; Manessi et al., Pattern Recognition 2020, "waterfall" dynamic GCN): the
-  same GCN on every snapshot (shared weights), then one LSTM per vertex. BLAD: "each GCN model has
-  two layers", so ``gcn_layers=2`` (default) stacks two; ``gcn_layers=1`` is Manessi's single
-  wd-GC layer.
-* ``mpnn-lstm`` (DGC §6): two GCN layers; the time encoder's input is the concatenation of both
-  layers' outputs (after their ReLU); a two-layer LSTM. Panagopoulos et al.'s batch norm and
-  dropout are left out: deterministic layers keep every scheme on ``single``'s trajectory.
+Each is PyG ``GCNConv`` layers on every snapshot (ESDG §5.5's precomputed first Ã X⁰), a per-vertex
+recurrent time encoder through :meth:`~dgbench.models.contract.BlockView.sequence`, and
+:class:`~dgbench.models.discrete.DynamicGNN`'s link scorer.
+See docs/discrete-schemes.md (section "The DGC / BLAD zoo").
 """
 from __future__ import annotations
 

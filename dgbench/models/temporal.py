@@ -1,27 +1,9 @@
 """Memory-based continuous-time TGNNs (TGN, JODIE, APAN) over a packed node-memory-and-mailbox row.
 
-Every vertex owns one *state row* (:class:`StateLayout`; float32 unless the default dtype is changed):
-its memory (for LSTM also the cell), the memory's timestamp, a mailbox of ``mail_slots`` messages and
-their timestamps. The row is what the distributed schemes fetch from and write back to the owner rank,
-so a model never sees where memory lives. Per batch (TGL's order, Zhou et al. VLDB'22 §3): the memory of
-each involved vertex is first updated with its mailbox (the previous batches' messages), embeddings are
-computed from the updated memory, then the positive endpoints' update rows (updated memory, new message)
-are produced.
-
-* TGN (Rossi et al. 2020): GRU memory updater, one layer of temporal graph attention over sampled
-  neighbours.
-* JODIE (Kumar et al. KDD'19): RNN memory updater, time-projection embedding h = m * (1 + w Δt).
-* APAN (Wang et al. SIGMOD'21): LSTM memory updater (Sven §5.1.2), attention of the memory over its
-  mailbox; by default (``--mail-delivery neighbors``) each new mail is also delivered to the endpoints'
-  sampled temporal neighbours (APAN's asynchronous propagation, TGL's ``deliver_to: neighbors``).
-
-Split for the distributed schemes (Sven §2.3, Alg. 1): :meth:`TemporalModel.node_view` is the part
-of the model that reads only one vertex's own N&M row (the memory update, plus what the embedding
-needs of that vertex: JODIE's last update time, APAN's mailbox attention); a DepComm owner runs it
-for the positions others ask for and returns the view (the "updated node memory"). The embedding
-and the scores read views only. A batch writes back *update rows* ([memory | t | mail | mail t],
-:meth:`StateLayout.merge` pushes the mail into the owner's mailbox), so nobody needs another
-vertex's old mailbox.
+Every vertex owns one state row (:class:`StateLayout`); per batch TGL's order. For the distributed
+schemes (Sven §2.3, Alg. 1) :meth:`TemporalModel.node_view` reads one vertex's own row and a batch
+writes back update rows.
+See docs/continuous-training.md (section "Models and where they differ from TGL").
 """
 from __future__ import annotations
 
