@@ -1,37 +1,9 @@
 """AMLSim outputs (IBM's anti-money-laundering simulator), every published generation of them.
 
-Files are identified by their columns (header names, case-insensitive), never by their names,
-and every layout is read by one role table (docs/loader-formats.md lists them, with sources):
-
-* 2019 sample runs: ``transactions.csv`` = ``sourceNodeId,targetNodeId,value,time`` + ``nodes.csv``
-  (``nodeid,isFraud,...``);
-* 2019 outputs: ``tx.csv`` = ``TXN_ID,ACCOUNT_ID,COUNTER_PARTY_ACCOUNT_NUM,...,TXN_AMOUNT_ORIG,start,end``
-  + ``accounts.csv`` (``ACCOUNT_ID,...,isFraud``) + an account-level ``alerts.csv``
-  (``ALERT_KEY,ALERT_TEXT,ACCOUNT_ID,...``) + ``cash_tx.csv`` (one account per row: not an edge);
-* current ``convert_logs.py``: ``tran_id,orig_acct,bene_acct,tx_type,base_amt,tran_timestamp,is_sar|is_fraud,
-  alert_id`` (ISO-8601 or yyyymmdd dates) + ``accounts.csv`` (``acct_id,...,prior_sar_count``) +
-  ``alert_transactions.csv`` (``alert_id,alert_type,is_sar|is_fraud,tran_id,orig_acct,bene_acct,...``) +
-  ``alert_accounts.csv`` / ``sar_accounts.csv`` (``ALERT_ID,ACCOUNT_ID,...,ALERT_TYPE,...,IS_SAR``);
-* the "AMLSim 10K/100K example": ``TX_ID,SENDER_ACCOUNT_ID,RECEIVER_ACCOUNT_ID,TX_TYPE,TX_AMOUNT,TIMESTAMP,
-  IS_FRAUD,ALERT_ID`` (integer steps) + ``accounts.csv`` (``ACCOUNT_ID,CUSTOMER_ID,...,IS_FRAUD,
-  TX_BEHAVIOR_ID``) + a *transaction-level* ``alerts.csv`` (``ALERT_ID,ALERT_TYPE,IS_FRAUD,TX_ID,
-  SENDER_ACCOUNT_ID,RECEIVER_ACCOUNT_ID,...``).
-
-A file with a source, a destination and a time column is a transaction list, or a transaction-level
-alert list when it also has an alert column (``alert_type``/``alert_key``/``alert_text``); a file
-with an account id and an alert column is an account-level alert list; one with an account id, no
-counterparty and no transaction id is the account list; anything else (``cash_tx.csv``, logs,
-party lists) is not read.
-
-Labels come from whichever file carries them. Edges: the transaction list's own SAR/fraud flag;
-without one, membership in the flagged rows of a transaction-level alert list (matched by
-transaction id). Accounts: the account list's flag, OR-ed with the account-level alert lists, a
-list's flagged rows when it has a flag column, else every account it names (2019: every listed
-account was escalated); a flagless alert list is ignored when another alert list carries flags (the
-current generation's ``alert_accounts.csv`` also lists members of non-SAR alerts, ``sar_accounts.csv``
-says which are SAR). Amounts become edge weights; the account list (when present) defines the
-vertex set, so accounts that never transact are kept. Integer times are simulation steps (one
-snapshot per step by default).
+Files are identified by their columns (header names, case-insensitive), never by their names, and
+every layout is read by one role table: transaction lists, transaction- and account-level alert
+lists, account lists; labels come from whichever file carries them.
+See docs/loader-formats.md (section "AMLSim"), which lists the generations with sources.
 """
 from __future__ import annotations
 

@@ -1,28 +1,9 @@
 """Temporal smoothing of snapshot stores: edge-life (ESDG §5.4) and the M-product (TM-GCN).
 
-Both replace each adjacency A_t by a combination of the window of the last ``w`` snapshots
-``max(0, t-w+1) .. t`` (0-based) and write a new snapshot store:
-
-* edge-life ``L``: A_t <- sum of the window (an edge stays alive for L snapshots);
-* M-product ``W``: A ×1 M with M_tk = 1/min(W, t) over the window, i.e. the window mean; the
-  ``node_features`` frames, when present, are averaged the same way.
-
-A snapshot's A_t is its weighted adjacency: the ``weight`` column (1 per edge when absent) with
-duplicate (src, dst) pairs summed. Output snapshots are coalesced (one row per (dst, src) in the
-window's union of supports, float32 ``weight`` always written). ``time`` and ``label`` columns are
-dropped: a smoothed edge aggregates events from several snapshots and so has no single time or
-label. Edge-life leaves the frames unchanged (ESDG smooths only the graph); other node arrays
-(``node_ids``, ``node_label``) and the cut are copied as they are.
-
-Outputs are 50-80x the input on real graphs, so the transform streams: it keeps only the last w
-coalesced snapshots (peak memory O(w x largest snapshot)) and appends each output snapshot to the
-store writer as soon as it is built.
-
-ESDG Table 1 pairs each model with its smoothing (TM-GCN on the M-product, EvolveGCN on edge-life,
-CD-GCN on the raw graph; §5.4: TM-GCN's features are M-averaged too). :data:`MODEL_SMOOTHING` holds
-that pairing and :func:`smooth_adjacencies` / :func:`window_mean` apply it in memory, so a run can
-smooth its inputs while its link-prediction targets stay the raw next snapshots
-(trainers/discrete/data.py).
+Both combine the window of the last w adjacencies (sum, or mean with the features averaged too),
+streamed into a new store or applied in memory with ESDG Table 1's model pairing
+(:data:`MODEL_SMOOTHING`), so a run's targets stay the raw next snapshots.
+See docs/discrete-schemes.md (section "Task", paragraph "Smoothing").
 """
 from __future__ import annotations
 
