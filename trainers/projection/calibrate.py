@@ -1,33 +1,9 @@
 """``dgbench project calibrate``: a hardware profile of the machine at hand, measured.
 
-* **compute**: ``single`` runs of every chosen model on a few generated stores of different shapes
-  (ESDG's random snapshots, §6.1; an edge stream of users and items), at one intra-op thread per rank
-  (``THREADS_PER_RANK``, set in every rank whatever launch would give it: launch gives a spawned rank
-  cpu_count // nproc threads and leaves a P = 1 run, which runs in the caller's process, at the caller's
-  count — 2 here — and a P = 1 epoch at 2 threads took 21 % less wall time and 52 % more CPU than at 1; a run
-  checked against this profile is timed at the same count, ``run_timed(..., threads=1)``), timed over their
-  epochs after ``WARMUP_EPOCHS`` (the second epoch still ran 14-37 % slow on several stores); each model's
-  rates are the non-negative least-squares fit of those epoch times to the dry run's work counts of the
-  same runs (relative errors weighted equally), and the fit's residuals are kept in the profile;
-* **Sven's micro-batches**: per continuous model, the seconds one more of Sven's n chunks per batch adds
-  (Alg. 2), from two P = 2 ``sven`` runs differing only in n (``per_microbatch_s``);
-* **scheme overheads**: per scheme of ``OVERHEAD_SCHEMES`` (snapshot, sven) and model, the seconds a P = 2 rank
-  spends per collective call beyond what the rates above and the link price (``per_call_s``: packing, gloo's
-  CPU, planning, waiting for its peer), from P = 2 runs of the scheme on the same calibration inputs; priced
-  by the projection on this profile only (trainers.projection.projection);
-* **memory bandwidth**: a timed copy of a large tensor (read + write bytes over the median time);
-* **link**: an all-to-all between two local ranks (gloo), timed over message sizes and fitted to
-  alpha + n / bandwidth. This machine has no second node, so the inter-node link is the same
-  measured loopback link, and the profile says so.
-
-**Clocks.** Every epoch and every timed collective is read on both clocks at once (``wall``:
-``time.perf_counter``; ``process``: ``time.process_time``, the rank's CPU seconds over all its threads,
-nothing while it waits), so :func:`calibrate_clocks` fits a profile per clock from the same runs, and
-:func:`run_timed` gives a measured run on both: the two clocks' errors then differ only by what the clocks
-see, never by which runs were sampled. The profile records the conditions it was measured under
-(``conditions``: threads per rank, warm-up and timed epochs, the load average before and after).
-
-The profile is written through :func:`dgbench.costmodel.save_fitted`, with this machine's identity.
+Compute rates (NNLS fits of ``single`` epochs to the dry run's work counts), Sven's per-micro-batch
+cost, scheme overheads per collective call, memory bandwidth and the loopback link, on both clocks
+(:func:`calibrate_clocks`, :func:`run_timed`); written through :func:`dgbench.costmodel.save_fitted`.
+See docs/projection.md (section "2. Hardware profiles", the calibrated source).
 """
 from __future__ import annotations
 

@@ -1,28 +1,8 @@
 """What a collective costs on a two-level network: alpha-beta (Hockney) links per kind.
 
-A link kind k has a start-up latency alpha_k (seconds per message) and a bandwidth B_k = 1/beta_k
-(bytes per second). Intra-node links are per rank (each GPU has its own NVLink / PCIe ports);
-the inter-node link is per node (the node's NICs, shared by its ranks). Ranks are numbered node
-by node (rank r is on node r // ranks_per_node), as launchers place them.
-
-Formulas (p ranks, n bytes):
-
-* **all-to-all**, pairwise exchange (Thakur, Rabenseifner & Gropp, "Optimization of Collective
-  Communication Operations in MPICH", IJHPCA 19(1), 2005, §3): T = (p-1) alpha + n beta, n the bytes
-  one process sends. dgbench's exchanges are uneven and cross two link kinds, so the bandwidth term is
-  the busiest port (our generalisation, the h-relation of BSP): T = (p-1) alpha + max(max_r S_r^intra
-  beta_intra, max_r R_r^intra beta_intra, max_node S_node^inter beta_inter, max_node R_node^inter
-  beta_inter), alpha = alpha_inter when the job spans nodes. NCCL's all-to-all (grouped send/receive)
-  has the same bus-bandwidth factor (p-1)/p (nccl-tests doc/PERFORMANCE.md).
-* **all-gather**, ring (Thakur et al. 2005, §3.1): T = (p-1) alpha + ((p-1)/p) n beta, n the bytes
-  gathered; with uneven blocks each of the p-1 steps waits for the largest block:
-  T = (p-1) (alpha + max_r b_r beta). A ring through nodes crosses each node's NIC once per step.
-* **all-reduce**: ring, T = 2(p-1) alpha + 2((p-1)/p) n beta (Patarasuk & Yuan, JPDC 69(2), 2009;
-  nccl-tests doc/PERFORMANCE.md: t = (S/B) 2(n-1)/n); tree (NCCL's pipelined double binary trees,
-  after Sanders, Speck & Träff, Parallel Computing 35(12), 2009): T = 2 ceil(log2 p) alpha + 2 n beta,
-  logarithmic latency at a bandwidth term that does not shrink with p. The cheaper of the two is
-  taken, as NCCL chooses by size: the tree for small messages, the ring for large ones.
-* **point to point**: T = alpha + n beta.
+All-to-all (pairwise exchange, busiest port), all-gather (ring), all-reduce (the cheaper of ring and
+tree) and point to point, after Thakur et al. 2005, Patarasuk & Yuan 2009 and NCCL.
+See docs/projection.md (section "3. Collective cost formulas").
 """
 from __future__ import annotations
 

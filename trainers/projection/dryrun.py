@@ -1,30 +1,8 @@
 """The dry run: what one training epoch of a scheme moves at P ranks, counted without training.
 
-Communication volume is a deterministic function of the store, the partition, the protocol and the
-model's widths, so it can be counted for any P without the ranks. The dry run goes through the same
-code the real run does, with a world that counts and moves nothing (:class:`CountingComm` in a
-:class:`~dgbench.dist.DistContext` per rank):
-
-* the run is resolved by :func:`trainers.experiment.resolve` (scheme, model, options, world rule);
-  the partition step is the scheme's own :meth:`~trainers.contract.Scheme.partition` on the family's
-  partition problem, exactly as rank 0 of a job runs it;
-* **discrete**: rank 0's trainer is built by :func:`trainers.discrete.family.build_rank` (the scheme's
-  placement, schedule and the model's parameters); one no-grad forward of its first block runs on the
-  counting world (placements may learn their exchange widths on a first forward, and the collectives
-  it calls give the calls per block); the per-tag elements of the epoch are the schedule's own
-  :meth:`~trainers.discrete.schedule.Schedule.predicted_elements` (what the conformance suite checks
-  against real runs); their (sender, receiver) shape and the per-rank work come from the placement's
-  plan (:mod:`trainers.projection.plans`);
-* **continuous**: rank r's node state and batch planner come from the scheme's
-  :meth:`~trainers.contract.ContinuousScheme.node_state` and
-  :meth:`~trainers.contract.ContinuousScheme.assign_events` (the hooks the trainer calls), every
-  training batch is planned on every rank (its events, sampled neighbours, route to the owners and its
-  write-back ids), and the collectives the node state issues for that plan are counted
-  (:mod:`trainers.projection.plans`). The model is built once, for its widths (:class:`StateLayout`) and
-  parameter count; it never runs.
-
-Ranks are planned one at a time and only counts are kept (per tag: a P x P matrix of elements and the
-per-rank elements of each unit of work), so memory stays that of one rank's plan plus the store.
+It goes through the same code the real run does, on a world that counts and moves nothing
+(:class:`CountingComm`); ranks are planned one at a time and only counts are kept.
+See docs/projection.md (section "1. The dry run").
 """
 from __future__ import annotations
 

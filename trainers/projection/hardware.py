@@ -1,31 +1,9 @@
 """Hardware profiles for the projection: a device's compute rates and the network as alpha-beta links.
 
-A profile is a small JSON document::
-
-    {"schema": "dgbench.hardware", "version": 1, "name": ..., "source": "spec-sheet" | "calibrated",
-     "description": ..., "ranks_per_node": 8,
-     "device": {"name": ..., "memory_bandwidth": bytes/s, "source": ...},
-     "links": {"intra": {"alpha_s": ..., "bandwidth": bytes/s, "what": ..., "source": ...},
-               "inter": {... per node ...}},
-     "compute": {"discrete": {MODEL: {"per_edge_s", "per_cell_s", "per_step_s", "fit": {...}}},
-                 "continuous": {MODEL: {"per_event_s", "per_position_s", "per_batch_s", "fit": {...}}}},
-     "scheme_overheads": {FAMILY: {SCHEME: {MODEL: {"per_call_s", "fit": {...}}}}},
-     "citations": [...]}
-
-Two sources, always said:
-
-* **calibrated** (``dgbench project calibrate``): the compute rates are least-squares fits of epoch
-  times of ``single`` runs timed on this machine against the dry run's work counts, the memory
-  bandwidth is a timed copy, the link is a timed all-to-all between two local ranks (gloo). Saved
-  through :func:`dgbench.costmodel.save_fitted` (kind ``hardware-profile``), so the file carries the
-  hardware identity it was fitted on. Its ``scheme_overheads`` (optional) are what P = 2 runs of a scheme
-  spent beyond the rates and the link on this machine (trainers.projection.projection).
-* **spec-sheet** (``trainers/projection/profiles/*.json``): links and memory bandwidth from the vendors'
-  data sheets and the papers' setup sections (each value cites where it comes from; latencies, which
-  no data sheet gives, are marked as assumed). A spec sheet has no per-model rates, so the projection
-  scales a calibrated profile's memory-bound rates by the ratio of memory bandwidths (a roofline
-  argument: at hidden width 6 these kernels are bandwidth-bound), and says so in its output. The
-  per-step / per-batch overheads (kernel launches, host work) are taken unscaled.
+A small JSON document (``dgbench.hardware``) from one of two sources, always said: ``calibrated``
+(``dgbench project calibrate``, carrying this machine's identity) or ``spec-sheet``
+(``trainers/projection/profiles/*.json``, rates roofline-scaled from a calibrated profile).
+See docs/projection.md (section "2. Hardware profiles").
 """
 from __future__ import annotations
 
