@@ -55,7 +55,7 @@ Still different (each side as its library builds it; printed beside the table):
   ``time_shift``/``time_scale`` (see dgbench/models/temporal.py);
 * dgbench plans the next batches on a background thread; DyGLib samples neighbours in the loop.
 
-AP (test, first 10,000 events, seeds 0/1/2 on both sides, issue 20, stop 24): DyGLib's default *trained* time
+AP (test, first 10,000 events, seeds 0/1/2 on both sides): DyGLib's default *trained* time
 encoding is what drove the AP gap. LastFM: dgbench 0.708/0.719/0.727, DyGLib trained 0.571/0.572/0.576, DyGLib
 fixed 0.728/0.729/0.730; Wikipedia: dgbench 0.921/0.904/0.911, DyGLib trained 0.898/0.890/0.890, DyGLib fixed
 0.925/0.914/0.929. Fixed on both sides, DyGLib's mean is 0.011 above dgbench's on both, less than dgbench's
@@ -414,7 +414,7 @@ def print_table(name: str, model: str, memory_dim: int, runs: dict[str, list[dic
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("peer_store", DATASETS, indirect=True)
 def test_against_dyglib(benchmark, dyglib, peer_store, model, memory_dim):
-    """Goal (issue 20): dgbench >= 3x DyGLib's training events/s at memory 172, AP within noise."""
+    """Goal: dgbench >= 3x DyGLib's training events/s at memory 172, AP within noise."""
     name, store = peer_store
 
     def alternate() -> dict[str, list[dict]]:

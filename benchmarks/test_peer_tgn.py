@@ -268,7 +268,7 @@ def print_sides(runs: dict[str, list[dict]], table: dict[str, dict[str, float]])
 @pytest.mark.realdata
 @pytest.mark.parametrize("memory_dim", MEMORY_DIMS)
 def test_tgn_against_pyg_tgn(benchmark, wikipedia, memory_dim):
-    """Goal (issue 20): dgbench ≥ 3x the peer's training events/s at memory 172, AP within noise."""
+    """Goal: dgbench ≥ 3x the peer's training events/s at memory 172, AP within noise."""
     try:
         _import_pyg_tgn()
     except ImportError as exc:

@@ -1,5 +1,5 @@
 """dgbench project against this machine: projected vs measured epoch time at P = 1 and 2, and the dry
-run's peak memory on ESDG's weak-scaling family (issue 17).
+run's peak memory on ESDG's weak-scaling family.
 
 1. **Projection error**, on both clocks (``wall``, ``process``: trainers/projection/calibrate.py) from the same
    runs. ``REPEATS`` times, alternating (calibrate, measure, calibrate, measure: A B A B, so calibration and

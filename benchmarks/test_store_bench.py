@@ -5,7 +5,7 @@ esdg-random-like store of 32 snapshots with m = 3N uniform edges each. The full 
 `src` and `dst` columns whole; the baseline reads the same number of bytes from one flat file with
 numpy.fromfile (both from the page cache after the first round). Edges/s per test is in extra_info.
 
-Integrity (issue 19): every read of an opened store checks each file it reads against the digest
+Integrity: every read of an opened store checks each file it reads against the digest
 recorded at write time (sha256 of the compressed bytes) and the ids against N. ``*_unverified`` runs
 the same read with ``open_store(verify=False)``: the ratio of the two is what verification costs.
 ``test_file_digests_at_close`` times the digests a writer adds when it closes (hashing every file

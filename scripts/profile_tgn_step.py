@@ -1,4 +1,4 @@
-"""Where one epoch of dgbench's TGN training goes (issue 20): cProfile of ``train_epoch`` of a ``single``
+"""Where one epoch of dgbench's TGN training goes: cProfile of ``train_epoch`` of a ``single``
 run, its inclusive seconds sorted into the step's parts, and torch.profiler's top operators.
 
 Batches are planned inline (``prefetch=0``) so the sampler's share shows (training overlaps it with

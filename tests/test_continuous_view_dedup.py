@@ -1,4 +1,4 @@
-"""The memory update runs once per distinct (vertex, query time) pair of a batch (issue 20): the views
+"""The memory update runs once per distinct (vertex, query time) pair of a batch: the views
 and the parameters' gradients equal those of updating every position, and fewer rows are updated."""
 from __future__ import annotations
 

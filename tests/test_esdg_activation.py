@@ -1,4 +1,4 @@
-"""ESDG's activation placement (issue 15, item 4): Eq. 2's σ on each layer's GCN output, before the
+"""ESDG's activation placement: Eq. 2's σ on each layer's GCN output, before the
 layer's temporal module (§2.2, Fig. 1), CD-GCN's σ on the whole concatenation (§5.1), EvolveGCN-O's
 σ(Ã_t X_t W_t) (§5.2); nothing between one layer's temporal output and the next layer's GCN.
 
@@ -138,7 +138,7 @@ def test_each_esdg_model_places_sigma_as_the_paper_writes_it(name):
     with torch.no_grad():
         expected = paper(model, a)
         torch.testing.assert_close(halves(model, a), expected, rtol=1e-12, atol=1e-12)
-        # the input is one where the placement matters: the pre-issue-15 form gives other scores
+        # the input is one where the placement matters: dgbench's earlier between-layers form gives other scores
         old = halves(built(factory, "between-layers"), a)
     assert (old - expected).abs().max() > 1e-3, name
 

@@ -1,4 +1,4 @@
-"""The calibration's timed runs (trainers/projection/calibrate.py, issue 17): every epoch read on both clocks at
+"""The calibration's timed runs (trainers/projection/calibrate.py): every epoch read on both clocks at
 once, at the thread count asked for, and the warm-up epochs left out of the median."""
 from __future__ import annotations
 

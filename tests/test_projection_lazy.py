@@ -1,6 +1,6 @@
-"""The dry run's step-by-step discrete data (trainers/projection/lazydata.py, issue 17's memory must-hold): it holds
-the same numbers as the run's whole DiscreteData, the dry run counts the same bytes, work and pattern on it for
-every discrete scheme, and the snapshot scheme's dry run builds only rank 0's own steps and no pairs. Also the
+"""The dry run's step-by-step discrete data (trainers/projection/lazydata.py, which keeps the dry run's memory flat in
+P): it holds the same numbers as the run's whole DiscreteData, the dry run counts the same bytes, work and pattern on
+it for every discrete scheme, and the snapshot scheme's dry run builds only rank 0's own steps and no pairs. Also the
 projection's Sven micro-batch term (priced with the n a measured run chose)."""
 from __future__ import annotations
 
