@@ -61,7 +61,8 @@ def compute_seconds(dry: DryRun, rates: dict[str, float]) -> dict[str, float]:
 
 def eq12_microbatches(dry: DryRun, network: collectives.Network) -> int | None:
     """Sven's n (Eq. 12) as the trainer would choose it on this network: eta(bs) = A + B/bs from the dry
-    run's first batch, S = bandwidth x latency / dispatch bytes per event (trainers.continuous.sven.formulas.granularity)."""
+    run's first batch, S = bandwidth x latency / dispatch bytes per event (``granularity`` of
+    trainers/continuous/sven/formulas.py)."""
     eq12 = dry.extra.get("eq12")
     if not eq12 or not eq12.get("dispatch_bytes_per_event") or dry.extra.get("microbatches_given"):
         return None  # (a dry run of a measured run counted with the n that run chose: priced as counted)
