@@ -26,12 +26,15 @@ def run(config: RunConfig) -> tuple[dict, Path | None]:
     Under an external torchrun every rank gets the complete record; only rank 0 writes it
     (path None elsewhere), so a multi-node job leaves one record, not one per rank.
     """
-    from dgbench.records import prepare_output, write_record
+    from dgbench.records import prepare_output, read_system_description, write_record
     from trainers.experiment import resolve, run_experiment
     resolve(config)  # a run that would not run as asked fails before anything is written
+    description = read_system_description(config.system_desc)
     if int(os.environ.get("RANK", "0")) == 0:
         prepare_output(config.out)  # an unwritable or taken --out fails now, not after training (issue 19)
     record = run_experiment(config)
+    if description is not None:
+        record["system"]["description"] = description
     if int(os.environ.get("RANK", "0")) != 0:
         return record, None
     return record, write_record(record, config.out)

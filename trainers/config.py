@@ -36,6 +36,9 @@ class RunConfig(Options):
     out: Path = option(Path("runs"), "Directory (or .json path) for the result record.", record=False)
     timeout_s: float = option(300.0, "Collective timeout in seconds: a dead rank fails the job instead of "
                                      "hanging it.", flag="--timeout", positive=True, record=False)
+    system_desc: Path | None = option(None, "JSON file describing the system beyond what dgbench detects "
+                                            "(interconnect, ...), recorded as the record's system.description.",
+                                      record=False)
     options: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # test and benchmark plumbing (dtype, prefetch)
 
