@@ -64,6 +64,12 @@ class Record(dict):
         """Final metrics by split (``val``, ``test``, ...)."""
         return self.get("final_metrics", {})
 
+    def config(self) -> dict[str, Any]:
+        """A run config that re-runs this record (``dgbench.run(**record.config())``, or saved as JSON for
+        `dgbench run --config`): scheme, model, store, ranks, backend and every option that applied."""
+        from trainers.config import config_of_record
+        return config_of_record(self)
+
     def __repr__(self) -> str:
         test = self.metrics.get("test", {})
         scores = ", ".join(f"{k}={test[k]:.4f}" for k in ("ap", "mrr") if test.get(k) is not None)
