@@ -38,6 +38,55 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def dgbench_checkout(folder: Path = REPO_ROOT) -> Path | None:
+    """``folder`` or the nearest folder above it that is a git checkout of dgbench itself (its own .git and
+    this project's pyproject.toml); None otherwise, e.g. dgbench installed in a venv inside another project."""
+    for candidate in (folder, *folder.parents):
+        pyproject = candidate / "pyproject.toml"
+        if (candidate / ".git").exists() and pyproject.is_file():
+            try:
+                named = re.search(r'^name\s*=\s*"dgbench"\s*$', pyproject.read_text(), re.M) is not None
+            except OSError:
+                named = False
+            return candidate if named else None
+        if (candidate / ".git").exists():
+            return None  # the nearest checkout is another project's
+    return None
+
+
+def code_provenance() -> dict[str, Any]:
+    """Which dgbench ran. From a checkout of dgbench: its commit and whether the tree was dirty. Installed:
+    the distribution's version and, from its PEP 610 direct_url.json, the VCS commit it was built from (or
+    the URL it was installed from); never the commit of a git project dgbench merely runs inside."""
+    if dgbench_checkout() == REPO_ROOT:
+        return {**git_state(REPO_ROOT), "version": dgbench.__version__, "source": "checkout"}
+    return installed_provenance()
+
+
+def installed_provenance() -> dict[str, Any]:
+    import importlib.metadata
+    out: dict[str, Any] = {"commit": None, "dirty": None, "version": dgbench.__version__, "source": None}
+    try:
+        dist = importlib.metadata.distribution("dgbench")
+    except importlib.metadata.PackageNotFoundError:
+        return out
+    if Path(str(dist.locate_file("dgbench"))).resolve() != Path(dgbench.__file__).resolve().parent:
+        return out  # the metadata found is another copy's, not the code that runs
+    out["version"] = dist.version
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "null")
+    except ValueError:
+        direct = None
+    if not isinstance(direct, dict):
+        out["source"] = "index"  # no direct_url.json: installed from a package index
+        return out
+    out["source"] = direct.get("url")
+    commit = (direct.get("vcs_info") or {}).get("commit_id")
+    if isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit):
+        out.update(commit=commit, dirty=False)  # built from that commit as pip checked it out
+    return out
+
+
 def git_state(repo: Path = REPO_ROOT) -> dict[str, Any]:
     """Commit of the code that ran and whether the working tree had uncommitted changes."""
     def git(*args: str) -> str | None:
@@ -171,7 +220,7 @@ def build_record(*, family: str, task: str, scheme: str, model: str, dataset: di
               "family": family, "task": task, "scheme": scheme, "model": model, "dataset": dataset,
               "hyperparameters": hyperparameters, "world_size": int(world_size), "backend": backend,
               "environment": env, "system": system, "hardware_class": hardware_class(env, system),
-              "code": git_state(),
+              "code": code_provenance(),
               "command": command if command is not None else sys.argv,
               "started_at": started_at, "ended_at": ended_at or utc_now(),
               "epochs": epochs, "final_metrics": final_metrics}
