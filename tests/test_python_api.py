@@ -141,3 +141,13 @@ def test_board_without_pandas_is_one_clear_error(tmp_path: Path, monkeypatch: py
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
     with pytest.raises(ImportError, match=r"needs pandas \(pip install pandas\)"):
         dgbench.board(tmp_path)
+
+
+def test_board_is_a_dataframe_of_those_rows(tmp_path: Path) -> None:
+    pandas = pytest.importorskip("pandas", reason="dgbench.board needs the optional pandas")
+    from dgbench.leaderboard.board import submit
+    from tests.leaderboard_records import make_record, write
+    submit(write(make_record(test_ap=0.81), tmp_path / "staging" / "r.json"), tmp_path / "board")
+    frame = dgbench.board(tmp_path / "board")
+    assert isinstance(frame, pandas.DataFrame)
+    assert frame.to_dict("records") == dgbench.board_rows(tmp_path / "board")
