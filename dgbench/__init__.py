@@ -1,10 +1,35 @@
 """dgbench: Zarr stores of dynamic graphs, distributed training schemes, and leaderboards.
 
-The public core API is small: open a store, write one, validate it.
+The public API (docs/python-api.md): ``prepare`` and ``open_store`` a store, ``run`` a scheme on it
+(a :class:`Record`), score predictions with ``Evaluator``, read a board with ``board``; the store
+classes for writing one. Names are imported on first use, so ``import dgbench`` stays light (no torch,
+no zarr).
 """
-from dgbench.store import (EdgeStreamStore, EdgeStreamStoreWriter, Snapshot, SnapshotStore,
-                           SnapshotStoreWriter, open_store)
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["EdgeStreamStore", "EdgeStreamStoreWriter", "Snapshot", "SnapshotStore", "SnapshotStoreWriter",
-           "open_store", "__version__"]
+
+_EXPORTS = {
+    "prepare": "dgbench.api", "run": "dgbench.api", "Record": "dgbench.api", "Evaluator": "dgbench.api",
+    "board": "dgbench.api", "board_rows": "dgbench.api",
+    "open_store": "dgbench.store", "EdgeStreamStore": "dgbench.store", "EdgeStreamStoreWriter": "dgbench.store",
+    "Snapshot": "dgbench.store", "SnapshotStore": "dgbench.store", "SnapshotStoreWriter": "dgbench.store",
+    "DgbenchError": "dgbench.errors",
+}
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dgbench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups do not come back here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

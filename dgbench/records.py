@@ -2,9 +2,9 @@
 
 Schema (version RECORD_SCHEMA_VERSION) is documented in docs/result-record.md. A record says
 what ran (scheme, model, hyper-parameters, world size, backend), on what (dataset name and store
-fingerprint), where (device, host, software versions, git commit and whether the tree was dirty),
-and what came out (per-epoch figures, final metrics), so every number traces back to a command
-and a store fingerprint.
+fingerprint), where (device, host, software versions, the system's nodes, ranks and accelerators per
+node, git commit and whether the tree was dirty), and what came out (per-epoch figures, final
+metrics), so every number traces back to a command and a store fingerprint.
 """
 from __future__ import annotations
 
@@ -38,6 +38,55 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def dgbench_checkout(folder: Path = REPO_ROOT) -> Path | None:
+    """``folder`` or the nearest folder above it that is a git checkout of dgbench itself (its own .git and
+    this project's pyproject.toml); None otherwise, e.g. dgbench installed in a venv inside another project."""
+    for candidate in (folder, *folder.parents):
+        pyproject = candidate / "pyproject.toml"
+        if (candidate / ".git").exists() and pyproject.is_file():
+            try:
+                named = re.search(r'^name\s*=\s*"dgbench"\s*$', pyproject.read_text(), re.M) is not None
+            except OSError:
+                named = False
+            return candidate if named else None
+        if (candidate / ".git").exists():
+            return None  # the nearest checkout is another project's
+    return None
+
+
+def code_provenance() -> dict[str, Any]:
+    """Which dgbench ran. From a checkout of dgbench: its commit and whether the tree was dirty. Installed:
+    the distribution's version and, from its PEP 610 direct_url.json, the VCS commit it was built from (or
+    the URL it was installed from); never the commit of a git project dgbench merely runs inside."""
+    if dgbench_checkout() == REPO_ROOT:
+        return {**git_state(REPO_ROOT), "version": dgbench.__version__, "source": "checkout"}
+    return installed_provenance()
+
+
+def installed_provenance() -> dict[str, Any]:
+    import importlib.metadata
+    out: dict[str, Any] = {"commit": None, "dirty": None, "version": dgbench.__version__, "source": None}
+    try:
+        dist = importlib.metadata.distribution("dgbench")
+    except importlib.metadata.PackageNotFoundError:
+        return out
+    if Path(str(dist.locate_file("dgbench"))).resolve() != Path(dgbench.__file__).resolve().parent:
+        return out  # the metadata found is another copy's, not the code that runs
+    out["version"] = dist.version
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "null")
+    except ValueError:
+        direct = None
+    if not isinstance(direct, dict):
+        out["source"] = "index"  # no direct_url.json: installed from a package index
+        return out
+    out["source"] = direct.get("url")
+    commit = (direct.get("vcs_info") or {}).get("commit_id")
+    if isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit):
+        out.update(commit=commit, dirty=False)  # built from that commit as pip checked it out
+    return out
+
+
 def git_state(repo: Path = REPO_ROOT) -> dict[str, Any]:
     """Commit of the code that ran and whether the working tree had uncommitted changes."""
     def git(*args: str) -> str | None:
@@ -65,9 +114,98 @@ def environment(device: torch.device) -> dict[str, Any]:
     return env
 
 
-def hardware_class(env: dict[str, Any]) -> str:
-    """A coarse label leaderboard rows are grouped by, e.g. 'cpu-2c' or 'NVIDIA H100 80GB HBM3'."""
-    return env["device_name"] if env.get("device_name") not in (None, "cpu") else f"cpu-{env.get('cpu_count')}c"
+def hardware_class(env: dict[str, Any], system: dict[str, Any] | None = None) -> str:
+    """A coarse label leaderboard rows are grouped by: the hardware of one node, e.g. 'cpu-2c', or for GPU
+    runs the device and how many a node has, 'NVIDIA H100 80GB HBM3 x8' (so 1 node x 8 GPUs and 8 nodes x
+    1 GPU are different classes, and a scaling series over nodes of one shape stays one class). Records
+    without a ``system`` block (written before it existed) are labelled by the device alone, as then."""
+    if env.get("device_name") in (None, "cpu"):
+        return f"cpu-{env.get('cpu_count')}c"
+    per_node = (system or {}).get("accelerators_per_node")
+    return env["device_name"] if per_node is None else f"{env['device_name']} x{per_node}"
+
+
+def system_description(world_size: int, device: torch.device, description: dict[str, Any] | None = None
+                       ) -> dict[str, Any]:
+    """The MLPerf-style system a run ran on (docs/result-record.md, ``system``): nodes, ranks and
+    accelerators per node, CPU model and cores, memory, CUDA / cuDNN / NCCL / driver versions where
+    present, and the user's ``--system-desc`` (interconnect, ...) as given."""
+    import torch
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))  # torchrun sets it; our launcher: one node
+    system: dict[str, Any] = {"nodes": max(1, world_size // max(1, per_node)), "ranks_per_node": per_node,
+                              "launcher": "torchrun" if "LOCAL_WORLD_SIZE" in os.environ else "dgbench",
+                              "accelerators_per_node": 0, "accelerator": None,
+                              "cpu_model": _cpu_model(), "cpu_cores": os.cpu_count(),
+                              "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                              "memory_bytes": _memory_bytes()}
+    if device.type == "cuda":
+        system.update(accelerators_per_node=torch.cuda.device_count(), accelerator=torch.cuda.get_device_name(device),
+                      cuda=torch.version.cuda, cudnn=_version_text(torch.backends.cudnn.version()),
+                      nccl=_nccl_version(), driver=_nvidia_driver_version())
+    if description:
+        system["description"] = description
+    return system
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _version_text(version: Any) -> str | None:
+    if version is None:
+        return None
+    return ".".join(str(part) for part in version) if isinstance(version, tuple) else str(version)
+
+
+def _nccl_version() -> str | None:
+    import torch
+    try:
+        return _version_text(torch.cuda.nccl.version())
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _nvidia_driver_version() -> str | None:
+    """The NVIDIA kernel driver's version: /proc/driver/nvidia/version, else nvidia-smi; None when neither."""
+    try:
+        found = re.search(r"Kernel Module\s+(\S+)", Path("/proc/driver/nvidia/version").read_text())
+        if found:
+            return found.group(1)
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout.split()
+        return out[0] if out else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def read_system_description(path: str | Path | None) -> dict[str, Any] | None:
+    """``--system-desc FILE``: a JSON object describing what dgbench cannot see (interconnect, rack, ...)."""
+    if path is None:
+        return None
+    try:
+        description = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise DgbenchError(f"{path}: not a readable JSON system description (--system-desc): {exc}") from exc
+    if not isinstance(description, dict):
+        raise DgbenchError(f"{path}: a system description is a JSON object, e.g. "
+                           f'{{"interconnect": "InfiniBand NDR 400 Gb/s"}} (--system-desc)')
+    return description
 
 
 def build_record(*, family: str, task: str, scheme: str, model: str, dataset: dict[str, Any],
@@ -77,10 +215,12 @@ def build_record(*, family: str, task: str, scheme: str, model: str, dataset: di
                  extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assemble a record; ``dataset`` needs at least name, fingerprint, kind, num_nodes, num_edges."""
     env = environment(device)
+    system = system_description(world_size, device)
     record = {"schema": RECORD_SCHEMA, "schema_version": RECORD_SCHEMA_VERSION,
               "family": family, "task": task, "scheme": scheme, "model": model, "dataset": dataset,
               "hyperparameters": hyperparameters, "world_size": int(world_size), "backend": backend,
-              "environment": env, "hardware_class": hardware_class(env), "code": git_state(),
+              "environment": env, "system": system, "hardware_class": hardware_class(env, system),
+              "code": code_provenance(),
               "command": command if command is not None else sys.argv,
               "started_at": started_at, "ended_at": ended_at or utc_now(),
               "epochs": epochs, "final_metrics": final_metrics}

@@ -1,11 +1,14 @@
 """Registries of what dgbench can prepare (generators, datasets, formats), train (schemes, models).
 
 Plugins register themselves on import; :func:`load_plugins` imports the packages that hold them
-(`generators`, `loaders`, `trainers`), so the CLI and `dgbench list` see one uniform catalogue.
+(`generators`, `loaders`, `trainers`), then the models and schemes of separately installed packages
+(entry-point groups ``dgbench.models`` and ``dgbench.schemes``), so the CLI and `dgbench list` see one
+uniform catalogue. Writing a plugin: docs/python-api.md.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,9 @@ if TYPE_CHECKING:  # `dgbench prepare` does not pay for importing torch
 F = TypeVar("F", bound=Callable[..., Any])
 
 PLUGIN_PACKAGES = ("generators", "loaders", "trainers")
+# Entry-point groups of separately installed packages; each entry point names the module (or an object in
+# it) whose import registers models (@register_model) or schemes (trainers.contract.register_scheme).
+ENTRY_POINT_GROUPS = ("dgbench.models", "dgbench.schemes")
 
 
 @dataclass
@@ -109,7 +115,33 @@ def model_of(family: str, name: str) -> ModelEntry:
 
 def load_plugins(*packages: str) -> None:
     """Import the plugin packages (default: all) so their registrations run; Python imports each once.
+    Asking for ``trainers`` (or for all) also loads the installed packages' entry points.
 
     `prepare` asks only for generators and loaders, so it does not pay for importing torch models."""
     for package in packages or PLUGIN_PACKAGES:
         importlib.import_module(package)
+    if not packages or "trainers" in packages:
+        load_entry_points()
+
+
+_LOADED_ENTRY_POINTS: set[tuple[str, str]] = set()
+
+
+def load_entry_points(groups: tuple[str, ...] = ENTRY_POINT_GROUPS) -> list[str]:
+    """Load every entry point of ``groups`` not loaded yet (its import registers what it holds); the names
+    of those loaded now. A plugin that fails to import is one error naming it and its package."""
+    loaded = []
+    for group in groups:
+        for entry in importlib.metadata.entry_points(group=group):
+            key = (group, entry.value)
+            if key in _LOADED_ENTRY_POINTS:
+                continue
+            try:
+                entry.load()
+            except Exception as exc:  # noqa: BLE001 - any failure of a third-party import is reported as its own
+                package = entry.dist.name if entry.dist is not None else "an installed package"
+                raise DgbenchError(f"plugin '{entry.name}' ({group} = {entry.value}, from {package}) failed to "
+                                   f"load: {type(exc).__name__}: {exc}") from exc
+            _LOADED_ENTRY_POINTS.add(key)
+            loaded.append(entry.name)
+    return loaded

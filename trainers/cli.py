@@ -17,7 +17,7 @@ import click
 from dgbench.errors import DgbenchError
 from dgbench.options import Options, click_options
 from dgbench.registry import MODELS, SCHEMES, load_plugins
-from trainers.config import RunConfig
+from trainers.config import RunConfig, config_of, read_config_file, run_config_from
 
 
 def run(config: RunConfig) -> tuple[dict, Path | None]:
@@ -50,6 +50,22 @@ def _owners() -> list[tuple[str, type[Options]]]:
     return owners
 
 
+def _with_config_file(path: Path | None, given: dict[str, Any]) -> dict[str, Any]:
+    """The config file's values under those given on the command line (a flag not given is False there)."""
+    from_file = read_config_file(path) if path is not None else {}
+    return {**from_file, **{k: v for k, v in given.items() if v is not None and v is not False}}
+
+
+def _print_config(config: RunConfig, seeds: Any) -> None:
+    """The resolved run as a config file: every option that applies, defaults included."""
+    from trainers.experiment import resolve
+    values = config_of(config, resolve(config).hyperparameters())
+    if seeds is not None:
+        values.pop("seed", None)
+        values["seeds"] = str(seeds)
+    click.echo(json.dumps(values, indent=2, sort_keys=True))
+
+
 def _summary(record: dict[str, Any], path: Path) -> str:
     """The closing line: what ran, on which store, how fast and how well."""
     last = record["epochs"][-1] if record.get("epochs") else {}
@@ -62,14 +78,18 @@ def _summary(record: dict[str, Any], path: Path) -> str:
 
 
 def _run_command() -> click.Command:
-    def callback(scheme: str, model: str, dataset: Path, **given: Any) -> None:
+    def callback(config_file: Path | None, print_config: bool, **given: Any) -> None:
         """Train MODEL with SCHEME on DATASET and write a result record."""
         from trainers.seeds import parse_seeds, run_seeds
+        given = _with_config_file(config_file, given)
         seeds = given.pop("seeds", None)
         if seeds is not None and given.get("seed") is not None:
             raise DgbenchError("--seed and --seeds: give one (--seeds runs one record per seed)")
-        config = RunConfig(scheme, model, dataset, **given)
-        runs = run_seeds(config, parse_seeds(seeds)) if seeds is not None else [run(config)]
+        config = run_config_from(given)
+        if print_config:
+            _print_config(config, seeds)
+            return
+        runs = run_seeds(config, parse_seeds(str(seeds))) if seeds is not None else [run(config)]
         for record, path in runs:
             if path is None:
                 continue
@@ -80,9 +100,15 @@ def _run_command() -> click.Command:
                                    "fingerprint": record["dataset"]["fingerprint"][:16], **final}, sort_keys=True))
 
     params: list[click.Parameter] = [
-        click.Option(["--scheme"], required=True, help="Training scheme (see `dgbench list`)."),
-        click.Option(["--model"], required=True, help="Model of the zoo (see `dgbench list`)."),
-        click.Option(["--dataset"], required=True, type=click.Path(path_type=Path), help="Store to train on."),
+        click.Option(["--scheme"], help="Training scheme (see `dgbench list`); required unless in --config."),
+        click.Option(["--model"], help="Model of the zoo (see `dgbench list`); required unless in --config."),
+        click.Option(["--dataset"], type=click.Path(path_type=Path),
+                     help="Store to train on; required unless in --config."),
+        click.Option(["--config", "config_file"], type=click.Path(path_type=Path, dir_okay=False),
+                     help="JSON (or YAML, with PyYAML) mapping of option names to values, e.g. "
+                          "--print-config's; options given on the command line win."),
+        click.Option(["--print-config"], is_flag=True,
+                     help="Print the run's config (every option that applies) as JSON and exit without training."),
         *click_options(_owners())]
     return click.Command("run", callback=callback, params=params,
                          help="Train MODEL with SCHEME on DATASET and write a result record.")

@@ -8,6 +8,7 @@ by their owners. ``RunConfig("snapshot", "tmgcn", store, nproc=2, blocks=4)`` pu
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ class RunConfig(Options):
     out: Path = option(Path("runs"), "Directory (or .json path) for the result record.", record=False)
     timeout_s: float = option(300.0, "Collective timeout in seconds: a dead rank fails the job instead of "
                                      "hanging it.", flag="--timeout", positive=True, record=False)
+    system_desc: Path | None = option(None, "JSON file describing the system beyond what dgbench detects "
+                                            "(interconnect, ...), recorded as the record's system.description.",
+                                      record=False)
     options: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # test and benchmark plumbing (dtype, prefetch)
 
@@ -70,3 +74,61 @@ class RunConfig(Options):
     def as_dict(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in values.items()}
+
+
+# --------------------------------------------------------------------------- config files (--config, --print-config)
+
+RUN_TARGETS = ("scheme", "model", "dataset")
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """`dgbench run --config FILE`: one mapping of option names (Python spelling, ``edge_factor``) to values,
+    with ``scheme``, ``model`` and ``dataset``; JSON, or YAML (``.yaml``/``.yml``) where PyYAML is installed."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise DgbenchError(f"{path}: cannot read the run config ({exc.strerror or exc})") from exc
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            try:
+                import yaml
+            except ImportError as exc:
+                raise DgbenchError(f"{path}: a YAML config needs PyYAML (pip install pyyaml); "
+                                   f"or write it as JSON") from exc
+            values = yaml.safe_load(text)
+        else:
+            values = json.loads(text)
+    except ValueError as exc:  # json.JSONDecodeError and yaml.YAMLError's parse errors
+        raise DgbenchError(f"{path}: not a readable run config ({exc})") from exc
+    if not isinstance(values, dict) or not all(isinstance(key, str) for key in values):
+        raise DgbenchError(f"{path}: a run config is one mapping of option names to values")
+    return {key.replace("-", "_"): value for key, value in values.items()}
+
+
+def config_of(config: RunConfig, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """What --print-config prints: a config that re-runs ``config`` exactly, every option that applies
+    spelled out (``hyperparameters``: the resolved ones, defaults included) and the run-level settings given."""
+    settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+                if f.name not in (*RUN_TARGETS, "options", "extra") and f.name not in hyperparameters}
+    out = {"scheme": config.scheme, "model": config.model, "dataset": str(config.dataset), **hyperparameters}
+    out.update({k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None})
+    return out
+
+
+def config_of_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A config that re-runs what ``record`` ran: its scheme, model, store path, ranks, backend and every
+    hyper-parameter that applied (its options)."""
+    return {"scheme": record["scheme"], "model": record["model"], "dataset": record["dataset"]["path"],
+            "nproc": record["world_size"], "backend": record["backend"], **record["hyperparameters"]}
+
+
+def run_config_from(values: dict[str, Any]) -> RunConfig:
+    """A RunConfig of a config mapping (a file's, or :func:`config_of_record`'s)."""
+    missing = [key for key in RUN_TARGETS if values.get(key) is None]
+    if missing:
+        flags = ", ".join(f"--{key}" for key in missing)
+        raise DgbenchError(f"the run names no {', '.join(missing)}: give {flags} (or {', '.join(missing)} "
+                           f"in --config)")
+    rest = {key: value for key, value in values.items() if key not in RUN_TARGETS}
+    return RunConfig(values["scheme"], values["model"], values["dataset"], **rest)

@@ -155,6 +155,8 @@ def _check_run_level(config: RunConfig) -> None:
     for spec in specs(RunConfig):
         check_value("the run", spec, getattr(config, spec.name))
     config.resolved_backend()  # --device cuda needs CUDA
+    from dgbench.records import read_system_description
+    read_system_description(config.system_desc)  # a bad --system-desc fails before anything is written
 
 
 def _takers(family: Family, name: str) -> list[str]:
@@ -197,13 +199,18 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     if len({(c.nproc, c.backend, c.device, c.timeout_s) for c in configs}) > 1:
         raise DgbenchError("runs launched together need the same nproc, backend, device and timeout")
     runs = [resolve(config) for config in configs]
-    from dgbench.records import utc_now
+    from dgbench.records import read_system_description, utc_now
+    descriptions = [read_system_description(config.system_desc) for config in configs]  # checked by resolve
     started = utc_now()
     head = configs[0]
     per_rank = launch(train_runs, nproc=head.nproc, args=(runs, progress.is_quiet()),
                       backend=head.resolved_backend(), timeout_s=head.timeout_s)
-    return [family_hooks(run.family).record(run, [results[i] for results in per_rank], started)
-            for i, run in enumerate(runs)]
+    records = [family_hooks(run.family).record(run, [results[i] for results in per_rank], started)
+               for i, run in enumerate(runs)]
+    for record, description in zip(records, descriptions):
+        if description is not None:
+            record["system"]["description"] = description
+    return records
 
 
 def run_experiment(config: RunConfig) -> dict[str, Any]:

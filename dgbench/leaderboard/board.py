@@ -23,7 +23,7 @@ from typing import Any
 from dgbench.errors import DgbenchError
 from dgbench.leaderboard.schema import Problem, RecordParseError, parse_record, validate_record
 from dgbench.leaderboard.tracks import TRACKS, qualifying_tracks
-from dgbench.records import REPO_ROOT, content_hash
+from dgbench.records import REPO_ROOT, content_hash, dgbench_checkout
 
 OFFICIAL_STORES = "official_stores.json"
 TRACKS_DIR = "tracks"
@@ -31,8 +31,21 @@ TRACKS_DIR = "tracks"
 REGISTERED_SHAPE = ("kind", "num_nodes", "num_edges", "num_snapshots")
 
 
+BOARD_ENV = "DGBENCH_BOARD"
+
+
 def default_board() -> Path:
-    return REPO_ROOT / "leaderboards"
+    """The board when --board is not given: ``$DGBENCH_BOARD``, else the leaderboards/ of the dgbench
+    repository dgbench runs from (its own checkout, or the checkout the current folder is in); never a
+    folder of an installed package."""
+    if os.environ.get(BOARD_ENV):
+        return Path(os.environ[BOARD_ENV])
+    for start in (REPO_ROOT, Path.cwd()):
+        checkout = dgbench_checkout(start)
+        if checkout is not None and (checkout / "leaderboards").is_dir():
+            return checkout / "leaderboards"
+    raise DgbenchError(f"no board: give --board DIR or set {BOARD_ENV} (dgbench is installed, not run from its "
+                       f"repository, so it has no board of its own)")
 
 
 class Rejected(DgbenchError):
@@ -72,7 +85,10 @@ def load_official_stores(board: Path) -> dict[str, dict[str, Any]]:
     runs/demo-board) uses the repo's: which stores are official is the benchmark's rule, not the board's."""
     path = Path(board) / OFFICIAL_STORES
     if not path.exists():
-        path = default_board() / OFFICIAL_STORES
+        try:
+            path = default_board() / OFFICIAL_STORES
+        except DgbenchError:
+            return {}  # an installed dgbench outside the repository: no registry to fall back to
     if not path.exists():
         return {}
     try:

@@ -10,7 +10,8 @@ from dgbench.leaderboard.board import Rejected, default_board, submit
 from dgbench.leaderboard.tracks import TRACKS
 
 BOARD_OPTION = click.option("--board", type=click.Path(file_okay=False, path_type=Path), default=None,
-                            help="Board directory (default: the repo's leaderboards/).")
+                            help="Board directory (default: $DGBENCH_BOARD, else the dgbench repository's "
+                                 "leaderboards/).")
 
 
 @click.command(name="submit")

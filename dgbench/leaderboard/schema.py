@@ -208,6 +208,7 @@ def validate_v1(record: dict[str, Any]) -> list[Problem]:
     _check_times(check)
     _check_dataset(check, family)
     _check_environment(check)
+    _check_system(check)
     _check_code(check)
     _check_epochs(check, world_size, _most_work(check.record))
     _check_metrics_block(check, record, "final_metrics", "")
@@ -270,8 +271,25 @@ def _check_environment(check: Checker) -> None:
         check.text(env, key, "environment")
     check.number(env, "cpu_count", "environment", low=1, integer=True, nullable=True)
     claimed = check.record.get("hardware_class")
-    if isinstance(claimed, str) and isinstance(env.get("device_name"), str) and claimed != hardware_class(env):
-        check.fail("hardware_class", f"is {claimed!r} but the environment says {hardware_class(env)!r}")
+    system = check.record.get("system") if isinstance(check.record.get("system"), dict) else None
+    implied = hardware_class(env, system)
+    if isinstance(claimed, str) and isinstance(env.get("device_name"), str) and claimed != implied:
+        check.fail("hardware_class", f"is {claimed!r} but the environment says {implied!r}")
+
+
+def _check_system(check: Checker) -> None:
+    """The system block (optional: records written before it existed have none)."""
+    system = check.mapping(check.record, "system", optional=True)
+    if system is None:
+        return
+    check.number(system, "nodes", "system", low=1, integer=True)
+    check.number(system, "ranks_per_node", "system", low=1, integer=True)
+    check.number(system, "accelerators_per_node", "system", low=0, integer=True)
+    for key in ("cpu_cores", "cpus_usable", "memory_bytes"):
+        check.number(system, key, "system", low=1, integer=True, optional=True, nullable=True)
+    for key in ("launcher", "accelerator", "cpu_model", "cuda", "cudnn", "nccl", "driver"):
+        check.text(system, key, "system", optional=True, nullable=True)
+    check.mapping(system, "description", "system", optional=True)
 
 
 def _check_code(check: Checker) -> None:

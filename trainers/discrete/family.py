@@ -174,7 +174,8 @@ def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
     trainer = build_rank(ctx, run, partition, problem)
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
                          label=f"{run.scheme.name}/{run.model.name}", unit="edges")
-    extra = {**trainer.placement.extra(), **trainer.extra(), **run.scheme.record_extras(run.scheme_options, partition)}
+    extra = {"parameters": sum(p.numel() for p in trainer.model.parameters()),  # as the continuous family records
+             **trainer.placement.extra(), **trainer.extra(), **run.scheme.record_extras(run.scheme_options, partition)}
     predicted = trainer.schedule.predicted_elements(trainer, CommProfile.of(trainer.model),
                                                     trainer.data.split_pairs(TRAIN, run.config.epochs - 1))
     if predicted is not None:  # the last training epoch's, all ranks together, by tag

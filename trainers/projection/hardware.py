@@ -8,6 +8,7 @@ See docs/projection.md (section "2. Hardware profiles").
 from __future__ import annotations
 
 import json
+from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from trainers.projection.collectives import Link, Network
 
 SCHEMA, VERSION = "dgbench.hardware", 1
 PROFILE_KIND = "hardware-profile"  # dgbench.costmodel kind of calibrated profiles
-BUILTIN = Path(__file__).with_name("profiles")
+BUILTIN = resources.files(__package__) / "profiles"  # package data (pyproject.toml)
 RATE_KEYS = {"discrete": ("per_edge_s", "per_cell_s", "per_step_s"),
              "continuous": ("per_event_s", "per_position_s", "per_batch_s")}
 # measured on a scheme's own runs when calibrated (a profile without them prices that term as zero)
@@ -93,7 +94,7 @@ class HardwareProfile:
 
 
 def builtin_profiles() -> list[str]:
-    return sorted(p.stem for p in BUILTIN.glob("*.json"))
+    return sorted(p.name.removesuffix(".json") for p in BUILTIN.iterdir() if p.name.endswith(".json"))
 
 
 def _check(document: Any, where: str) -> dict[str, Any]:
@@ -119,8 +120,9 @@ def _check(document: Any, where: str) -> dict[str, Any]:
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
     """A built-in spec-sheet profile by name, or a profile file (plain, or calibrated with its identity)."""
     path = Path(name_or_path)
-    if not path.exists() and (BUILTIN / f"{name_or_path}.json").exists():
-        path = BUILTIN / f"{name_or_path}.json"
+    builtin = BUILTIN / f"{name_or_path}.json"
+    if not path.exists() and builtin.is_file():
+        path = Path(str(builtin))  # installed packages are folders: the resource is a file
     if not path.exists():
         raise DgbenchError(f"{name_or_path}: no such hardware profile (built in: {', '.join(builtin_profiles())})")
     try:

@@ -22,13 +22,14 @@ import tempfile
 import threading
 import warnings
 from ctypes import POINTER, c_double, c_int, c_int64, c_uint64, c_void_p
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from dgbench.errors import DgbenchError
 
-SOURCE = Path(__file__).with_name("sis_kernels.cpp")
+SOURCE = resources.files(__package__) / "sis_kernels.cpp"  # package data (pyproject.toml)
 FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC"]
 BACKENDS = ("auto", "native", "python")
 
@@ -78,7 +79,8 @@ def _build(compiler: str) -> Path:
     if target.exists():
         return target
     partial = folder / f".{target.name}.{os.getpid()}.{threading.get_ident()}"
-    result = subprocess.run([compiler, *FLAGS, "-o", str(partial), str(SOURCE)], capture_output=True, text=True)
+    with resources.as_file(SOURCE) as source:  # a real file for the compiler, wherever the package lies
+        result = subprocess.run([compiler, *FLAGS, "-o", str(partial), str(source)], capture_output=True, text=True)
     if result.returncode != 0:
         partial.unlink(missing_ok=True)
         raise OSError(f"{compiler} failed on {SOURCE.name}: {result.stderr.strip()[:500]}")
