@@ -51,7 +51,7 @@ def package_data() -> list[str]:
 def test_the_wheel_holds_the_package_data_and_the_license(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = package_data()
-    assert "trainers/continuous/sampling/sis_kernels.cpp" in expected
+    assert "trainers/continuous/tgcn/sampling/sis_kernels.cpp" in expected
     assert any("/profiles/" in name for name in expected)
     assert not [name for name in expected if name not in names]
     info = f"dgbench-{dgbench.__version__}.dist-info"
@@ -72,10 +72,10 @@ INSTALLED_CHECKS = """
 import json, os
 import dgbench
 from dgbench.records import code_provenance
-from dgbench.project.hardware import builtin_profiles, load_profile
+from trainers.projection.hardware import builtin_profiles, load_profile
 from dgbench.leaderboard.board import default_board
 from dgbench.errors import DgbenchError
-from trainers.continuous.sampling import native
+from trainers.continuous.tgcn.sampling import native
 assert dgbench.__file__.startswith(os.environ["TARGET"]), dgbench.__file__
 out = {"code": code_provenance(), "profiles": builtin_profiles()}
 out["profile"] = load_profile(out["profiles"][0]).describe()["name"]

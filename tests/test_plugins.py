@@ -30,7 +30,7 @@ def demo_gcn(in_features: int = 2, hidden: int = 6):
 
 PLUGIN_SCHEMES = '''
 from trainers.contract import register_scheme
-from trainers.discrete.schemes.snapshot import Snapshot
+from trainers.discrete.esdg.snapshot import Snapshot
 
 
 @register_scheme
