@@ -54,11 +54,11 @@ class DryRun:
         return sum(v.bytes for tag, v in self.tags.items() if control or tag not in CONTROL_TAGS)
 
     def as_json(self) -> dict[str, Any]:
-        from dgbench.records import git_state
+        from dgbench.records import code_provenance
         work = {name: (values.sum(0) if values.ndim == 2 else values).tolist() for name, values in self.work.items()}
         return {"schema": SCHEMA, "version": VERSION, "family": self.family, "scheme": self.scheme,
                 "model": self.model, "world_size": self.world_size, "store": self.store,
-                "hyperparameters": self.hyperparameters, "code": git_state(), "unit": self.unit,
+                "hyperparameters": self.hyperparameters, "code": code_provenance(), "unit": self.unit,
                 "units": self.units, "parameters": self.parameters,
                 "totals": {"bytes": self.total_bytes(), "bytes_with_control": self.total_bytes(control=True)},
                 "tags": {tag: volume.summary() for tag, volume in sorted(self.tags.items())},

@@ -209,10 +209,10 @@ def scaling(points: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
 def projection_document(mode: str, head: DryRun, profile: HardwareProfile, points: list[dict[str, Any]],
                         command: str, notes: Iterable[str] = ()) -> dict[str, Any]:
     """The record-like JSON of one projected curve (never a measured record: ``projected`` is true)."""
-    from dgbench.records import git_state
+    from dgbench.records import code_provenance
     return {"schema": SCHEMA, "version": VERSION, "projected": True, "mode": mode, "family": head.family,
             "scheme": head.scheme, "model": head.model, "hyperparameters": head.hyperparameters,
-            "profile": profile.describe(), "command": command, "code": git_state(),
+            "profile": profile.describe(), "command": command, "code": code_provenance(),
             "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "points": scaling(points, mode), "notes": sorted(set(notes))}
 
