@@ -5,6 +5,7 @@ Every array is read block by block (never whole), so validation runs in bounded 
 from __future__ import annotations
 
 import hashlib
+import stat
 import struct
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,9 +16,9 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from dgbench.errors import StoreError
-from dgbench.store import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, attribute_problems,
-                           combine_fingerprint, file_digest, fingerprint_header, offsets_problem, open_store,
-                           store_files)
+from dgbench.store import (METADATA_LIMIT, REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update,
+                           attribute_problems, chunk_byte_limit, combine_fingerprint, file_digest, fingerprint_header,
+                           offsets_problem, open_store, read_store_file, safe_local_store, store_files)
 
 BLOCK_ROWS = 1 << 22
 
@@ -67,9 +68,12 @@ def _damaged_chunk_file(array_dir: Path, array) -> str | None:
     Checked on the files because Blosc trusts the header: a truncated frame may decode garbage
     instead of failing, so decoding alone does not reliably catch truncation.
     """
+    chunk_files = [f for f in (array_dir / "c").rglob("*") if not stat.S_ISDIR(f.lstat().st_mode)]
+    for file in chunk_files:  # first: a FIFO would hang a read, a link to /dev/zero never end one
+        if not stat.S_ISREG(file.lstat().st_mode):
+            return f"chunk {file.relative_to(array_dir).as_posix()} is not a regular file (a link, FIFO or device)"
     if not array.metadata.codecs or not isinstance(array.metadata.codecs[-1], BloscCodec):
         return None
-    chunk_files = [f for f in (array_dir / "c").rglob("*") if f.is_file()]
     for file in sorted(chunk_files, key=lambda f: [int(p) for p in f.relative_to(array_dir / "c").parts]):
         size = file.stat().st_size
         with open(file, "rb") as handle:
@@ -105,7 +109,7 @@ def _unopenable(path: Path, exc: StoreError) -> list[str]:
     name its chunk as a scan would, instead of the open's generic message."""
     message = str(exc).removeprefix(f"{path}: ")  # the CLI puts the store's path in front
     try:
-        group = zarr.open_group(str(path), mode="r")
+        group = zarr.open_group(store=safe_local_store(path), mode="r", zarr_format=3)
         names = sorted(name for name, _ in group.arrays())
     except Exception:  # noqa: BLE001 - not even a zarr group: the open's message says why
         return [message]
@@ -189,9 +193,25 @@ def file_problems(path: Path, attrs: dict[str, Any]) -> list[str]:
     for key, file in present.items():
         if key not in recorded:
             problems.append(f"file '{key}': not part of the store as written")
-        elif file_digest(file.read_bytes()) != recorded[key]:
+            continue
+        try:
+            data = read_store_file(path, key, _file_limit(path, key))
+        except StoreError as exc:
+            problems.append(str(exc).removeprefix(f"{path}: ").removesuffix("; run `dgbench validate`"))
+            continue
+        if file_digest(data) != recorded[key]:
             problems.append(f"file '{key}': differs from the digest recorded when written")
     return problems
+
+
+def _file_limit(path: Path, key: str) -> int:
+    """The most bytes store file ``key`` may hold: a zarr.json's limit, or its array's chunk size."""
+    if key.endswith("zarr.json"):
+        return METADATA_LIMIT
+    try:
+        return chunk_byte_limit(read_store_file(path, f"{key.split('/c/')[0]}/zarr.json", METADATA_LIMIT)) or 0
+    except (OSError, StoreError):
+        return 0
 
 
 def _check_offsets(offsets: np.ndarray, num_snapshots: int, num_edges: int) -> list[str]:
