@@ -1032,10 +1032,52 @@ def attribute_problems(attrs: dict[str, Any]) -> list[str]:
             problems.append(f"attribute 'num_events' is {events} but 'num_edges' is {edges}")
         problems += _split_problems(attrs.get("split"), events)
     problems += _file_digest_problems(attrs.get("file_digests"))
+    problems += _vertex_count_problems(attrs, edges)
+    problems += [f"attribute '{where}' is {value}, expected a finite number" for where, value in _non_finite(attrs)]
     fingerprint = attrs.get("fingerprint")
     if not isinstance(fingerprint, str) or not HEX64.fullmatch(fingerprint):
         problems.append(f"attribute 'fingerprint' is {_short(fingerprint)}, expected 64 lowercase hex digits")
     return problems
+
+
+NODE_ARRAYS = ("node_features", "node_label", "node_ids")
+FREE_VERTICES = 1 << 20  # vertices a store may declare beyond its edges' endpoints and node arrays' rows
+
+
+def _vertex_count_problems(attrs: dict[str, Any], edges: int | None) -> list[str]:
+    """num_nodes may not exceed what the arrays can hold: two endpoints per edge, the node arrays' rows,
+    or FREE_VERTICES (isolated vertices), whichever is most; code allocates per-vertex arrays from it."""
+    nodes, arrays = attrs.get("num_nodes"), attrs.get("arrays")
+    if type(nodes) is not int or edges is None or not isinstance(arrays, dict):
+        return []
+    rows = [d for name in NODE_ARRAYS if isinstance(arrays.get(name), dict)
+            for d in arrays[name].get("shape") or [] if type(d) is int]
+    bound = max([2 * edges, FREE_VERTICES, *rows])
+    if nodes > bound:
+        return [f"attribute 'num_nodes' is {nodes:,}, more vertices than the store's arrays can hold "
+                f"(at most {bound:,}: two per edge, the node arrays' rows, or {FREE_VERTICES:,})"]
+    return []
+
+
+def _non_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
+    """Every NaN or infinite number in an attribute tree, with its dotted path."""
+    if isinstance(value, float) and not np.isfinite(value):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, f"{where}[{index}]")
+
+
+def memory_problem(attrs: dict[str, Any]) -> str | None:
+    """A store whose per-vertex arrays (8 bytes a vertex) alone exceed this machine's memory cannot run here."""
+    need, have = int(attrs["num_nodes"]) * 8, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        return (f"attribute 'num_nodes' is {attrs['num_nodes']:,}: one 8-byte value per vertex is "
+                f"{need / 2**30:,.1f} GiB, more than this machine's {have / 2**30:,.1f} GiB of memory")
+    return None
 
 
 def declared_fingerprint_problem(attrs: dict[str, Any]) -> str | None:
@@ -1135,7 +1177,8 @@ def open_store(path: str | Path, kind: str | None = None, *, verify: bool = True
         raise StoreError(f"{path}: fingerprint {str(attrs['fingerprint'])[:12]}…, but the run started on "
                          f"{fingerprint[:12]}… (the store was replaced meanwhile)")
     if verify:
-        problems = attribute_problems(attrs) or [p for p in [declared_fingerprint_problem(attrs)] if p]
+        problems = attribute_problems(attrs) or [p for p in [declared_fingerprint_problem(attrs),
+                                                             memory_problem(attrs)] if p]
         if problems:
             raise StoreError(f"{path}: {problems[0]}; run `dgbench validate`")
     verified = verify and "file_digests" in attrs

@@ -175,6 +175,7 @@ def validate_store(path: str | Path) -> list[str]:
             problems.append(f"array '{name}': content hash differs from the one recorded when written")
     if kind == SNAPSHOTS and offsets is not None and not problems:
         problems += _check_snapshot_order(store, offsets)
+        problems += _time_window_problems(store, offsets)
     if not problems and len(digests) == len(declared):
         recomputed = combine_fingerprint(kind, fingerprint_header(kind, attrs), digests)
         if recomputed != store.fingerprint:
@@ -259,14 +260,38 @@ def _check_snapshot_times(problems: list[str], offsets: np.ndarray):
     return check
 
 
+def _time_window_problems(store, offsets: np.ndarray) -> list[str]:
+    """A time-window cut's origin and window must put the first and last timed edges in their snapshots
+    (computed in floats: an origin far before the events must not wrap around an int64)."""
+    cut = store.attrs.get("cut") or {}
+    if cut.get("method") != "time-window" or not store.has("time") or store.num_edges == 0:
+        return []
+    origin, window = cut.get("origin"), cut.get("window_seconds")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in (origin, window)) \
+            or window <= 0:
+        return [f"attribute 'cut': origin {origin!r} and window_seconds {window!r} are not a finite origin and a "
+                f"positive window"]
+    for row in (0, store.num_edges - 1):
+        snapshot = int(np.searchsorted(offsets, row, side="right")) - 1
+        time = store.group["time"][row].item()
+        if isinstance(time, int) and float(origin).is_integer() and float(window).is_integer():
+            index = (time - int(origin)) // int(window)  # exact, as the cut was made for integer times
+        else:
+            index = (float(time) - float(origin)) / float(window)
+        if not snapshot <= index < snapshot + 1:
+            return [f"attribute 'cut': origin {origin} with {window} s windows puts the edge at row {row} in window "
+                    f"{index:.4g}, but it is stored in snapshot {snapshot}"]
+    return []
+
+
 def _check_snapshot_order(store, offsets: np.ndarray) -> list[str]:
     """Within each snapshot edges must be sorted by (dst, src)."""
     for t in range(len(offsets) - 1):
         a, b = int(offsets[t]), int(offsets[t + 1])
         if b - a < 2:
             continue
-        dst, src = store.group["dst"][a:b].astype(np.int64), store.group["src"][a:b].astype(np.int64)
-        key = dst * store.num_nodes + src
-        if np.any(key[1:] < key[:-1]):
+        dst, src = store.group["dst"][a:b], store.group["src"][a:b]
+        in_order = (dst[1:] > dst[:-1]) | ((dst[1:] == dst[:-1]) & (src[1:] >= src[:-1]))  # no dst*N+src overflow
+        if not in_order.all():
             return [f"arrays 'src'/'dst': snapshot {t} is not sorted by (dst, src)"]
     return []

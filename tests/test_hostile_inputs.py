@@ -3,6 +3,7 @@ on, or allowed to lose a finished run (docs/ for each format; leaderboards/RULES
 from __future__ import annotations
 
 import os
+import json
 import pickle
 import re
 import resource
@@ -10,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -124,3 +126,76 @@ def test_reading_a_store_is_bounded_by_the_chunk_size_it_declares(stream_store):
     result = _dgbench(str(stream_store), code=READ_EVERY_EVENT)
     assert result.returncode != 0 and "MemoryError" not in result.stderr
     assert "src/c/0" in result.stderr and "larger than" in result.stderr
+
+
+# --------------------------------------------------------------------------- silent wrong results
+
+def _tiny_stream(path: Path) -> Path:
+    from dgbench.store import EdgeStreamStoreWriter
+    with EdgeStreamStoreWriter(path, num_nodes=10, directed=True, provenance={"source": "test"}) as writer:
+        writer.append_events(np.arange(7), np.arange(7)[::-1] + 1, np.array([1000, 1099, 1100, 1300, 1350, 1399, 1400]))
+        return writer.close()
+
+
+def _one_line_error(result, *words: str) -> None:
+    assert result.exit_code != 0 and not isinstance(result.exception, AssertionError), result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert all(word in lines[0] for word in words), (words, lines[0])
+
+
+@pytest.mark.parametrize("origin", ["nan", "inf", "-inf", "-1e300"])
+def test_convert_refuses_an_origin_that_is_not_finite_or_in_range(tmp_path, origin):
+    stream = _tiny_stream(tmp_path / "tiny.zarr")
+    result = CliRunner().invoke(main, ["convert", str(stream), "-o", str(tmp_path / "cut.zarr"), "--window", "60",
+                                       f"--origin={origin}"])
+    _one_line_error(result, "--origin")
+    assert not (tmp_path / "cut.zarr").exists()
+
+
+def _snapshot_store(path: Path, cut: dict, times: list[float], num_nodes: int = 10) -> Path:
+    from dgbench.store import SnapshotStoreWriter
+    with SnapshotStoreWriter(path, num_nodes=num_nodes, directed=True, cut=cut, provenance={"source": "test"},
+                             time_dtype=np.float64) as writer:
+        count = len(times)
+        writer.append_snapshot(np.arange(count) % 10, (np.arange(count) + 1) % 10, time=np.array(times, np.float64),
+                               start=cut.get("origin", 0.0))
+        return writer.close()
+
+
+@pytest.mark.parametrize("origin", [float("nan"), float("inf"), -1e300])
+def test_validate_refuses_a_cut_whose_origin_is_not_finite_or_does_not_fit(tmp_path, origin):
+    from dgbench.validate import validate_store
+    cut = {"method": "time-window", "window_seconds": 60.0, "origin": origin}
+    store = _snapshot_store(tmp_path / "s.zarr", cut, [1000.0, 1010.0, 1020.0])
+    problems = validate_store(store)
+    assert problems and "origin" in problems[0], problems
+
+
+def test_validate_accepts_a_cut_that_fits(tmp_path):
+    from dgbench.validate import validate_store
+    cut = {"method": "time-window", "window_seconds": 60.0, "origin": 990.0}
+    assert validate_store(_snapshot_store(tmp_path / "s.zarr", cut, [1000.0, 1010.0, 1020.0])) == []
+
+
+def _declare_nodes(store: Path, num_nodes: int) -> None:
+    """Edit num_nodes and reseal the fingerprint, as a forger would."""
+    from dgbench.store import combine_fingerprint, fingerprint_header
+    meta = store / "zarr.json"
+    document = json.loads(meta.read_text())
+    attrs = document["attributes"]
+    attrs["num_nodes"] = num_nodes
+    attrs["fingerprint"] = combine_fingerprint(attrs["kind"], fingerprint_header(attrs["kind"], attrs), attrs["arrays"])
+    meta.write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize("exponent", [31, 62])
+def test_a_store_declaring_more_vertices_than_its_arrays_hold_is_refused(esdg_store, exponent):
+    from dgbench.errors import StoreError
+    from dgbench.store import open_store
+    from dgbench.validate import validate_store
+    _declare_nodes(esdg_store, 2 ** exponent)
+    problems = validate_store(esdg_store)
+    assert problems and "num_nodes" in problems[0] and not any("not sorted" in p for p in problems), problems
+    with pytest.raises(StoreError, match="num_nodes"):  # what `run` opens: refused before it allocates anything
+        open_store(esdg_store)
