@@ -199,3 +199,49 @@ def test_a_store_declaring_more_vertices_than_its_arrays_hold_is_refused(esdg_st
     assert problems and "num_nodes" in problems[0] and not any("not sorted" in p for p in problems), problems
     with pytest.raises(StoreError, match="num_nodes"):  # what `run` opens: refused before it allocates anything
         open_store(esdg_store)
+
+
+BLAD_PAYLOAD = {"features": "paper", "hidden": 6, "profile": {},
+                "coefficients": {"gcn": {"forward": [1e-4, 1e-7, 1e-8, 1e-6], "backward": [2e-4, 2e-7, 2e-8, 2e-6]}}}
+MALFORMED_COST_MODELS = [  # (field changed, its new value, words the one-line refusal must hold)
+    ("hardware", "a laptop", ["hardware", "object"]),
+    ("fit", [1, 2], ["fit", "object"]),
+    ("payload", 5, ["payload", "object"]),
+    ("payload.features", "cubic", ["payload.features", "paper"]),
+    ("payload.hidden", "six", ["payload.hidden", "integer"]),
+    ("payload.coefficients", [], ["payload.coefficients", "object"]),
+    ("payload.coefficients.gcn.forward", [1e-4, 1e-7], ["payload.coefficients.gcn.forward", "4"]),
+    ("payload.coefficients.gcn.backward", {"a": 1}, ["payload.coefficients.gcn.backward", "list"]),
+    ("payload.coefficients.gcn.forward", [1e-4, "fast", 1e-8, 1e-6], ["payload.coefficients.gcn.forward[1]"]),
+    ("payload.coefficients.gcn.forward", [-1e300, 1e-7, 1e-8, 1e-6], ["payload.coefficients.gcn.forward[0]"]),
+    ("payload.coefficients.gcn.forward", [float("nan"), 1e-7, 1e-8, 1e-6], ["payload.coefficients.gcn.forward[0]",
+                                                                           "finite"]),
+    ("payload.coefficients.gcn.backward", [-1e-3, -1e-6, -1e-7, -1e-5], ["payload.coefficients.gcn.backward",
+                                                                         "negative"]),
+]
+
+
+def _set_field(document: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        document = document[key]
+    document[last] = value
+
+
+@pytest.mark.parametrize("field, value, words", MALFORMED_COST_MODELS, ids=[f"{f}={v!r}"[:60]
+                                                                           for f, v, _ in MALFORMED_COST_MODELS])
+def test_a_malformed_cost_model_is_refused_naming_field_and_rule(tmp_path, field, value, words):
+    from dgbench.costmodel import load_fitted, save_fitted
+    from dgbench.errors import DgbenchError
+    path = save_fitted(tmp_path / "blad.json", "blad-operators", json.loads(json.dumps(BLAD_PAYLOAD)), {"mape": 0.1})
+    assert load_fitted(path, "blad-operators").payload == BLAD_PAYLOAD  # the untouched file loads
+    document = json.loads(path.read_text())
+    _set_field(document, field, value)
+    path.write_text(json.dumps(document))
+    with pytest.raises(DgbenchError) as refused:
+        load_fitted(path, "blad-operators")
+    message = str(refused.value)
+    assert "\n" not in message and str(path) in message and all(word in message for word in words), message
+    shown = CliRunner().invoke(main, ["costmodel", "show", str(path)])
+    if field.split(".")[0] in ("hardware", "fit"):
+        _one_line_error(shown, field)
