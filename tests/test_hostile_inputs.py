@@ -245,3 +245,59 @@ def test_a_malformed_cost_model_is_refused_naming_field_and_rule(tmp_path, field
     shown = CliRunner().invoke(main, ["costmodel", "show", str(path)])
     if field.split(".")[0] in ("hardware", "fit"):
         _one_line_error(shown, field)
+
+
+def _forge_set(path: Path, array: str | None = None, values=None, **manifest_fields) -> None:
+    """Change one array and/or manifest fields of an evaluation set and reseal its hashes, as a forger would."""
+    from dgbench.tasks.evalset import MANIFEST, _array_entry, _fingerprint
+    manifest = json.loads((path / MANIFEST).read_text())
+    if array is not None:
+        np.save(path / f"{array}.npy", values, allow_pickle=False)
+        manifest["arrays"][array] = _array_entry(values)
+    manifest.update(manifest_fields)
+    manifest["fingerprint"] = _fingerprint(manifest)
+    (path / MANIFEST).write_text(json.dumps(manifest))
+
+
+FORGED_SETS = {  # what is forged -> words the refusal names
+    "id at N": (lambda a: ("test_dst", np.where(np.arange(len(a["test_dst"])) == 0, 90, a["test_dst"])),
+                ["test_dst", "0..89"]),
+    "negative id": (lambda a: ("test_src", np.where(np.arange(len(a["test_src"])) == 0, -5, a["test_src"])),
+                    ["test_src", "0..89"]),
+    "negative beyond none": (lambda a: ("val_negatives", np.full_like(a["val_negatives"], -7)),
+                             ["val_negatives", "-1"]),
+    "short array": (lambda a: ("test_negatives", a["test_negatives"][:-3]), ["test_negatives", "rows"]),
+    "float ids": (lambda a: ("test_src", a["test_src"].astype(np.float64)), ["test_src", "integer"]),
+    "path in a name": (lambda a: ("../escape", a["test_src"]), ["../escape"]),
+}
+
+
+@pytest.mark.parametrize("forgery", list(FORGED_SETS))
+def test_a_forged_evaluation_set_is_refused_naming_array_and_rule(stream_store, forgery):
+    from dgbench.errors import DgbenchError
+    from dgbench.tasks.link import link_prediction_set
+    evaluation = link_prediction_set(stream_store, "random", 2)
+    forge, words = FORGED_SETS[forgery]
+    name, values = forge(evaluation.arrays)
+    if name.startswith(".."):
+        (evaluation.path.parent / "escape.npy").parent.mkdir(exist_ok=True)
+    _forge_set(evaluation.path, name, values)
+    with pytest.raises(DgbenchError) as refused:
+        link_prediction_set(stream_store, "random", 2)
+    message = str(refused.value)
+    assert "\n" not in message and all(word in message for word in words), message
+
+
+@pytest.mark.parametrize("field, value", [("negatives", "2"), ("seed", 1.5), ("negatives", -1), ("task", 7)])
+def test_an_evaluation_manifest_with_a_mistyped_field_is_refused_naming_it(stream_store, field, value):
+    from dgbench.errors import DgbenchError
+    from dgbench.tasks.evalset import read_set
+    evaluation = link_prediction_set_of(stream_store)
+    _forge_set(evaluation.path, **{field: value})
+    with pytest.raises(DgbenchError, match=f"field '{field}'"):
+        read_set(evaluation.path)
+
+
+def link_prediction_set_of(store: Path):
+    from dgbench.tasks.link import link_prediction_set
+    return link_prediction_set(store, "random", 2)
