@@ -301,3 +301,13 @@ def test_an_evaluation_manifest_with_a_mistyped_field_is_refused_naming_it(strea
 def link_prediction_set_of(store: Path):
     from dgbench.tasks.link import link_prediction_set
     return link_prediction_set(store, "random", 2)
+
+
+@pytest.mark.parametrize("flag, value, rule", [("--hidden", "100000000", "<= 4096"), ("--seed", "-1", ">= 0"),
+                                               ("--seed", str(10 ** 23), "<= 4294967295")])
+def test_run_refuses_an_out_of_range_width_or_seed_naming_it(esdg_store, tmp_path, flag, value, rule):
+    result = _dgbench("run", "--dataset", str(esdg_store), "--scheme", "single", "--model", "tmgcn", "--epochs", "1",
+                      "--out", str(tmp_path / "runs"), flag, value)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and lines, result.stderr
+    assert flag in lines[-1] and rule in lines[-1] and "unexpected" not in result.stderr, result.stderr
