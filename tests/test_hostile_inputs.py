@@ -9,6 +9,7 @@ import re
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -311,3 +312,49 @@ def test_run_refuses_an_out_of_range_width_or_seed_naming_it(esdg_store, tmp_pat
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0 and lines, result.stderr
     assert flag in lines[-1] and rule in lines[-1] and "unexpected" not in result.stderr, result.stderr
+
+
+# --------------------------------------------------------------------------- nothing lost
+
+def _full_disk_under(folder: Path, monkeypatch) -> None:
+    """Writes under ``folder`` fail as on a full disk (ENOSPC); elsewhere they go through."""
+    import errno
+
+    import dgbench.records as records
+    real = records.create_new
+
+    def create_new(path, content, *args, **kwargs):
+        if Path(path).resolve().is_relative_to(folder.resolve()):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, content, *args, **kwargs)
+    monkeypatch.setattr(records, "create_new", create_new)
+
+
+def test_a_record_that_cannot_be_written_for_a_full_disk_is_kept_elsewhere_and_named(tmp_path, monkeypatch, capsys):
+    from dgbench.records import record_seal, write_record
+    out, cache = tmp_path / "runs", tmp_path / "cache"
+    out.mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    _full_disk_under(out, monkeypatch)
+    record = make_record()
+    kept = write_record(record, out)
+    assert kept.is_relative_to(cache) and not list(out.iterdir())
+    written = json.loads(kept.read_text())
+    assert written["final_metrics"] == record["final_metrics"] and written["seal"] == record_seal(written)
+    note = capsys.readouterr().err.strip().splitlines()
+    assert len(note) == 1 and str(out) in note[0] and str(kept) in note[0] and "No space left" in note[0]
+
+
+def test_a_record_no_folder_can_hold_is_kept_in_the_log(tmp_path, monkeypatch, capsys):
+    from dgbench.errors import DgbenchError
+    from dgbench.records import write_record
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    _full_disk_under(tmp_path, monkeypatch)
+    record = make_record()
+    with pytest.raises(DgbenchError, match="stderr") as refused:
+        write_record(record, tmp_path / "runs")
+    assert "\n" not in str(refused.value)
+    logged = [line for line in capsys.readouterr().err.splitlines() if line.startswith("record: ")]
+    assert len(logged) == 1
+    assert json.loads(logged[0].removeprefix("record: "))["final_metrics"] == record["final_metrics"]
