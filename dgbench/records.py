@@ -203,6 +203,8 @@ def _keep_elsewhere(record: dict[str, Any], text: str, path: Path, failure: OSEr
     for folder in fallback_folders():
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+                continue  # a folder another user made first (the temporary one is shared): never write there
             kept = create_new(folder / path.name, text)
         except OSError:
             continue
