@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -358,3 +359,52 @@ def test_a_record_no_folder_can_hold_is_kept_in_the_log(tmp_path, monkeypatch, c
     logged = [line for line in capsys.readouterr().err.splitlines() if line.startswith("record: ")]
     assert len(logged) == 1
     assert json.loads(logged[0].removeprefix("record: "))["final_metrics"] == record["final_metrics"]
+
+
+# --------------------------------------------------------------------------- what crosses the ranks' store
+
+class _PlantedStore:
+    """The job's key-value store after another local user wrote a crafted pickle under every key."""
+
+    def __init__(self, marker: Path):
+        self.value = pickle.dumps(_Planted(marker))
+
+    def wait(self, keys, timeout) -> None:
+        pass
+
+    def get(self, key: str) -> bytes:
+        return self.value
+
+
+def _follower(monkeypatch, marker: Path):
+    import torch
+    import torch.distributed as torch_dist
+
+    from dgbench.dist import DistContext
+    monkeypatch.setattr(torch_dist.distributed_c10d, "_get_default_store", lambda: _PlantedStore(marker))
+    return DistContext(rank=1, world_size=2, backend="gloo", device=torch.device("cpu"), comm=None)
+
+
+def test_a_rank_never_unpickles_what_it_reads_from_the_job_store(tmp_path, monkeypatch):
+    from trainers.experiment import _partition_once
+    marker = tmp_path / "ran"
+    ctx = _follower(monkeypatch, marker)
+    with pytest.raises(Exception) as refused:
+        _partition_once(ctx, SimpleNamespace(scheme=SimpleNamespace(name="vertex")), None, 0)
+    assert not marker.exists(), "a crafted pickle from the store ran code"
+    assert "job store" in str(refused.value)
+
+
+def test_the_plain_encoding_carries_a_partition_exactly():
+    from dgbench.dist import decode_plain, encode_plain
+    value = {"owner": np.arange(5, dtype=np.int64), "method": "metis", "none": None,
+             "report": {"cut": np.int64(7), "balance": 1.25, "parts": [np.arange(2, dtype=np.int32), (1, "a")]},
+             "arrays": {"part": np.ones((2, 3), np.float32)}}
+    back = decode_plain(encode_plain(value))
+    assert back["method"] == "metis" and back["none"] is None and back["report"]["cut"] == 7
+    assert back["report"]["balance"] == 1.25 and back["report"]["parts"][1] == [1, "a"]
+    for got, want in ((back["owner"], value["owner"]), (back["arrays"]["part"], value["arrays"]["part"]),
+                      (back["report"]["parts"][0], value["report"]["parts"][0])):
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    with pytest.raises(TypeError, match="object"):
+        encode_plain({"x": np.array([object()])})
