@@ -3,13 +3,19 @@ on, or allowed to lose a finished run (docs/ for each format; leaderboards/RULES
 from __future__ import annotations
 
 import os
+import hashlib
 import json
 import pickle
 import re
 import resource
+import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import time
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -408,3 +414,170 @@ def test_the_plain_encoding_carries_a_partition_exactly():
         assert got.dtype == want.dtype and np.array_equal(got, want)
     with pytest.raises(TypeError, match="object"):
         encode_plain({"x": np.array([object()])})
+
+
+# --------------------------------------------------------------------------- signals
+
+STARTING_UP = """
+import sys, time
+import trainers.experiment  # what `dgbench run` loads first, before opening the store and starting ranks
+open(sys.argv[1], "w").close()
+time.sleep(60)  # start-up work (loading a store, building an evaluation set)
+"""
+
+
+def test_ctrl_c_during_start_up_stops_a_job_started_in_the_background(tmp_path):
+    """A script's background job (`dgbench run ... &`) starts with SIGINT ignored; Ctrl-C must still stop it."""
+    ready = tmp_path / "ready"
+    job = subprocess.Popen([PYTHON, "-c", STARTING_UP, str(ready)], env={**os.environ, "PYTHONPATH": str(REPO)},
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN), stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + GUARD_S
+        while not ready.exists() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ready.exists(), "the job did not start"
+        job.send_signal(signal.SIGINT)
+        code = job.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("SIGINT during start-up was ignored")
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    assert code != 0
+
+
+# --------------------------------------------------------------------------- verify
+
+def _claim(command_tail: list[str], epochs: int = 4, epoch_seconds: float = 2.0) -> dict:
+    record = make_record(scheme="single", epochs=epochs, epoch_seconds=epoch_seconds)
+    record["command"] = ["dgbench", "run", "--scheme", "single", "--model", "tmgcn", *command_tail]
+    return reseal(record)
+
+
+@pytest.mark.parametrize("tail, words", [(["--epochs", "100000000"], ["--epochs", "100000000", "4"]),
+                                         (["--cost-model", "/etc/passwd"], ["--cost-model", "path"])])
+def test_verify_refuses_a_command_doing_more_than_claimed_or_naming_a_path(tmp_path, esdg_store, tail, words):
+    from dgbench.errors import DgbenchError
+    from dgbench.leaderboard.verify import run_arguments
+    with pytest.raises(DgbenchError) as refused:
+        run_arguments(_claim(tail), esdg_store, tmp_path / "x.json")
+    assert all(word in str(refused.value) for word in words), str(refused.value)
+
+
+def test_verify_bounds_a_rerun_by_the_claimed_time_and_removes_its_scratch(tmp_path, esdg_store, monkeypatch):
+    import dgbench.leaderboard.verify as verify_module
+    from dgbench.errors import DgbenchError
+    seen, real = {}, subprocess.run
+
+    def run(command, **kwargs):
+        if "--out" not in command:  # git, asked what code verified
+            return real(command, **kwargs)
+        seen["out"], seen["timeout"] = Path(command[command.index("--out") + 1]), kwargs.get("timeout")
+        raise subprocess.TimeoutExpired(command, kwargs.get("timeout"))
+    monkeypatch.setattr(verify_module, "check_store", lambda store, record: None)
+    monkeypatch.setattr(verify_module.subprocess, "run", run)
+    record = write(_claim([], epochs=4, epoch_seconds=2.0), tmp_path / "claim.json")
+    with pytest.raises(DgbenchError, match="did not finish"):
+        verify_module.verify(record, store=esdg_store)
+    assert seen["timeout"] is not None and seen["timeout"] <= 3600, seen  # 4 epochs of 2 s claimed
+    assert not seen["out"].parent.exists()
+
+
+KILLED_DURING_VERIFY = """
+import os, signal, subprocess, sys
+from pathlib import Path
+import dgbench.leaderboard.verify as verify_module
+
+real = subprocess.run
+
+def run(command, **kwargs):
+    if "--out" not in command:  # git, asked what code verified
+        return real(command, **kwargs)
+    Path(sys.argv[3]).write_text(command[command.index("--out") + 1])
+    os.kill(os.getpid(), signal.SIGTERM)  # the verifier is stopped while the re-run works
+    raise AssertionError("SIGTERM did not stop the verifier")
+
+verify_module.check_store = lambda store, record: None
+verify_module.subprocess.run = run
+verify_module.verify(Path(sys.argv[1]), store=Path(sys.argv[2]))
+"""
+
+
+def test_verify_stopped_by_sigterm_leaves_no_scratch_folder(tmp_path, esdg_store):
+    record = write(_claim([]), tmp_path / "claim.json")
+    noted = tmp_path / "out-path"
+    result = _dgbench(str(record), str(esdg_store), str(noted), code=KILLED_DURING_VERIFY)
+    assert result.returncode != 0 and noted.exists(), result.stderr
+    assert not Path(noted.read_text()).parent.exists()
+
+
+# --------------------------------------------------------------------------- the sampler's kernel cache
+
+PLANTED_LIBRARY = """
+#include <cstdio>
+__attribute__((constructor)) static void planted() { FILE* f = std::fopen("%s", "w"); if (f) std::fclose(f); }
+"""
+needs_compiler = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build a library")
+
+
+def _kernel_target(folder: Path) -> Path:
+    """Where the sampler looks for its built kernels (named by the source and compiler flags' digest)."""
+    from trainers.continuous.sampling import native
+    digest = hashlib.sha256(native.SOURCE.read_bytes() + " ".join(["g++", *native.FLAGS]).encode()).hexdigest()[:16]
+    return folder / f"sis_kernels-{digest}.so"
+
+
+def _plant_library(target: Path, marker: Path) -> None:
+    source = target.with_name("planted.cpp")
+    source.write_text(PLANTED_LIBRARY % marker)
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(target), str(source)], check=True)
+
+
+@pytest.fixture
+def fresh_kernels(monkeypatch):
+    from trainers.continuous.sampling import native
+    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setenv("CXX", "g++")
+    monkeypatch.setenv("DGBENCH_SIS_BACKEND", "auto")
+    return native
+
+
+@needs_compiler
+@pytest.mark.parametrize("mode", [0o777, 0o700])
+def test_the_sampler_never_loads_a_library_it_did_not_build(tmp_path, monkeypatch, fresh_kernels, mode):
+    """0o777: a cache folder others can write; 0o700: this user's folder, but a library that is not the
+    one built there (no record of its hash)."""
+    cache, marker = tmp_path / "cache", tmp_path / "ran"
+    cache.mkdir()
+    _plant_library(_kernel_target(cache), marker)
+    cache.chmod(mode)
+    monkeypatch.setenv("DGBENCH_KERNEL_CACHE", str(cache))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fresh_kernels.library()
+    assert not marker.exists(), "a planted library ran code in the sampler's process"
+
+
+@needs_compiler
+def test_a_library_without_the_kernels_falls_back_to_python_with_a_warning(tmp_path, monkeypatch, fresh_kernels):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    target, empty = _kernel_target(cache), tmp_path / "empty.cpp"
+    empty.write_text('extern "C" int unrelated() { return 0; }\n')
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(target), str(empty)], check=True)
+    fresh_kernels.record_library_hash(target)  # as if this user's own cache held a library of another version
+    monkeypatch.setenv("DGBENCH_KERNEL_CACHE", str(cache))
+    with pytest.warns(UserWarning, match="Python"):
+        assert fresh_kernels.library() is None
+
+
+def test_the_kernel_cache_fallback_is_private_and_unpredictable(tmp_path, monkeypatch, fresh_kernels):
+    home = tmp_path / "home-is-a-file"
+    home.write_text("")
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: home))
+    monkeypatch.delenv("DGBENCH_KERNEL_CACHE", raising=False)
+    folder = fresh_kernels._cache_dir()
+    assert folder != Path(tempfile.gettempdir()) / "dgbench-kernels"
+    status = folder.lstat()
+    assert status.st_uid == os.getuid() and stat.S_IMODE(status.st_mode) == 0o700
