@@ -99,9 +99,15 @@ def stream_to_snapshots(store_path: str | Path, out: str | Path, window: str | f
     assert isinstance(source, EdgeStreamStore)
     first_t, last_t = source.read("t", 0, 1)[0], source.read("t", source.num_events - 1)[0]
     if seconds is not None:
-        origin = first_t.item() if origin is None else origin
+        chosen, origin = origin, first_t.item() if origin is None else origin
+        if not math.isfinite(origin):
+            raise DgbenchError(f"convert: --origin {origin} is not a finite time")
         if origin > first_t:
             raise DgbenchError(f"convert: --origin {origin} is after the first event (t = {first_t})")
+        if (float(last_t) - float(origin)) / seconds >= MAX_SNAPSHOTS:  # in floats: an int64 would overflow
+            where = f"--origin {origin} is" if chosen is not None else "the first event is"
+            raise DgbenchError(f"convert: {where} more than {MAX_SNAPSHOTS:,} windows of {seconds} s before the last "
+                               f"event (t = {last_t}; snapshot limit {MAX_SNAPSHOTS:,}): use a larger window")
         num_snapshots = int(_window_indices(np.asarray([last_t]), origin, seconds)[0]) + 1
         cut = {"method": "time-window", "window_seconds": seconds, "origin": origin}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 from dataclasses import dataclass
@@ -91,6 +92,9 @@ def load_fitted(path: str | Path, kind: str, device: torch.device | None = None,
         raise DgbenchError(f"{path}: cost-model version {document.get('version')!r}, this dgbench reads {VERSION}")
     if document.get("kind") != kind:
         raise DgbenchError(f"{path}: a '{document.get('kind')}' cost model, not '{kind}'")
+    problem = document_problem(document)
+    if problem:
+        raise DgbenchError(f"{path}: {problem}; refit it")
     here = hardware_identity(device)
     if not allow_other_hardware and not same_hardware(document["hardware"], here):
         raise DgbenchError(f"{path}: fitted on {document['hardware'].get('device_name')} "
@@ -98,6 +102,106 @@ def load_fitted(path: str | Path, kind: str, device: torch.device | None = None,
                            f"not this machine ({here['device_name']}, {here['processor']}, {here['cpu_count']} cores); "
                            f"refit it here")
     return FittedModel(kind, document["hardware"], document.get("fit", {}), document["payload"], path)
+
+
+# --------------------------------------------------------------------------- checking a file before use
+
+MAGNITUDE_LIMIT = 1e18  # no fitted quantity (seconds, rates, bytes/s, weights) is larger in size
+BLAD_FEATURES = {"paper": 4, "products": 6}  # design columns per feature set (schedule/predictor.py)
+BLAD_SECONDS_PER_UNIT = 60.0  # a coefficient prices one vertex, edge or feature: never a minute of it
+BLAD_CHECK_LOADS = ((100, 400), (1_000, 8_000))  # (V, E): ordinary snapshots, for a file without profile
+NEGATIVE_SLACK_S = 1e-3
+
+
+def document_problem(document: dict[str, Any]) -> str | None:
+    """Why a cost-model document cannot be used (None when it can): one field and the rule it broke.
+    Every file: hardware, fit and payload are objects and every number is finite and below
+    MAGNITUDE_LIMIT; per kind, the payload's own rules (:data:`PAYLOAD_RULES`)."""
+    for name in ("hardware", "fit", "payload"):
+        if not isinstance(document.get(name), dict):
+            return f"field '{name}' is {_short(document.get(name))}, expected an object"
+    for name in ("fit", "payload"):
+        problem = _number_problem(document[name], name)
+        if problem:
+            return problem
+    rule = PAYLOAD_RULES.get(document.get("kind"))
+    return rule(document["payload"]) if rule else None
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _number_problem(value: Any, where: str) -> str | None:
+    """The first number under ``value`` that is not finite or beyond MAGNITUDE_LIMIT, named by its path."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"field '{where}' is {value}, expected a finite number"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > MAGNITUDE_LIMIT:
+        return f"field '{where}' is {value:.3g}, outside ±{MAGNITUDE_LIMIT:.0e}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        problem = _number_problem(item, f"{where}[{key}]" if isinstance(value, list) else f"{where}.{key}")
+        if problem:
+            return problem
+    return None
+
+
+def _blad_payload_problem(payload: dict[str, Any]) -> str | None:
+    """BLAD's per-operator regressions (dgbench/schedule/predictor.py): a known feature design, an integer
+    width, per operator and direction that design's number of coefficients, each within physical bounds,
+    and durations that are not negative on ordinary snapshots."""
+    features, hidden, coefficients = payload.get("features"), payload.get("hidden"), payload.get("coefficients")
+    if features not in BLAD_FEATURES:
+        return f"field 'payload.features' is {_short(features)}, expected one of {', '.join(BLAD_FEATURES)}"
+    if type(hidden) is not int or not 1 <= hidden <= 1 << 20:
+        return f"field 'payload.hidden' is {_short(hidden)}, expected an integer in 1..2^20"
+    if not isinstance(coefficients, dict) or not coefficients:
+        return f"field 'payload.coefficients' is {_short(coefficients)}, expected an object of operators"
+    count = BLAD_FEATURES[features]
+    for op, by_direction in coefficients.items():
+        for direction in ("forward", "backward"):
+            where = f"payload.coefficients.{op}.{direction}"
+            values = by_direction.get(direction) if isinstance(by_direction, dict) else None
+            if not isinstance(values, list) or len(values) != count:
+                return f"field '{where}' is {_short(values)}, expected a list of {count} numbers ({features} design)"
+            for index, value in enumerate(values):
+                if type(value) not in (int, float) or not abs(value) <= BLAD_SECONDS_PER_UNIT:
+                    return (f"field '{where}[{index}]' is {_short(value)}, expected a number of seconds per unit "
+                            f"within ±{BLAD_SECONDS_PER_UNIT:g}")
+            problem = _negative_duration_problem(where, features, values, payload.get("profile"), hidden)
+            if problem:
+                return problem
+    return None
+
+
+def _negative_duration_problem(where: str, features: str, coefficients: list[float], profile: Any,
+                               hidden: int) -> str | None:
+    """A fit must not predict negative durations (beyond NEGATIVE_SLACK_S) on the loads and widths it was
+    profiled on; a file without its profile must at least predict a positive duration on an ordinary
+    snapshot (a noisy fit may dip below zero away from where it was fitted, and is clamped there)."""
+    try:
+        points = [(float(v), float(e), float(w)) for v, e in profile["loads"][:10_000] for w in profile["widths"][:100]]
+    except (KeyError, TypeError, ValueError):
+        points = []
+    predicted = [(_blad_seconds(features, coefficients, *point), point) for point in points]
+    worst = min(predicted, default=None)
+    if worst is not None and worst[0] < -NEGATIVE_SLACK_S:
+        (seconds, (vertices, edges, width)) = worst
+        return (f"field '{where}' predicts a negative duration ({seconds:.3g} s at V = {vertices:g}, E = {edges:g}, "
+                f"F = {width:g}, a load it was profiled on): not a fitted duration model")
+    if not points and all(_blad_seconds(features, coefficients, v, e, w) < -NEGATIVE_SLACK_S
+                          for v, e in BLAD_CHECK_LOADS for w in (1, hidden)):
+        return f"field '{where}' predicts only negative durations: not a fitted duration model"
+    return None
+
+
+def _blad_seconds(features: str, coefficients: list[float], vertices: float, edges: float, width: float) -> float:
+    columns = [1.0, vertices, edges, width] + ([vertices * width, edges * width] if features == "products" else [])
+    return float(sum(c * x for c, x in zip(coefficients, columns)))
+
+
+PAYLOAD_RULES = {"blad-operators": _blad_payload_problem}
 
 
 def proxy_provenance(name: str, description: str) -> dict[str, Any]:

@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 import datetime
+import io
 import itertools
+import json
 import math
 import os
 import time
@@ -21,9 +23,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
+from dgbench.errors import DgbenchError
 from dgbench.memory import peak_rss_bytes
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -102,6 +106,68 @@ def from_main(ctx: DistContext, key: str, compute: Callable[[], bytes],
         return value
     store.wait([name], datetime.timedelta(seconds=timeout_s))
     return store.get(name)
+
+
+def share_from_main(ctx: DistContext, key: str, compute: Callable[[], Any],
+                    timeout_s: float = SETUP_TIMEOUT_S) -> Any:
+    """:func:`from_main` for a value of plain data (dicts, lists, strings, numbers, numpy arrays), sent
+    in :func:`encode_plain`'s format: the job's key-value store is open to every local user, so nothing
+    read from it may execute (never a pickle). Every rank, rank 0 included, gets the decoded value."""
+    data = from_main(ctx, key, lambda: encode_plain(compute()), timeout_s)
+    try:
+        return decode_plain(data)
+    except (ValueError, KeyError, OSError) as exc:
+        raise DgbenchError(f"rank {ctx.rank}: '{key}' read from the job store is not plain data ({exc}); "
+                           f"another process may have written the job's store") from exc
+
+
+_ARRAY, _HEADER = "__array__", "__header__"
+
+
+def encode_plain(value: Any) -> bytes:
+    """Plain data as bytes that cannot execute when read: an .npz (no object arrays) of the arrays and a
+    JSON header of the rest. Tuples come back as lists, numpy scalars as Python numbers."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def plain(item: Any) -> Any:
+        if isinstance(item, np.ndarray):
+            if item.dtype.hasobject:
+                raise TypeError(f"an object array ({item.dtype}) cannot cross the job store")
+            arrays[f"a{len(arrays)}"] = item
+            return {_ARRAY: f"a{len(arrays) - 1}"}
+        if isinstance(item, np.generic):
+            return item.item()
+        if isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                raise TypeError("only string keys cross the job store")
+            return {k: plain(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [plain(v) for v in item]
+        if item is None or isinstance(item, (str, bool, int, float)):
+            return item
+        raise TypeError(f"a {type(item).__name__} cannot cross the job store (plain data only)")
+
+    header = json.dumps(plain(value)).encode()
+    buffer = io.BytesIO()
+    np.savez(buffer, **{_HEADER: np.frombuffer(header, np.uint8)}, **arrays)
+    return buffer.getvalue()
+
+
+def decode_plain(data: bytes) -> Any:
+    """The value :func:`encode_plain` wrote; ValueError for anything else (a pickle is never loaded)."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+
+    def restore(item: Any) -> Any:
+        if isinstance(item, dict):
+            if set(item) == {_ARRAY}:
+                return arrays[item[_ARRAY]]
+            return {k: restore(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [restore(v) for v in item]
+        return item
+
+    return restore(json.loads(arrays.pop(_HEADER).tobytes()))
 
 
 @dataclass

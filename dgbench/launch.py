@@ -156,6 +156,17 @@ def check_nproc(nproc: int, backend: str, force: bool | None = None) -> str | No
 
 # --------------------------------------------------------------------------- signals
 
+def restore_default_signals() -> None:
+    """Undo an inherited SIGINT/SIGTERM ignore: a script's background job (``dgbench run ... &``) starts
+    with SIGINT ignored, and Python then never installs its handler, so a Ctrl-C before the job's own
+    handler (or in a rank under an external torchrun) would be dropped. Only an ignore is undone."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, default)
+
+
 def _in_finalizer(frame: FrameType | None) -> bool:
     while frame is not None:
         if frame.f_code.co_name == "__del__":
@@ -231,6 +242,7 @@ def launch(fn: Callable[..., Any], nproc: int = 1, args: Sequence[Any] = (), bac
 
 
 def _run_this_rank(fn: Callable[..., Any], args: Sequence[Any], backend: str, timeout_s: float) -> list[Any]:
+    restore_default_signals()  # a rank of an external torchrun started from a script's background job
     ctx = init_distributed(backend, timeout_s)
     try:
         result = fn(ctx, *args)
@@ -360,3 +372,6 @@ def _root_cause(procs: list, collected: dict[int, Any], reported: tuple[int, str
         if time.monotonic() > until:
             return reported
         time.sleep(0.1)
+
+
+restore_default_signals()  # when loaded, i.e. at the start of every command that launches a job

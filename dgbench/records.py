@@ -318,8 +318,41 @@ def write_record(record: dict[str, Any], out: str | Path) -> Path:
     path = out if out.suffix == ".json" else out / record_filename(record)
     if path.parent.resolve() != (out.parent if out.suffix == ".json" else out).resolve():
         raise DgbenchError(f"{path}: a record name may not leave its folder")  # file_token makes this unreachable
-    written = create_new(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    try:
+        written = create_new(path, text)
+    except OSError as exc:
+        return _keep_elsewhere(record, text, path, exc)
     if written != path:
         sys.stderr.write(f"note: {path} already exists (a result file is never replaced); wrote {written}\n")
     return written
+
+
+def fallback_folders() -> list[Path]:
+    """Where a record goes when its --out cannot take it: the user's cache, then the temporary folder."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    temporary = Path(tempfile.gettempdir()) / f"dgbench-unsaved-records-{os.getuid()}"
+    return [cache / "dgbench" / "unsaved-records", temporary]
+
+
+def _keep_elsewhere(record: dict[str, Any], text: str, path: Path, failure: OSError) -> Path:
+    """A finished run's record that ``path`` could not take (disk full, quota, read-only): written to the
+    first fallback folder that takes it, else printed on stderr as one line, so its figures are never
+    lost; one line says where it is."""
+    reason = failure.strerror or str(failure)
+    for folder in fallback_folders():
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+                continue  # a folder another user made first (the temporary one is shared): never write there
+            kept = create_new(folder / path.name, text)
+        except OSError:
+            continue
+        sys.stderr.write(f"warning: cannot write the record to {path} ({reason}); kept it at {kept} "
+                         f"(move it there once space is free)\n")
+        return kept
+    sys.stderr.write("record: " + json.dumps(record, sort_keys=True) + "\n")
+    raise DgbenchError(f"{path}: cannot write the record ({reason}), nor in "
+                       f"{', '.join(map(str, fallback_folders()))}; it is on stderr above, on the line "
+                       f"starting 'record: '")
 

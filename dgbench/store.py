@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -195,8 +196,9 @@ def file_digest(data: Any) -> str:
 
 
 def store_files(root: Path) -> dict[str, Path]:
-    """Every file of a store directory but its root ``zarr.json``, by key (path relative to the root)."""
-    return {f.relative_to(root).as_posix(): f for f in sorted(root.rglob("*")) if f.is_file()
+    """Every entry of a store directory that is not a folder (files, and links, FIFOs or devices planted
+    in it) but its root ``zarr.json``, by key (path relative to the root)."""
+    return {f.relative_to(root).as_posix(): f for f in sorted(root.rglob("*")) if not stat.S_ISDIR(f.lstat().st_mode)
             and f.relative_to(root).as_posix() != "zarr.json"}
 
 
@@ -648,7 +650,97 @@ class Snapshot:
         return len(self.src)
 
 
-class _VerifiedLocalStore(LocalStore):
+METADATA_LIMIT = 64 << 20  # bytes: a zarr.json larger than this is refused, never read whole
+CHUNK_SLACK = 4096  # bytes beyond a chunk's raw size: Blosc's header and block table
+
+
+def read_store_file(root: Path, key: str, limit: int) -> bytes:
+    """The bytes of store file ``key`` under ``root``, read only when it is a regular file inside the store
+    (no link out of it, no FIFO or device) and at most ``limit`` bytes long; otherwise a StoreError naming
+    the file. A missing file raises FileNotFoundError."""
+    path, where = root / key, f"{root}: file '{key}'"
+    if not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
+        raise StoreError(f"{where} is not a regular file inside the store (a link out of it); run `dgbench validate`")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(f"{where} is not a regular file (a symbolic link); run `dgbench validate`") from None
+        raise
+    with os.fdopen(fd, "rb") as source:
+        size = os.fstat(fd).st_size
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreError(f"{where} is not a regular file (a FIFO, device or socket); run `dgbench validate`")
+        if size > limit:
+            raise StoreError(f"{where} is {size:,} bytes, larger than the {limit:,} its array's chunks can hold; "
+                             f"run `dgbench validate`")
+        data = source.read(limit + 1)
+    if len(data) > limit:
+        raise StoreError(f"{where} grew larger than the {limit:,} bytes its array's chunks can hold while read")
+    return data
+
+
+def chunk_byte_limit(metadata: bytes) -> int | None:
+    """The most bytes one chunk file of the array whose zarr.json is ``metadata`` can hold (None: unknown)."""
+    try:
+        meta = json.loads(metadata)
+        shape = meta["chunk_grid"]["configuration"]["chunk_shape"]
+        itemsize = np.dtype(meta["data_type"]).itemsize
+        if not all(type(d) is int and d > 0 for d in shape):
+            return None
+        return int(np.prod(shape, dtype=object)) * itemsize + CHUNK_SLACK
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class _SafeLocalStore(LocalStore):
+    """A read-only local store that reads only regular files inside itself, each bounded by what its
+    array's chunks can hold (``read_store_file``): a FIFO, a device or a link planted in a store fails
+    with one line instead of hanging or reading without end."""
+
+    def __init__(self, root: Path | str, *, read_only: bool = True):
+        super().__init__(root, read_only=True)
+        self.limits: dict[str, int] = {}
+
+    def with_read_only(self, read_only: bool = False) -> "_SafeLocalStore":
+        return type(self)(self.root)
+
+    def _limit(self, key: str) -> int:
+        if key.endswith("zarr.json"):
+            return METADATA_LIMIT
+        array = key.split("/c/")[0]
+        if array not in self.limits:
+            try:
+                self.limits[array] = chunk_byte_limit(read_store_file(self.root, f"{array}/zarr.json",
+                                                                      METADATA_LIMIT)) or 0
+            except FileNotFoundError:
+                self.limits[array] = 0
+        return self.limits[array]
+
+    def _read(self, key: str) -> bytes | None:
+        try:
+            return read_store_file(self.root, key, self._limit(key))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+        if byte_range is not None:
+            raise StoreError(f"{self.root}: '{key}': partial file reads are not used by dgbench stores")
+        if not self._is_open:
+            await self._open()
+        data = await asyncio.to_thread(self._read, key)
+        return None if data is None else (prototype or default_buffer_prototype()).buffer.from_bytes(data)
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[Any]:
+        return [await self.get(key, prototype, byte_range) for key, byte_range in key_ranges]
+
+
+def safe_local_store(path: str | Path) -> LocalStore:
+    """A read-only zarr store over ``path`` that reads only regular files, bounded (``read_store_file``)."""
+    return _SafeLocalStore(path)
+
+
+class _VerifiedLocalStore(_SafeLocalStore):
     """A read-only local store that checks every file it reads against ``file_digests``.
 
     A chunk the digests do not list was never written (all fill values, zarr's write_empty_chunks=False)
@@ -658,7 +750,7 @@ class _VerifiedLocalStore(LocalStore):
     """
 
     def __init__(self, root: Path | str, *, read_only: bool = True, digests: dict[str, str] | None = None):
-        super().__init__(root, read_only=True)
+        super().__init__(root)
         self.digests = digests or {}
 
     def with_read_only(self, read_only: bool = False) -> "_VerifiedLocalStore":
@@ -681,7 +773,7 @@ class _VerifiedLocalStore(LocalStore):
     def _read_checked(self, key: str, expected: str) -> bytes:
         where = f"{self.root}: array '{key.split('/')[0]}': file '{key}'"
         try:
-            data = (self.root / key).read_bytes()
+            data = read_store_file(self.root, key, self._limit(key))
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise StoreError(f"{where} is missing (deleted, or the store was replaced while it was read); "
                              f"run `dgbench validate`") from None
@@ -690,8 +782,6 @@ class _VerifiedLocalStore(LocalStore):
                              f"it was read); run `dgbench validate`")
         return data
 
-    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[Any]:
-        return [await self.get(key, prototype, byte_range) for key, byte_range in key_ranges]
 
 
 @dataclass
@@ -942,10 +1032,52 @@ def attribute_problems(attrs: dict[str, Any]) -> list[str]:
             problems.append(f"attribute 'num_events' is {events} but 'num_edges' is {edges}")
         problems += _split_problems(attrs.get("split"), events)
     problems += _file_digest_problems(attrs.get("file_digests"))
+    problems += _vertex_count_problems(attrs, edges)
+    problems += [f"attribute '{where}' is {value}, expected a finite number" for where, value in _non_finite(attrs)]
     fingerprint = attrs.get("fingerprint")
     if not isinstance(fingerprint, str) or not HEX64.fullmatch(fingerprint):
         problems.append(f"attribute 'fingerprint' is {_short(fingerprint)}, expected 64 lowercase hex digits")
     return problems
+
+
+NODE_ARRAYS = ("node_features", "node_label", "node_ids")
+FREE_VERTICES = 1 << 20  # vertices a store may declare beyond its edges' endpoints and node arrays' rows
+
+
+def _vertex_count_problems(attrs: dict[str, Any], edges: int | None) -> list[str]:
+    """num_nodes may not exceed what the arrays can hold: two endpoints per edge, the node arrays' rows,
+    or FREE_VERTICES (isolated vertices), whichever is most; code allocates per-vertex arrays from it."""
+    nodes, arrays = attrs.get("num_nodes"), attrs.get("arrays")
+    if type(nodes) is not int or edges is None or not isinstance(arrays, dict):
+        return []
+    rows = [d for name in NODE_ARRAYS if isinstance(arrays.get(name), dict)
+            for d in arrays[name].get("shape") or [] if type(d) is int]
+    bound = max([2 * edges, FREE_VERTICES, *rows])
+    if nodes > bound:
+        return [f"attribute 'num_nodes' is {nodes:,}, more vertices than the store's arrays can hold "
+                f"(at most {bound:,}: two per edge, the node arrays' rows, or {FREE_VERTICES:,})"]
+    return []
+
+
+def _non_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
+    """Every NaN or infinite number in an attribute tree, with its dotted path."""
+    if isinstance(value, float) and not np.isfinite(value):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, f"{where}[{index}]")
+
+
+def memory_problem(attrs: dict[str, Any]) -> str | None:
+    """A store whose per-vertex arrays (8 bytes a vertex) alone exceed this machine's memory cannot run here."""
+    need, have = int(attrs["num_nodes"]) * 8, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        return (f"attribute 'num_nodes' is {attrs['num_nodes']:,}: one 8-byte value per vertex is "
+                f"{need / 2**30:,.1f} GiB, more than this machine's {have / 2**30:,.1f} GiB of memory")
+    return None
 
 
 def declared_fingerprint_problem(attrs: dict[str, Any]) -> str | None:
@@ -1045,11 +1177,12 @@ def open_store(path: str | Path, kind: str | None = None, *, verify: bool = True
         raise StoreError(f"{path}: fingerprint {str(attrs['fingerprint'])[:12]}…, but the run started on "
                          f"{fingerprint[:12]}… (the store was replaced meanwhile)")
     if verify:
-        problems = attribute_problems(attrs) or [p for p in [declared_fingerprint_problem(attrs)] if p]
+        problems = attribute_problems(attrs) or [p for p in [declared_fingerprint_problem(attrs),
+                                                             memory_problem(attrs)] if p]
         if problems:
             raise StoreError(f"{path}: {problems[0]}; run `dgbench validate`")
     verified = verify and "file_digests" in attrs
-    local = _VerifiedLocalStore(path, digests=attrs["file_digests"]) if verified else LocalStore(path, read_only=True)
+    local = _VerifiedLocalStore(path, digests=attrs["file_digests"]) if verified else _SafeLocalStore(path)
     group = zarr.open_group(store=local, mode="r", zarr_format=3)
     cls = SnapshotStore if attrs["kind"] == SNAPSHOTS else EdgeStreamStore
     return cls(path=path, group=group, attrs=attrs, verify=verify)

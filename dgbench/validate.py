@@ -5,6 +5,7 @@ Every array is read block by block (never whole), so validation runs in bounded 
 from __future__ import annotations
 
 import hashlib
+import stat
 import struct
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,9 +16,9 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from dgbench.errors import StoreError
-from dgbench.store import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, attribute_problems,
-                           combine_fingerprint, file_digest, fingerprint_header, offsets_problem, open_store,
-                           store_files)
+from dgbench.store import (METADATA_LIMIT, REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update,
+                           attribute_problems, chunk_byte_limit, combine_fingerprint, file_digest, fingerprint_header,
+                           offsets_problem, open_store, read_store_file, safe_local_store, store_files)
 
 BLOCK_ROWS = 1 << 22
 
@@ -67,9 +68,12 @@ def _damaged_chunk_file(array_dir: Path, array) -> str | None:
     Checked on the files because Blosc trusts the header: a truncated frame may decode garbage
     instead of failing, so decoding alone does not reliably catch truncation.
     """
+    chunk_files = [f for f in (array_dir / "c").rglob("*") if not stat.S_ISDIR(f.lstat().st_mode)]
+    for file in chunk_files:  # first: a FIFO would hang a read, a link to /dev/zero never end one
+        if not stat.S_ISREG(file.lstat().st_mode):
+            return f"chunk {file.relative_to(array_dir).as_posix()} is not a regular file (a link, FIFO or device)"
     if not array.metadata.codecs or not isinstance(array.metadata.codecs[-1], BloscCodec):
         return None
-    chunk_files = [f for f in (array_dir / "c").rglob("*") if f.is_file()]
     for file in sorted(chunk_files, key=lambda f: [int(p) for p in f.relative_to(array_dir / "c").parts]):
         size = file.stat().st_size
         with open(file, "rb") as handle:
@@ -105,7 +109,7 @@ def _unopenable(path: Path, exc: StoreError) -> list[str]:
     name its chunk as a scan would, instead of the open's generic message."""
     message = str(exc).removeprefix(f"{path}: ")  # the CLI puts the store's path in front
     try:
-        group = zarr.open_group(str(path), mode="r")
+        group = zarr.open_group(store=safe_local_store(path), mode="r", zarr_format=3)
         names = sorted(name for name, _ in group.arrays())
     except Exception:  # noqa: BLE001 - not even a zarr group: the open's message says why
         return [message]
@@ -171,6 +175,7 @@ def validate_store(path: str | Path) -> list[str]:
             problems.append(f"array '{name}': content hash differs from the one recorded when written")
     if kind == SNAPSHOTS and offsets is not None and not problems:
         problems += _check_snapshot_order(store, offsets)
+        problems += _time_window_problems(store, offsets)
     if not problems and len(digests) == len(declared):
         recomputed = combine_fingerprint(kind, fingerprint_header(kind, attrs), digests)
         if recomputed != store.fingerprint:
@@ -189,9 +194,25 @@ def file_problems(path: Path, attrs: dict[str, Any]) -> list[str]:
     for key, file in present.items():
         if key not in recorded:
             problems.append(f"file '{key}': not part of the store as written")
-        elif file_digest(file.read_bytes()) != recorded[key]:
+            continue
+        try:
+            data = read_store_file(path, key, _file_limit(path, key))
+        except StoreError as exc:
+            problems.append(str(exc).removeprefix(f"{path}: ").removesuffix("; run `dgbench validate`"))
+            continue
+        if file_digest(data) != recorded[key]:
             problems.append(f"file '{key}': differs from the digest recorded when written")
     return problems
+
+
+def _file_limit(path: Path, key: str) -> int:
+    """The most bytes store file ``key`` may hold: a zarr.json's limit, or its array's chunk size."""
+    if key.endswith("zarr.json"):
+        return METADATA_LIMIT
+    try:
+        return chunk_byte_limit(read_store_file(path, f"{key.split('/c/')[0]}/zarr.json", METADATA_LIMIT)) or 0
+    except (OSError, StoreError):
+        return 0
 
 
 def _check_offsets(offsets: np.ndarray, num_snapshots: int, num_edges: int) -> list[str]:
@@ -239,14 +260,38 @@ def _check_snapshot_times(problems: list[str], offsets: np.ndarray):
     return check
 
 
+def _time_window_problems(store, offsets: np.ndarray) -> list[str]:
+    """A time-window cut's origin and window must put the first and last timed edges in their snapshots
+    (computed in floats: an origin far before the events must not wrap around an int64)."""
+    cut = store.attrs.get("cut") or {}
+    if cut.get("method") != "time-window" or not store.has("time") or store.num_edges == 0:
+        return []
+    origin, window = cut.get("origin"), cut.get("window_seconds")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in (origin, window)) \
+            or window <= 0:
+        return [f"attribute 'cut': origin {origin!r} and window_seconds {window!r} are not a finite origin and a "
+                f"positive window"]
+    for row in (0, store.num_edges - 1):
+        snapshot = int(np.searchsorted(offsets, row, side="right")) - 1
+        time = store.group["time"][row].item()
+        if isinstance(time, int) and float(origin).is_integer() and float(window).is_integer():
+            index = (time - int(origin)) // int(window)  # exact, as the cut was made for integer times
+        else:
+            index = (float(time) - float(origin)) / float(window)
+        if not snapshot <= index < snapshot + 1:
+            return [f"attribute 'cut': origin {origin} with {window} s windows puts the edge at row {row} in window "
+                    f"{index:.4g}, but it is stored in snapshot {snapshot}"]
+    return []
+
+
 def _check_snapshot_order(store, offsets: np.ndarray) -> list[str]:
     """Within each snapshot edges must be sorted by (dst, src)."""
     for t in range(len(offsets) - 1):
         a, b = int(offsets[t]), int(offsets[t + 1])
         if b - a < 2:
             continue
-        dst, src = store.group["dst"][a:b].astype(np.int64), store.group["src"][a:b].astype(np.int64)
-        key = dst * store.num_nodes + src
-        if np.any(key[1:] < key[:-1]):
+        dst, src = store.group["dst"][a:b], store.group["src"][a:b]
+        in_order = (dst[1:] > dst[:-1]) | ((dst[1:] == dst[:-1]) & (src[1:] >= src[:-1]))  # no dst*N+src overflow
+        if not in_order.all():
             return [f"arrays 'src'/'dst': snapshot {t} is not sorted by (dst, src)"]
     return []

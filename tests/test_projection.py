@@ -405,7 +405,7 @@ def test_kept_dry_runs_price_again_to_the_same_curve(even_store, tmp_path):
                                        "--model", "cdgcn", "--worlds", "1,2,4", "--profile", str(profile),
                                        "-o", str(first), "--keep-dryruns", str(kept)])
     assert result.exit_code == 0, result.output
-    result = CliRunner().invoke(main, ["--quiet", "project", "price", *map(str, sorted(kept.glob("*.pkl"))),
+    result = CliRunner().invoke(main, ["--quiet", "project", "price", *map(str, sorted(kept.glob("*.npz"))),
                                        "--mode", "strong", "--profile", str(profile), "-o", str(again)])
     assert result.exit_code == 0, result.output
     measured = ("world_size", "time_s", "compute_s", "communication_s", "bytes", "speedup")
@@ -413,6 +413,6 @@ def test_kept_dry_runs_price_again_to_the_same_curve(even_store, tmp_path):
     assert curve == [[p[k] for k in measured] for p in json.loads(again.read_text())["points"]]
     command = json.loads(again.read_text())["command"]
     assert command.startswith("dgbench project price ")  # and names every dry run priced, as a user re-types it
-    assert all(f" {path} " in command for path in sorted(kept.glob("*.pkl"))) and "PosixPath" not in command
+    assert all(f" {path} " in command for path in sorted(kept.glob("*.npz"))) and "PosixPath" not in command
     bad = CliRunner().invoke(main, ["project", "price", str(first), "--mode", "strong", "--profile", str(profile)])
     assert bad.exit_code == 1 and "not a dry run kept by --keep-dryruns" in bad.output

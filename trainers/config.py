@@ -19,6 +19,10 @@ from dgbench.errors import DgbenchError
 from dgbench.options import Options, option
 
 
+MAX_SEED = 2**32 - 1  # every generator a run seeds takes it
+MAX_HIDDEN = 4096  # widths beyond this do not fit in memory for any store a run can train on here
+
+
 @dataclass(init=False)
 class RunConfig(Options):
     """What to train and how; ``options`` holds the family/scheme/model options given (by name)."""
@@ -29,7 +33,8 @@ class RunConfig(Options):
     nproc: int = option(1, "Ranks to start (ignored under torchrun).", positive=True, record=False)
     epochs: int = option(4, "Training epochs (the throughput and scaling tracks need 4 timed epochs).",
                          positive=True)
-    seed: int = option(0, "Seed of parameters, pairs and negatives.")
+    seed: int = option(0, "Seed of parameters, pairs and negatives (a 32-bit unsigned integer).", minimum=0,
+                       upper=MAX_SEED)
     lr: float = option(0.01, "Adam learning rate.", positive=True)
     backend: str | None = option(None, "Default: nccl with CUDA, else gloo.", choices=("gloo", "nccl"), record=False)
     device: str | None = option(None, "Where to compute; default follows the backend.", choices=("cpu", "cuda"),
@@ -54,6 +59,9 @@ class RunConfig(Options):
         self.options = {**(options or {}), **{k: v for k, v in given.items() if v is not None}}
         self.extra = dict(extra or {})
         self.out = Path(self.out)
+        hidden = self.options.get("hidden")
+        if isinstance(hidden, int) and hidden > MAX_HIDDEN:  # the width is the family's option; its bound is here
+            raise DgbenchError(f"--hidden {hidden}: must be <= {MAX_HIDDEN} (wider models do not fit in memory)")
 
     def resolved_backend(self) -> str | None:
         """``--device cpu`` means gloo even where CUDA is present; ``--device cuda`` needs CUDA.

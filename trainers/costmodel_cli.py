@@ -36,7 +36,7 @@ class FitGroup(click.Group):
 
 def _read_document(path: Path) -> dict:
     """The file's JSON, whatever its kind or hardware (showing a file is not using it)."""
-    from dgbench.costmodel import SCHEMA
+    from dgbench.costmodel import SCHEMA, document_problem
     from dgbench.errors import DgbenchError
     try:
         document = json.loads(path.read_text())
@@ -46,6 +46,9 @@ def _read_document(path: Path) -> dict:
         raise DgbenchError(f"{path}: not a dgbench cost-model file ({exc})") from exc
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         raise DgbenchError(f"{path}: not a dgbench cost-model file")
+    problem = document_problem(document)
+    if problem:
+        raise DgbenchError(f"{path}: {problem}")
     return document
 
 

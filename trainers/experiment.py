@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import importlib
 import os
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from dgbench import progress
-from dgbench.dist import DistContext, from_main
+from dgbench.dist import DistContext, share_from_main
 from dgbench.errors import DgbenchError
 from dgbench.launch import launch
 from dgbench.options import Options, as_hyperparameters, build_options, check_value, refuse_foreign, specs
@@ -174,10 +173,11 @@ def _takers(family: Family, name: str) -> list[str]:
 # --------------------------------------------------------------------------- ranks
 
 def _partition_once(ctx: DistContext, run: ResolvedRun, problem: Any, index: int) -> Partition:
-    """Rank 0 partitions; every rank gets the result through the store (dgbench.dist.from_main)."""
-    def compute() -> bytes:
-        return pickle.dumps(run.scheme.partition(problem, ctx.world_size, run.scheme_options))
-    return pickle.loads(from_main(ctx, f"partition-{index}-{run.scheme.name}", compute))
+    """Rank 0 partitions; every rank gets the result through the store as plain data, never a pickle
+    (dgbench.dist.share_from_main)."""
+    def compute() -> dict[str, Any]:
+        return vars(run.scheme.partition(problem, ctx.world_size, run.scheme_options))
+    return Partition(**share_from_main(ctx, f"partition-{index}-{run.scheme.name}", compute))
 
 
 def train_runs(ctx: DistContext, runs: list[ResolvedRun], quiet: bool | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import base64
 import html
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,25 +60,43 @@ def render_markdown(view: BoardView, projected: list[dict[str, Any]] | None = No
         if key in TRACKS:
             lines += [f"## {TRACKS[key].title}", "", TRACKS[key].summary + ".", ""]
         for table in tables:
-            lines += [f"### {table.title}", ""] + _markdown_table(table) + [""]
+            lines += [f"### {markdown_text(table.title)}", ""] + _markdown_table(table) + [""]
             if table.note and table.rows:
-                lines += [f"_{table.note}_", ""]
+                lines += [f"_{markdown_note(table.note)}_", ""]
     if projected:  # its own section: projections are never measured rows
         from dgbench.leaderboard import projected as projection
         table = projection.projected_table(projected)
         lines += [f"## {projection.TITLE}", "", projection.SUMMARY + ".", "", f"### {table.title}", ""]
-        lines += _markdown_table(table) + ["", f"_{table.note}_", ""]
+        lines += _markdown_table(table) + ["", f"_{markdown_note(table.note)}_", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")  # ( ) ! # are inert once [ ] are escaped
+_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
+
+
+def markdown_text(value: str) -> str:
+    """``value`` as inert Markdown text on one line: every character Markdown or HTML could read as
+    markup is escaped (no links, images, raw HTML, headings or table breaks from a record's strings)."""
+    one_line = _LINE_BREAKS.sub(" ", value)
+    return html.escape(_MARKDOWN_PUNCTUATION.sub(r"\\\1", one_line), quote=False)
+
+
+def markdown_note(value: str) -> str:
+    """A table note: written with `backtick` code spans (kept as code; code spans are inert) around
+    text escaped by :func:`markdown_text`, as :func:`inline_code` does for the HTML page."""
+    parts = _LINE_BREAKS.sub(" ", value).split("`")
+    if len(parts) % 2 == 0:  # an odd backtick (from a record): escape it all
+        return markdown_text(value)
+    return "`".join(part if index % 2 else markdown_text(part) for index, part in enumerate(parts))
 
 
 def _markdown_table(table: Table) -> list[str]:
     if not table.rows:
         return ["_No records yet._"]
-    def escape(value: str) -> str:
-        return value.replace("|", "\\|")
     align = ["---:" if numeric else "---" for numeric in table.numeric]
     return (["| " + " | ".join(table.columns) + " |", "| " + " | ".join(align) + " |"]
-            + ["| " + " | ".join(escape(cell.text) for cell in row) + " |" for row in table.rows])
+            + ["| " + " | ".join(markdown_text(cell.text) for cell in row) + " |" for row in table.rows])
 
 
 # --------------------------------------------------------------------------- json

@@ -28,9 +28,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +43,7 @@ from typing import Any
 import click
 
 from dgbench.errors import DgbenchError
-from dgbench.files import write_atomic
+from dgbench.files import scratch_dir, write_atomic
 from dgbench.leaderboard.compare import load_checked
 from dgbench.leaderboard.figures import run_figures, timed_epochs
 from dgbench.leaderboard.schema import RecordParseError, parse_record, validate_record
@@ -53,6 +58,9 @@ TEST_METRICS = ("ap", "auc", "accuracy")
 REPLACED_OPTIONS = ("--dataset", "--out", "--nproc")
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
 NOT_COMPARED = {"out", "dataset", "timeout_s", "nproc", "backend", "device"}
+PATH_OPTIONS = {"cost_model"}  # options typed as text that name a file: refused like click.Path ones
+TIME_MARGIN, START_UP_S = 10.0, 600.0  # a re-run may take 10x the record's own time, plus start-up
+SCRATCH_PREFIX = ".dgbench-verify"
 
 
 @dataclass(frozen=True)
@@ -183,18 +191,52 @@ def run_arguments(record: dict[str, Any], store: Path, out: Path) -> list[str]:
     except click.exceptions.ClickException as exc:
         raise DgbenchError(f"the record's run arguments do not parse here ({exc.format_message()})") from exc
     for param in run_command.get_params(context):
-        if isinstance(param.type, click.Path) and param.name not in ("dataset", "out") \
-                and context.params.get(param.name) != param.default:
-            raise DgbenchError(f"the record's command sets --{param.name}, which takes a path: not re-run")
+        value = context.params.get(param.name)
+        if (isinstance(param.type, click.Path) or param.name in PATH_OPTIONS) and param.name not in ("dataset", "out") \
+                and value not in (param.default, None, ""):
+            raise DgbenchError(f"the record's command sets --{param.name.replace('_', '-')}, which takes a path: "
+                               f"not re-run")
+    _check_claimed_work(record, context.params)
     return arguments
 
 
-def rerun(arguments: list[str], timeout_s: float | None) -> Path:
+def _check_claimed_work(record: dict[str, Any], params: dict[str, Any]) -> None:
+    """The command must run the epochs the record claims: a record claiming 4 epochs whose command says
+    100,000,000 would otherwise keep a verifier busy without end."""
+    from trainers.config import RunConfig
+    runs = params.get("epochs") or RunConfig.__dataclass_fields__["epochs"].default
+    claimed = len(record.get("epochs") or [])
+    if runs != claimed:
+        raise DgbenchError(f"the record's command runs --epochs {runs}, but the record claims {claimed} epochs: "
+                           f"not re-run")
+
+
+def claimed_seconds(record: dict[str, Any]) -> float:
+    """How long the record says its run took: start to end, or its epochs' seconds if longer."""
+    import datetime
+    epochs = sum(float(e.get("time_s") or 0.0) for e in record.get("epochs") or [])
+    try:
+        wall = (datetime.datetime.fromisoformat(record["ended_at"])
+                - datetime.datetime.fromisoformat(record["started_at"])).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        wall = 0.0
+    return max(epochs, wall, 0.0)
+
+
+def rerun_timeout(record: dict[str, Any], given_s: float | None) -> float:
+    """``--timeout`` when given, else TIME_MARGIN times the record's claimed time plus START_UP_S."""
+    return given_s if given_s is not None else TIME_MARGIN * claimed_seconds(record) + START_UP_S
+
+
+def rerun(arguments: list[str], timeout_s: float) -> Path:
     out = Path(arguments[arguments.index("--out") + 1])
     command = [sys.executable, "-m", "dgbench", "--quiet", "run", *arguments]
-    click.echo(f"re-running: dgbench run {' '.join(arguments)}", err=True)
+    click.echo(f"re-running: dgbench run {' '.join(arguments)} (at most {timeout_s:,.0f} s)", err=True)
+    from dgbench.launch import _die_with_parent
+    parent = os.getpid()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
+                              preexec_fn=lambda: _die_with_parent(parent))  # a killed verifier ends its re-run
     except subprocess.TimeoutExpired as exc:
         raise DgbenchError(f"the re-run did not finish within {timeout_s:g} s") from exc
     if done.returncode != 0:
@@ -254,15 +296,36 @@ def reproduced_label(reproduction: dict[str, Any] | None) -> str:
 
 # --------------------------------------------------------------------------- command
 
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM raises SystemExit while a re-run works, so the re-run is killed and the scratch removed
+    (the default action would end the verifier on the spot, leaving both)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def verify(record_path: Path, store: Path | None = None, board: Path | None = None,
            timeout_s: float | None = None) -> dict[str, Any]:
     """Verify one record (steps in the module docstring); returns the reproduction document."""
     record = load_checked(record_path)
     store = Path(store) if store is not None else official_store(record, board)
     check_store(store, record)
-    with tempfile.TemporaryDirectory(prefix="dgbench-verify-") as scratch:
-        arguments = run_arguments(record, store.resolve(), Path(scratch) / "reproduction.json")
-        reproduced = load_checked(rerun(arguments, timeout_s))
+    scratch = scratch_dir(tempfile.gettempdir(), SCRATCH_PREFIX)  # one a killed verifier left goes next time
+    try:
+        with _terminate_as_exit():
+            arguments = run_arguments(record, store.resolve(), scratch / "reproduction.json")
+            reproduced = load_checked(rerun(arguments, rerun_timeout(record, timeout_s)))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     checks, timed = compare_runs(record, reproduced)
     document = reproduction_document(record, reproduced, checks, timed, store)
     if board is not None:
@@ -278,7 +341,7 @@ def verify(record_path: Path, store: Path | None = None, board: Path | None = No
 @click.option("--board", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="File each outcome on this board (reproductions/), where the tables show it.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True), default=None,
-              help="Seconds a re-run may take.")
+              help=f"Seconds a re-run may take (default: {TIME_MARGIN:g}x the record's own time + {START_UP_S:g} s).")
 def verify_command(records: tuple[Path, ...], store: Path | None, board: Path | None, timeout_s: float | None) -> None:
     """Re-run each RECORD on its store and compare within the stated tolerances; exit 1 unless reproduced."""
     failed = 0

@@ -33,7 +33,7 @@ import numpy as np
 
 from dgbench.errors import DgbenchError
 from dgbench.files import scratch_dir
-from dgbench.store import array_digest_update, rename_no_replace
+from dgbench.store import ARRAY_NAME, array_digest_update, read_attrs, rename_no_replace
 
 SCHEMA = "dgbench.evaluation-set"
 VERSION = 1
@@ -131,8 +131,9 @@ def write_set(store_path: str | Path, spec: EvaluationSpec, store_fingerprint: s
     return final
 
 
-def read_set(path: str | Path, store_fingerprint: str | None = None) -> EvaluationSet:
-    """Load and verify a set: manifest, store fingerprint, every array's hash, the fingerprint."""
+def read_set(path: str | Path, store_fingerprint: str | None = None, num_nodes: int | None = None) -> EvaluationSet:
+    """Load and verify a set: manifest fields, store fingerprint, every array's hash, the fingerprint, and
+    (:func:`_content_problem`) the arrays' types, lengths and, given ``num_nodes``, vertex ids."""
     path = Path(path)
     try:
         manifest = json.loads((path / MANIFEST).read_text())
@@ -140,6 +141,9 @@ def read_set(path: str | Path, store_fingerprint: str | None = None) -> Evaluati
         raise DgbenchError(f"{path / MANIFEST}: not a readable evaluation-set manifest ({exc})") from exc
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA or manifest.get("version") != VERSION:
         raise DgbenchError(f"{path / MANIFEST}: not a {SCHEMA} v{VERSION} manifest")
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise DgbenchError(f"{path / MANIFEST}: {problem}")
     if store_fingerprint is not None and manifest.get("store_fingerprint") != store_fingerprint:
         made_for = str(manifest.get("store_fingerprint"))[:12]
         raise DgbenchError(f"{path}: the evaluation set was made for store {made_for}, "
@@ -156,9 +160,58 @@ def read_set(path: str | Path, store_fingerprint: str | None = None) -> Evaluati
         arrays[name] = values
     if _fingerprint(manifest) != manifest.get("fingerprint"):
         raise DgbenchError(f"{path / MANIFEST}: its fingerprint does not match its content")
+    problem = _content_problem(arrays, num_nodes)
+    if problem:
+        raise DgbenchError(f"{path}: {problem}")
     spec = EvaluationSpec(manifest["task"], manifest["strategy"], int(manifest["negatives"]), int(manifest["seed"]))
     return EvaluationSet(spec, manifest["store_fingerprint"], manifest["fingerprint"], arrays, path,
                          manifest.get("details", {}))
+
+
+VERTEX_ARRAYS = ("src", "dst", "node", "negative_src", "negatives")  # <split>_<these> hold vertex ids
+NONE = -1  # a negative slot left empty (fewer candidates than K): the only id below 0
+
+
+def _manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """The first manifest field of the wrong type (one line: field and rule), or None."""
+    for name in ("task", "strategy", "store_fingerprint"):
+        if not isinstance(manifest.get(name), str):
+            return f"field '{name}' is {manifest.get(name)!r:.40}, expected a string"
+    for name in ("negatives", "seed"):
+        value = manifest.get(name)
+        if type(value) is not int or value < 0:
+            return f"field '{name}' is {value!r:.40}, expected a non-negative integer"
+    arrays = manifest.get("arrays")
+    if not isinstance(arrays, dict):
+        return f"field 'arrays' is {arrays!r:.40}, expected an object"
+    for name in arrays:
+        if not ARRAY_NAME.fullmatch(name):
+            return f"array name {name!r:.60} is not a plain lowercase name (no paths)"
+    return None
+
+
+def _content_problem(arrays: dict[str, np.ndarray], num_nodes: int | None) -> str | None:
+    """The first array that cannot be what a set holds: vertex ids that are not integers or (given
+    ``num_nodes``) outside 0..N-1 (-1 only for an empty negative slot), or a split whose arrays differ
+    in length (every array of a split has one row per positive)."""
+    rows: dict[str, tuple[str, int]] = {}
+    for name, values in sorted(arrays.items()):
+        if values.ndim == 0:
+            return f"array '{name}' is a scalar, expected one row per positive"
+        split, _, what = name.partition("_")
+        first = rows.setdefault(split, (name, len(values)))
+        if len(values) != first[1]:
+            return f"array '{name}' has {len(values):,} rows but '{first[0]}' has {first[1]:,}: one row per positive"
+        if what not in VERTEX_ARRAYS:
+            continue
+        if values.dtype.kind not in "iu":
+            return f"array '{name}' is {values.dtype}, expected integer vertex ids"
+        low = NONE if what in ("negative_src", "negatives") else 0
+        if num_nodes is not None and values.size and (values.min() < low or values.max() >= num_nodes):
+            bad = values[(values < low) | (values >= num_nodes)].flat[0]
+            allowed = f"0..{num_nodes - 1}" + (" or -1 (no negative)" if low == NONE else "")
+            return f"array '{name}' holds vertex id {int(bad)}, outside {allowed}"
+    return None
 
 
 def ensure_set(store_path: str | Path, spec: EvaluationSpec, store_fingerprint: str,
@@ -175,4 +228,4 @@ def ensure_set(store_path: str | Path, spec: EvaluationSpec, store_fingerprint: 
         except OSError as exc:
             raise DgbenchError(f"{path}: cannot write the evaluation set beside the store ({exc.strerror or exc}); "
                                f"make it where the store is writable with `dgbench tasks {store_path}`") from exc
-    return read_set(path, store_fingerprint)
+    return read_set(path, store_fingerprint, num_nodes=int(read_attrs(store_path)["num_nodes"]))

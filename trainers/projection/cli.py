@@ -5,7 +5,7 @@
                               [--clock wall|process] [--discrete-set NAME=VALUE ...] [--continuous-set ...]
     dgbench project strong STORE --scheme S --model M --worlds 1,2,4,... --profile NAME|FILE [-o OUT.json]
     dgbench project weak --scheme S --model M --worlds 1,2,4,... --profile NAME|FILE --stores DIR [-o OUT.json]
-    dgbench project price DRY.pkl [DRY.pkl ...] --mode strong|weak --profile NAME|FILE [-o OUT.json]
+    dgbench project price DRY.npz [DRY.npz ...] --mode strong|weak --profile NAME|FILE [-o OUT.json]
     dgbench project profiles
 
 A projection's JSON is record-like (command, store fingerprints, code commit, profile) and marked
@@ -292,7 +292,7 @@ def weak_command(scheme: str, model: str, worlds: str, profile: str, basis: Path
 @OVERHEADS
 def price_command(dryruns: tuple[Path, ...], mode: str, profile: str, basis: Path | None, out: Path | None,
                   scale_overheads: bool) -> None:
-    """Price dry runs kept by --keep-dryruns (their .pkl files) on a profile, without counting again: one
+    """Price dry runs kept by --keep-dryruns (their .npz files) on a profile, without counting again: one
     curve per (scheme, model), its points the worlds given."""
     from trainers.projection.hardware import load_profile
     from trainers.projection.projection import price_curves

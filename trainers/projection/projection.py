@@ -31,15 +31,15 @@ Efficiency = speedup / P.
 from __future__ import annotations
 
 import datetime
-import pickle
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dgbench.counting import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, TagVolume
 from trainers.projection import collectives
-from dgbench.counting import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL
 from trainers.projection.dryrun import DryRun
 from trainers.projection.hardware import HardwareProfile
 
@@ -181,13 +181,44 @@ def project_epoch(dry: DryRun, profile: HardwareProfile, basis: HardwareProfile 
                         "work_pattern": dry.work_pattern}}
 
 
+KEPT_SUFFIX = ".npz"  # counts as plain arrays and a JSON header: nothing in a kept dry run can execute
+
+
+def save_dry_run(result: DryRun, path: Path) -> None:
+    """Keep a dry run's counts (``path``: a ``.npz`` of plain arrays and a JSON header, no pickle)."""
+    header = {"family": result.family, "scheme": result.scheme, "model": result.model,
+              "world_size": result.world_size, "store": result.store, "hyperparameters": result.hyperparameters,
+              "unit": result.unit, "units": result.units, "work_pattern": result.work_pattern,
+              "parameters": result.parameters, "notes": result.notes, "extra": result.extra,
+              "seconds": result.seconds, "peak_rss_bytes": result.peak_rss_bytes,
+              "work": sorted(result.work),
+              "tags": {tag: {"kind": v.kind, "element_bytes": v.element_bytes, "pattern": v.pattern}
+                       for tag, v in result.tags.items()}}
+    arrays = {"header": np.frombuffer(json.dumps(header).encode(), np.uint8)}
+    arrays.update({f"work/{name}": values for name, values in result.work.items()})
+    for index, (tag, volume) in enumerate(result.tags.items()):
+        for part in ("pairs", "sent", "received", "calls"):
+            arrays[f"tag{index}/{part}"] = getattr(volume, part)
+    with open(path, "wb") as out:
+        np.savez(out, **arrays)
+
+
 def load_dry_run(path: str | Path) -> DryRun:
-    """A dry run kept by ``--keep-dryruns`` (its counts), to price again on another profile."""
-    with open(path, "rb") as source:
-        result = pickle.load(source)
-    if not isinstance(result, DryRun):
-        raise TypeError(f"{path}: not a kept dry run")
-    return result
+    """A dry run kept by ``--keep-dryruns`` (its counts), to price again on another profile. Only the
+    ``.npz`` format is read, never a pickle; anything else raises ``ValueError`` naming the problem."""
+    if Path(path).suffix != KEPT_SUFFIX:
+        raise ValueError(f"expected a {KEPT_SUFFIX} file kept by --keep-dryruns (pickles are never loaded)")
+    with np.load(path, allow_pickle=False) as kept:
+        try:
+            header = json.loads(kept["header"].tobytes())
+            tags = {tag: TagVolume(tag, meta["kind"], int(meta["element_bytes"]),
+                                   *(kept[f"tag{index}/{part}"] for part in ("pairs", "sent", "received", "calls")),
+                                   meta["pattern"])
+                    for index, (tag, meta) in enumerate(header.pop("tags").items())}
+            work = {name: kept[f"work/{name}"] for name in header.pop("work")}
+            return DryRun(tags=tags, work=work, **header)
+        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"missing or malformed field {exc}") from exc
 
 
 def scaling(points: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
@@ -243,8 +274,7 @@ def project_curves(mode: str, configs: dict[tuple[str, str], dict[int, Any]], pr
                     keep.mkdir(parents=True, exist_ok=True)
                     stem = keep / f"dryrun-{mode}-{key[0]}-{model}-P{world}"
                     stem.with_suffix(".json").write_text(json.dumps(result.as_json(), indent=1))
-                    with open(stem.with_suffix(".pkl"), "wb") as out:
-                        pickle.dump(result, out)
+                    save_dry_run(result, stem.with_suffix(KEPT_SUFFIX))
                 del result
             del problem
     return [projection_document(mode, heads[key], profile, points[key], command, notes[key]) for key in configs]
@@ -259,7 +289,7 @@ def price_curves(mode: str, paths: list[Path], profile: HardwareProfile, basis: 
     for path in paths:
         try:
             dry = load_dry_run(path)
-        except (TypeError, pickle.UnpicklingError, EOFError) as exc:
+        except (ValueError, OSError, EOFError) as exc:
             raise DgbenchError(f"{path}: not a dry run kept by --keep-dryruns ({exc})") from exc
         curve = curves.setdefault((dry.scheme, dry.model), {})
         if dry.world_size in curve:
