@@ -37,7 +37,7 @@ def submit_command(results: tuple[Path, ...], board: Path | None, tracks: tuple[
             click.echo(str(exc), err=True)
             continue
         status = (f"official: {submission.official.get('label', submission.official['name'])}"
-                  if submission.official else "unofficial: store fingerprint not in the registry")
+                  if submission.official else "unofficial: store not in the registry")
         for path in submission.paths:
             track = path.parent.name
             shown = f"unofficial: {submission.unofficial[track]}" if track in submission.unofficial else status
