@@ -60,7 +60,7 @@ def test_a_run_with_too_few_epochs_says_so_before_training_and_submit_agrees(esd
     record = next((tmp_path / "runs").glob("*.json"))
     submitted = invoke("--quiet", "submit", str(record), "--board", str(tmp_path / "board"), "--allow-dirty")
     assert submitted.exit_code == 0, submitted.output
-    entered = {m.group(1) for m in re.finditer(r"^accepted \S+ -> (\w+) ", submitted.stdout, re.M)}
+    entered = {m.group(1) for m in re.finditer(r"^accepted \S+ -> tracks/(\w+)/", submitted.stdout, re.M)}
     refused = {m.group(1) for m in re.finditer(r"^not entered on (\w+): ", submitted.stdout, re.M)}
     assert entered == {"accuracy"} and refused == {"throughput", "scaling"}
     assert "needs at least 4 (1 warm-up + 3 timed)" in submitted.stdout

@@ -41,7 +41,7 @@ def submit_command(results: tuple[Path, ...], board: Path | None, tracks: tuple[
         for path in submission.paths:
             track = path.parent.name
             shown = f"unofficial: {submission.unofficial[track]}" if track in submission.unofficial else status
-            click.echo(f"accepted {result} -> {track} [{submission.digest[:12]}]  ({shown})")
+            click.echo(f"accepted {result} -> {path.parent.parent.name}/{track}/{submission.digest[:12]}…  ({shown})")
         if is_baseline_only(submission.skipped):
             click.echo(f"{BASELINE_LINE}: {result}")
             continue
