@@ -134,11 +134,31 @@ class RunCommand(click.Command):
         self.scheme_asked: str | None = None
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Every option in full when a scheme is named; else the run's and the protocols' in full and, per
+        scheme and model, only the names of its options (`--scheme NAME --help` shows them)."""
         for title, params in help_sections(self.get_params(ctx), self.owners, self.scheme_asked):
-            rows = [record for record in (p.get_help_record(ctx) for p in params) if record]
+            if self.scheme_asked is None and title in (SCHEME_TITLE, MODEL_TITLE):
+                rows = _options_by_owner(params, [o for o in self.owners if title.startswith(o.role.title())])
+                title += " (each in full: dgbench run --scheme NAME --help)"
+            else:
+                rows = [record for record in (p.get_help_record(ctx) for p in params) if record]
             if rows:
                 with formatter.section(title):
                     formatter.write_dl(rows)
+
+
+SCHEME_TITLE, MODEL_TITLE = "Scheme options", "Model options"
+
+
+def _options_by_owner(params: list[click.Parameter], owners: list[Owner]) -> list[tuple[str, str]]:
+    """(owner, its options' flags) for each owner with options among ``params``."""
+    flags = {str(p.name): p.opts[0] for p in params}
+    rows = []
+    for owner in sorted(owners, key=lambda o: (o.family or "", o.name)):
+        own = [flags[spec.name] for spec in specs(owner.options) if spec.name in flags]
+        if own:
+            rows.append((f"{owner.name} ({owner.family})", ", ".join(own)))
+    return rows
 
 
 def help_sections(params: list[click.Parameter], owners: list[Owner],
@@ -154,8 +174,7 @@ def help_sections(params: list[click.Parameter], owners: list[Owner],
                 for spec in specs(owner.options):
                     role_of.setdefault(spec.name, role)
     titles = {"run": "Run options", "task": "Task options (the family's training protocol)",
-              "scheme": f"Options of scheme {scheme}" if scheme else "Scheme options",
-              "model": "Model options"}
+              "scheme": f"Options of scheme {scheme}" if scheme else SCHEME_TITLE, "model": MODEL_TITLE}
     sections = []
     for role in ROLES if scheme else ("run", "task", "scheme", "model"):
         chosen = [p for p in params if role_of.get(str(p.name)) == role
