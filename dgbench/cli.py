@@ -111,7 +111,7 @@ def _module_exists(module: str) -> bool:
 def cli(ctx: click.Context, quiet: bool, debug: bool) -> None:
     """dgbench: one harness for distributed dynamic-GNN training schemes."""
     ctx.obj = {"debug": debug}
-    progress.set_quiet(quiet)
+    progress.set_quiet(quiet or progress.quiet_by_environment())
 
 
 class PrepareGroup(click.Group):

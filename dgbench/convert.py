@@ -23,6 +23,7 @@ from dgbench.progress import progress
 from dgbench.store import STREAM, EdgeStreamStore, SnapshotStoreWriter, open_store
 
 BLOCK_EVENTS = 1 << 20
+MIN_SNAPSHOTS = 2  # a snapshot model learns to predict snapshot t+1 from the ones before it
 # A guard against a window far smaller than the stream's span (e.g. 1s over ten years).
 MAX_SNAPSHOTS = 1_000_000
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -180,3 +181,7 @@ def convert_command(stream_store: Path, out: Path, window: str | None, events_pe
     store = open_store(path)
     click.echo(f"wrote {path}  (snapshots, {store.num_snapshots:,} snapshots, {store.num_edges:,} edges, "
                f"fingerprint {store.fingerprint[:16]})")
+    if store.num_snapshots < MIN_SNAPSHOTS:
+        click.echo(f"warning: {path} has {store.num_snapshots} snapshot; no snapshot model trains on fewer than "
+                   f"{MIN_SNAPSHOTS} (each predicts the next one): cut with a smaller --window or "
+                   f"--events-per-snapshot", err=True)

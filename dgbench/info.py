@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ def _span(first, last) -> dict[str, float]:
     return {"first": float(first), "last": float(last), "seconds": float(last - first)}
 
 
+WRAP_COLUMNS = 100  # long values (provenance) wrap here: the summary reads in a terminal
+
+
 def format_summary(info: dict[str, Any]) -> str:
     lines = [f"store        {info['path']}",
              f"kind         {info['kind']}  ({'directed' if info['directed'] else 'undirected'})",
@@ -65,5 +69,6 @@ def format_summary(info: dict[str, Any]) -> str:
         lines.append(f"bipartite    {json.dumps(info['bipartite'])}")
     lines += [f"arrays       {', '.join(info['arrays'])}",
               f"on disk      {info['size_bytes'] / 2**20:,.1f} MiB" if info.get("size_bytes") else "on disk      ?",
-              f"provenance   {json.dumps(info['provenance'], sort_keys=True)}"]
+              "provenance   " + "\n             ".join(textwrap.wrap(json.dumps(info["provenance"], sort_keys=True),
+                                                                   WRAP_COLUMNS, break_on_hyphens=False))]
     return "\n".join(lines)

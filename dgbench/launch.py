@@ -87,6 +87,18 @@ def _exit_quietly(signum: int, frame: FrameType | None) -> None:
     sys.exit(128 + signum)
 
 
+def _blosc_thread_lock() -> None:
+    """Give numcodecs' Blosc a thread lock before it makes its default multiprocessing one. That lock only
+    guards Blosc's global state among this process's threads, and its semaphore outlives a rank stopped
+    after it reported (os._exit skips finalizers): the resource tracker then warns of a leaked semaphore."""
+    try:
+        import numcodecs.blosc as blosc
+    except ImportError:
+        return
+    if hasattr(blosc, "_MUTEX_IS_INIT") and not blosc._MUTEX_IS_INIT:
+        blosc._MUTEX, blosc._MUTEX_IS_INIT = threading.Lock(), True
+
+
 def _rank_main(rank: int, nproc: int, port: int, backend: str, timeout_s: float, fn: Callable,
                args: tuple, results: Any, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C and stops every rank
@@ -96,6 +108,7 @@ def _rank_main(rank: int, nproc: int, port: int, backend: str, timeout_s: float,
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // nproc))
+    _blosc_thread_lock()
     try:
         ctx = init_distributed(backend, timeout_s)
         value = fn(ctx, *args)

@@ -1,14 +1,28 @@
-"""Progress bars for every step that can take more than a second; `--quiet` turns them all off."""
+"""Progress bars for every step that can take more than a second; `--quiet` (or DGBENCH_QUIET=1 in the
+environment) turns them all off."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from tqdm.auto import tqdm
 
 T = TypeVar("T")
-_quiet = bool(os.environ.get("DGBENCH_QUIET"))
+
+# tqdm's default lock holds a multiprocessing semaphore, made in every process that draws a bar; a rank
+# that ends without running finalizers leaves it registered, and the resource tracker then warns of a
+# leaked semaphore. Bars are drawn by one process at a time (rank 0), so a thread lock suffices.
+tqdm.set_lock(threading.RLock())
+
+
+def quiet_by_environment() -> bool:
+    """DGBENCH_QUIET set to anything but empty or 0."""
+    return os.environ.get("DGBENCH_QUIET", "") not in ("", "0")
+
+
+_quiet = quiet_by_environment()
 
 
 def set_quiet(quiet: bool) -> None:

@@ -91,12 +91,16 @@ def test_generator_error_is_one_line(runner, tmp_path):
     assert_one_line_error(result, "--trend", "sideways")
 
 
-def test_quiet_silences_progress_bars(runner, tmp_path):
+def test_quiet_silences_progress_bars(runner, tmp_path, monkeypatch):
+    monkeypatch.delenv("DGBENCH_QUIET", raising=False)  # the test session's own quiet setting
     loud = runner.invoke(cli, [*ESDG, "--out", str(tmp_path / "loud.zarr")])
     quiet = runner.invoke(cli, ["--quiet", *ESDG, "--out", str(tmp_path / "quiet.zarr")])
     assert loud.exit_code == quiet.exit_code == 0
     assert "esdg-random" in loud.stderr  # the progress bar's label
     assert quiet.stderr == ""
+    monkeypatch.setenv("DGBENCH_QUIET", "1")
+    by_environment = runner.invoke(cli, [*ESDG, "--out", str(tmp_path / "environment.zarr")])
+    assert by_environment.exit_code == 0 and by_environment.stderr == ""
 
 
 def test_unwritable_out_is_one_line_naming_the_path(runner, tmp_path):
@@ -110,3 +114,21 @@ def test_info_on_a_damaged_stream_is_one_line_naming_the_array(runner, stream_st
     chunk = stream_store / "t" / "c" / "0"
     chunk.write_bytes(chunk.read_bytes()[:40])
     assert_one_line_error(runner.invoke(cli, ["info", str(stream_store)]), "array 't'", "damaged")
+
+
+def test_run_help_groups_options_by_owner(runner):
+    plain = runner.invoke(cli, ["run", "--help"]).stdout
+    titles = [line for line in plain.splitlines() if line.endswith(":") and not line.startswith((" ", "Usage"))]
+    assert [t.split(" (")[0].rstrip(":") for t in titles] == ["Run options", "Task options", "Scheme options",
+                                                               "Model options"], titles
+    assert "--epochs" in plain.split("Run options:")[1].split("Task options")[0]
+    assert "--microbatches" in plain and "Pipelining granularity" not in plain  # a scheme's names, not its help
+    assert len(plain.splitlines()) < 150
+
+
+def test_run_help_for_a_scheme_shows_its_own_options_first_and_no_other_schemes(runner):
+    sven = runner.invoke(cli, ["run", "--scheme", "sven", "--help"]).stdout
+    first_section = sven.split("Options of scheme sven:")[1].split("Run options:")[0]
+    assert "--partition" in first_section and sven.index("Options of scheme sven:") < sven.index("Run options:")
+    assert "--nb " not in sven  # the checkpoint scheme's blocks
+    assert len(sven.splitlines()) < len(runner.invoke(cli, ["run", "--help"]).stdout.splitlines())

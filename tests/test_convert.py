@@ -112,3 +112,4 @@ def test_convert_command(tiny_stream, tmp_path):
     replaced = runner.invoke(cli, ["--quiet", "convert", str(tiny_stream), "--out", str(out),
                                    "--events-per-snapshot", "7", "--overwrite"])
     assert replaced.exit_code == 0 and open_store(out).num_snapshots == 1
+    assert replaced.stderr.startswith(f"warning: {out} has 1 snapshot; no snapshot model trains on fewer than 2")

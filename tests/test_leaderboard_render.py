@@ -68,7 +68,7 @@ def test_official_and_unofficial_rows_never_mix(populated):
     assert len(official) == 12 and len(unofficial) == 1
     assert all("[" not in row["Dataset"] for row in official)
     assert unofficial[0]["Dataset"] == "esdg-random [ffffffff]"
-    at_four = sorted((row["Rank"], row["Edges/s"]) for row in official
+    at_four = sorted((row["Rank"], row["Throughput"]) for row in official
                      if row["Dataset"] == "esdg-random (defaults)" and row["World"] == 4)
     assert [rank for rank, _ in at_four] == [1, 2] and at_four[0][1] > at_four[1][1]
 
@@ -189,7 +189,7 @@ def test_markdown_has_every_track_and_marks_itself_generated(populated):
     for heading in ("## Throughput", "## Scaling", "## Accuracy", "### Throughput — unofficial"):
         assert heading in markdown
     header = next(line for line in markdown.splitlines() if line.startswith("| Dataset | Model | Scheme"))
-    assert "Edges/s" in header and "Comm MB/epoch" in header
+    assert "Throughput" in header and "Comm MB/epoch" in header
 
 
 def test_html_is_self_contained_with_decodable_plots(populated):
@@ -223,12 +223,12 @@ def test_compare_shows_ratios_to_the_first_run(tmp_path):
     slow = write(make_record(world_size=2, epoch_seconds=2.0, test_ap=0.6), tmp_path / "slow.json")
     result = CliRunner().invoke(cli, ["compare", str(fast), str(slow), "--format", "json"])
     assert result.exit_code == 0, result.output
-    figures = json.loads(result.stdout)["figures"]
+    figures = json.loads(result.stdout)["groups"][0]["figures"]
     assert figures["edges/s"]["ratios"][1] == pytest.approx(0.5)
     assert figures["epoch s"]["ratios"][1] == pytest.approx(2.0)
     assert figures["test ap"]["ratios"][1] == pytest.approx(0.75)
     text = CliRunner().invoke(cli, ["compare", str(fast), str(slow)]).stdout
-    assert re.search(r"edges/s\s+[\d,.]+\s+[\d,.]+ \(×0\.500\)", text) and "differ" not in text
+    assert re.search(r"edges/s\s+[\d.]+[kMG]?\s+[\d.]+[kMG]? \(×0\.500\)", text) and "differ" not in text
     other = write(make_record(world_size=4, epoch_seconds=1.0), tmp_path / "p4.json")
     assert "differ in world size" in CliRunner().invoke(cli, ["compare", str(fast), str(other)]).stdout
     single = CliRunner().invoke(cli, ["compare", str(fast)])

@@ -1,4 +1,5 @@
-"""The README's CLI tour, run exactly as written, in order, as on a fresh checkout (issue 18).
+"""The README's CLI tour, run exactly as written, in order, as on a fresh checkout: it works, and what it
+prints reads in a terminal (no line wider than WIDEST_LINE, no warnings, no JSON dumps).
 
 The ```bash block under "A short tour of the CLI" is extracted and run by bash with ``set -euo
 pipefail`` in an empty folder standing for the checkout's root (its ``.venv/bin/activate`` puts the
@@ -19,6 +20,7 @@ from dgbench.records import REPO_ROOT
 
 TOUR_HEADING = "## A short tour of the CLI"
 SCRATCH = ("stores/tour/", "runs/tour")
+WIDEST_LINE = 160  # characters: what the tour prints reads in a terminal without wrapping into noise
 
 
 def tour_block() -> str:
@@ -86,5 +88,10 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     assert (board / "README.md").is_file() and (board / "index.html").is_file()
     filed = {p.parent.name for p in (board / "tracks").glob("*/*.json")}
     assert filed == {"throughput", "scaling", "accuracy"}, "the tour's default epochs should enter every track"
-    assert "(ratio = value / first run)" in result.stdout  # compare ran on the records
+    assert "(ratio = value / first run)" in result.stdout  # compare found comparable runs among the records
+    assert "no two runs share a setup" not in result.stdout
+    assert "leaked semaphore" not in result.stderr and "already exists" not in result.stderr
+    for stream in (result.stdout, result.stderr):
+        widest = max(stream.splitlines(), key=len, default="")
+        assert len(widest) <= WIDEST_LINE, f"a tour line is {len(widest)} characters wide: {widest}"
     assert board_files() == board_before, "the tour wrote into the repository's board"

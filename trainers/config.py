@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from dgbench.errors import DgbenchError
+from dgbench.leaderboard.fit import epochs_help
 from dgbench.options import Options, option
 
 
@@ -31,8 +32,7 @@ class RunConfig(Options):
     model: str
     dataset: Path
     nproc: int = option(1, "Ranks to start (ignored under torchrun).", positive=True, record=False)
-    epochs: int = option(4, "Training epochs (the throughput and scaling tracks need 4 timed epochs).",
-                         positive=True)
+    epochs: int = option(4, epochs_help(), positive=True)
     seed: int = option(0, "Seed of parameters, pairs and negatives (a 32-bit unsigned integer).", minimum=0,
                        upper=MAX_SEED)
     lr: float = option(0.01, "Adam learning rate.", positive=True)

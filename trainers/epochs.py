@@ -17,6 +17,7 @@ import torch
 from dgbench.dist import DistContext, PhaseTimer, peak_memory
 from dgbench.progress import bar as progress_bar
 from dgbench.progress import is_quiet
+from dgbench.units import human
 
 TrainEpoch = Callable[[int, PhaseTimer], tuple[float, int]]
 Evaluate = Callable[[], dict[str, dict[str, float]]]
@@ -24,11 +25,12 @@ Evaluate = Callable[[], dict[str, dict[str, float]]]
 
 def _summary_line(label: str, epoch: int, epochs: int, loss: float, elapsed: float, work: int, unit: str,
                   metrics: dict[str, dict[str, float]]) -> str:
-    """One line per epoch: loss, time, throughput and the headline validation metric."""
+    """One line per epoch: loss, time, throughput and the validation metric. Test scores are never shown
+    per epoch: an epoch is not to be chosen by its test score (the record keeps them for auditing)."""
     rate = work / elapsed if elapsed > 0 else 0.0
-    scores = "  ".join(f"{split} ap {m['ap']:.4f}" for split, m in metrics.items() if "ap" in m)
+    scores = "  ".join(f"{split} ap {m['ap']:.4f}" for split, m in metrics.items() if "ap" in m and split != "test")
     return (f"{label} epoch {epoch + 1}/{epochs}: loss {loss:.4f}  {elapsed:.2f}s  "
-            f"{rate / 1e6:.3f}M {unit}/s  {scores}").rstrip()
+            f"{human(rate)} {unit}/s  {scores}").rstrip()
 
 
 def run_epochs(ctx: DistContext, *, epochs: int, train_epoch: TrainEpoch, evaluate: Evaluate,
@@ -49,6 +51,8 @@ def run_epochs(ctx: DistContext, *, epochs: int, train_epoch: TrainEpoch, evalua
         comm = ctx.comm.totals()
         by_tag = ctx.comm.snapshot()
         ctx.comm.reset()
+        if bar is not None:
+            bar.set_postfix_str("scoring validation and test", refresh=True)
         metrics = evaluate()
         transfer = timer.seconds.get("transfer", 0.0)
         figures.append({"epoch": epoch, "loss": float(loss), "time_s": elapsed, "transfer_s": transfer,
@@ -57,6 +61,7 @@ def run_epochs(ctx: DistContext, *, epochs: int, train_epoch: TrainEpoch, evalua
                         "work": int(work), "throughput": work / elapsed if elapsed > 0 else 0.0,
                         "metrics": metrics, "phases": dict(timer.seconds), **peak_memory(ctx.device)})
         if bar is not None:
+            bar.set_postfix_str("", refresh=False)
             bar.update(1)
             if not is_quiet():
                 bar.write(_summary_line(label, epoch, epochs, float(loss), elapsed, int(work), unit, metrics),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -144,6 +146,14 @@ def resolve(config: RunConfig) -> ResolvedRun:
     return run
 
 
+def trains(run: ResolvedRun) -> bool:
+    """Whether the run trains (a baseline's factory returns a Baseline: it scores without training, so its
+    epochs process no work and it fits the accuracy track only)."""
+    from dgbench.tasks.baselines import Baseline
+    returned = typing.get_type_hints(run.model.factory).get("return")
+    return not (isinstance(returned, type) and issubclass(returned, Baseline))
+
+
 def _with_protocol_defaults(scheme: Scheme, given: dict[str, Any]) -> dict[str, Any]:
     """The given options over the scheme's protocol defaults (what the scheme runs under unless told)."""
     return {**scheme.protocol_defaults, **{name: value for name, value in given.items() if value is not None}}
@@ -203,6 +213,9 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     descriptions = [read_system_description(config.system_desc) for config in configs]  # checked by resolve
     started = utc_now()
     head = configs[0]
+    if not progress.is_quiet():
+        print(f"starting {head.nproc} rank{'s' if head.nproc > 1 else ''} (process start-up, reading the store)...",
+              file=sys.stderr, flush=True)
     per_rank = launch(train_runs, nproc=head.nproc, args=(runs, progress.is_quiet()),
                       backend=head.resolved_backend(), timeout_s=head.timeout_s)
     records = [family_hooks(run.family).record(run, [results[i] for results in per_rank], started)

@@ -53,4 +53,11 @@ def run_seeds(config: RunConfig, seeds: list[int]) -> list[tuple[dict[str, Any],
     if main:
         prepare_output(config.out)
     records = run_experiments(configs)
-    return [(record, write_record(record, config.out) if main else None) for record in records]
+    return [(record, write_record(record, Path(config.out) / seeded_filename(record)) if main else None)
+            for record in records]
+
+
+def seeded_filename(record: dict[str, Any]) -> str:
+    """The record's usual file name with its seed before the extension (runs of one launch share a start)."""
+    from dgbench.records import record_filename
+    return record_filename(record).removesuffix(".json") + f"-seed{record['hyperparameters']['seed']}.json"

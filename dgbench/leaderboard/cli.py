@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from dgbench.leaderboard.board import Rejected, default_board, submit
+from dgbench.leaderboard.fit import BASELINE_LINE, entry_rule, is_baseline_only
 from dgbench.leaderboard.tracks import TRACKS
 
 BOARD_OPTION = click.option("--board", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -14,14 +15,19 @@ BOARD_OPTION = click.option("--board", type=click.Path(file_okay=False, path_typ
                                  "leaderboards/).")
 
 
-@click.command(name="submit")
+def _entry_rules() -> str:
+    return "\b\nEntry rules (leaderboards/RULES.md):\n" + "\n".join(f"  {t}: {entry_rule(t)}" for t in TRACKS)
+
+
+@click.command(name="submit", epilog=_entry_rules())
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @BOARD_OPTION
 @click.option("--track", "tracks", multiple=True, type=click.Choice(list(TRACKS)),
               help="Track(s) to enter (repeatable; default: every track the record qualifies for).")
 @click.option("--allow-dirty", is_flag=True, help="Accept records from a dirty or unknown code version.")
 def submit_command(results: tuple[Path, ...], board: Path | None, tracks: tuple[str, ...], allow_dirty: bool) -> None:
-    """Check each RESULT record and file it on the board; one line per reason when refused (exit 1)."""
+    """Check each RESULT record and file it on the board (as tracks/TRACK/SHA256.json); one line per
+    reason when refused (exit 1). A record enters a track by its entry rule (leaderboards/RULES.md)."""
     board = board or default_board()
     refused = 0
     for result in results:
@@ -32,11 +38,14 @@ def submit_command(results: tuple[Path, ...], board: Path | None, tracks: tuple[
             click.echo(str(exc), err=True)
             continue
         status = (f"official: {submission.official.get('label', submission.official['name'])}"
-                  if submission.official else "unofficial: store fingerprint not in the registry")
+                  if submission.official else "unofficial: store not in the registry")
         for path in submission.paths:
             track = path.parent.name
             shown = f"unofficial: {submission.unofficial[track]}" if track in submission.unofficial else status
-            click.echo(f"accepted {result} -> {path}  ({shown})")
+            click.echo(f"accepted {result} -> {path.parent.parent.name}/{track}/{submission.digest[:12]}…  ({shown})")
+        if is_baseline_only(submission.skipped):
+            click.echo(f"{BASELINE_LINE}: {result}")
+            continue
         for track, problems in submission.skipped.items():
             click.echo(f"not entered on {track}: {result}: {'; '.join(str(p) for p in problems)}")
     if refused:
@@ -45,19 +54,26 @@ def submit_command(results: tuple[Path, ...], board: Path | None, tracks: tuple[
 
 @click.command(name="leaderboard")
 @BOARD_OPTION
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "json", "text"]), default="md", show_default=True,
+              help="text: the key columns fitted to the terminal.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File to write (default: standard output).")
 @click.option("--update", is_flag=True, help="Regenerate the board's README.md and index.html instead.")
 def leaderboard_command(board: Path | None, fmt: str, out: Path | None, update: bool) -> None:
-    """Render the board as Markdown tables, JSON, or a self-contained HTML page with plots."""
+    """Render the board as Markdown tables, JSON, plain text, or a self-contained HTML page with plots."""
     from dgbench.files import write_atomic
     from dgbench.leaderboard.render import render, update_board
     if update:
         for path in update_board(board):
             click.echo(f"wrote {path}")
         return
-    content = render(board, fmt)
+    if fmt == "text":
+        from dgbench.leaderboard.board import load_board
+        from dgbench.leaderboard.tables import build_view
+        from dgbench.leaderboard.text import render_text
+        content = render_text(build_view(load_board(board)), board or default_board())
+    else:
+        content = render(board, fmt)
     if out is None:
         click.echo(content, nl=False)
     else:
@@ -68,7 +84,9 @@ def leaderboard_command(board: Path | None, fmt: str, out: Path | None, update: 
 @click.argument("records", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True)
 def compare_command(records: tuple[Path, ...], fmt: str) -> None:
-    """Show two or more RECORDS side by side, with each figure's ratio to the first."""
+    """Show two or more RECORDS side by side, grouped by comparable setup (same store, model, task and
+    hyper-parameters but the scheme's, world size and seed), with each figure's ratio to its group's first
+    run; the table fits the terminal and the runs left out are named."""
     from dgbench.errors import DgbenchError
     from dgbench.leaderboard.compare import comparison, format_comparison
     if len(records) < 2:

@@ -66,18 +66,47 @@ def by_family(runs: list[tuple[Entry, RunFigures]]) -> dict[str, list[tuple[Entr
     return dict(sorted(families.items(), key=lambda item: list(FAMILY_UNITS).index(item[0])))
 
 
+BAR_INCHES = 0.42  # per bar: the bar and, above it, its label
+
+
 def _bar_panels(runs: list[tuple[Entry, RunFigures]], title: str) -> tuple[plt.Figure, list]:
     """One horizontal-bar panel per family, each as tall as its number of bars."""
     families = by_family(runs)
     heights = [len(members) for members in families.values()]
-    figure, axes = plt.subplots(len(families), 1, figsize=(11, 0.32 * sum(heights) + 1.6 * len(families)),
+    figure, axes = plt.subplots(len(families), 1, figsize=(11, BAR_INCHES * sum(heights) + 1.2 * len(families)),
                                 gridspec_kw={"height_ratios": heights}, squeeze=False, layout="constrained")
     figure.suptitle(title)
     panels = []
     for ax, (family, members) in zip(axes[:, 0], families.items()):
-        varying = varying_keys([run_setup(entry.record) for entry, _ in members])
-        panels.append((ax, family, members, [run_label(entry, varying) for entry, _ in members]))
+        panels.append((ax, family, members, bar_labels([entry for entry, _ in members])))
     return figure, panels
+
+
+def bar_labels(entries: list[Entry]) -> list[str]:
+    """One short, unique label per bar: the setup keys are named only where runs otherwise alike differ
+    in them (naming every key any run has made labels of hundreds of characters)."""
+    alike: dict[str, list[int]] = defaultdict(list)
+    for index, entry in enumerate(entries):
+        alike[run_label(entry, [])].append(index)
+    labels = [""] * len(entries)
+    for members in alike.values():
+        varying = varying_keys([run_setup(entries[i].record) for i in members]) if len(members) > 1 else []
+        for i in members:
+            labels[i] = run_label(entries[i], varying)
+    return labels
+
+
+def labelled_bars(ax: plt.Axes, labels: list[str], values: list[float]) -> None:
+    """Bars across the whole width, each with its label written just above it (not beside the axis,
+    where long labels would take most of the figure's width) and its value at its end."""
+    rows = range(len(values))
+    ax.barh(rows, values, height=0.45, color="#f28e2b")
+    ax.set_yticks([])
+    for row, label, value in zip(rows, labels, values):
+        ax.text(0, row - 0.28, label, fontsize=7, va="bottom", ha="left", clip_on=True)
+        ax.text(value, row, f" {value:,.3g}", fontsize=7, va="center", ha="left")
+    ax.set_ylim(len(values) - 0.5, -0.85)  # the first bar at the top, room for its label
+    ax.set_xlim(0, max(values, default=0) * 1.08 or 1)
 
 
 def scaling_plots(series: list[ScalingSeries]) -> dict[str, bytes]:
@@ -143,9 +172,7 @@ def throughput_figure(runs: list[tuple[Entry, RunFigures]]) -> plt.Figure:
     figure, panels = _bar_panels(runs, "Throughput (official runs)")
     for ax, family, members, labels in panels:
         factor, prefix = unit_scale(max(figures.throughput for _, figures in members))
-        ax.barh(labels, [figures.throughput / factor for _, figures in members], color="#f28e2b")
-        ax.invert_yaxis()
-        ax.tick_params(axis="y", labelsize=7)
+        labelled_bars(ax, labels, [figures.throughput / factor for _, figures in members])
         plain_axis(ax, "x")
         ax.set_xlabel(f"{prefix} {FAMILY_UNITS[family]} (median timed epoch), {family} time".lstrip())
     return figure

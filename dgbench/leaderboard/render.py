@@ -277,14 +277,14 @@ def _breakdown_html(runs: list) -> str:
         scale = max((figures.time_s for _, figures in members), default=0.0)
         if scale <= 0:
             continue
-        varying = plots.varying_keys([plots.run_setup(entry.record) for entry, _ in members])
+        labels = plots.bar_labels([entry for entry, _ in members])
         rows = []
-        for entry, figures in members:
+        for (entry, figures), label in zip(members, labels):
             segments = "".join(
                 f'<span class="seg {phase}" title="{phase} {seconds:.4g} s" data-s="{seconds!r}" '
                 f'style="width:{100 * seconds / figures.time_s:.4f}%;background:{PHASE_COLOURS[phase]}"></span>'
                 for phase, seconds in figures.breakdown.items() if figures.time_s > 0)
-            rows.append(f'<tr data-time="{figures.time_s!r}"><td class="label">{e(plots.run_label(entry, varying))}'
+            rows.append(f'<tr data-time="{figures.time_s!r}"><td class="label">{e(label)}'
                         f'</td><td class="track"><div class="lane"><div class="stack" '
                         f'style="width:{100 * figures.time_s / scale:.4f}%">{segments}</div></div></td>'
                         f'<td class="num">{e(number(figures.time_s).text)} s</td></tr>')

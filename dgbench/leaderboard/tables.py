@@ -15,6 +15,7 @@ from dgbench.leaderboard.board import Entry
 from dgbench.leaderboard.figures import RunFigures, mean_std, run_figures
 from dgbench.leaderboard.tracks import ACCURACY_METRICS, MIN_SEEDS, TRACKS, learning_setup, run_setup
 from dgbench.leaderboard.verify import reproduced_label
+from dgbench.units import rate
 
 MB = 1e6
 
@@ -83,6 +84,11 @@ def number(value: float | None, digits: int = 3) -> Cell:
     return Cell(f"{value:,.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}", float(value))
 
 
+def rate_cell(per_second: float, family: str) -> Cell:
+    """A throughput in its family's unit with a k / M prefix (events/s for streams); sorts by the number."""
+    return Cell(rate(per_second, family), float(per_second))
+
+
 def dataset_label(entry: Entry) -> str:
     if entry.official is not None:
         return entry.official.get("label", entry.official["name"])
@@ -133,7 +139,7 @@ def _title(track: str, section: str) -> str:
     return f"{TRACKS[track].title} — {section}" + ("" if section == "official" else " (store not in the registry)")
 
 
-THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Edges/s", "Rank", "Epoch s", "Transfer s",
+THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Throughput", "Rank", "Epoch s", "Transfer s",
                       "Compute s", "Comm s", "Comm MB/epoch", "Peak MB", "Timed epochs", "Setup", "Code", "Record",
                       "Reproduced"]
 
@@ -147,7 +153,8 @@ def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Tabl
         group = _throughput_order((entry, figures))[:-1]
         ranks[group] += 1
         rows.append([text(dataset_label(entry)), text(record["model"]), text(record["scheme"]),
-                     text(record["hardware_class"]), number(record["world_size"]), number(figures.throughput),
+                     text(record["hardware_class"]), number(record["world_size"]),
+                     rate_cell(figures.throughput, record["family"]),
                      number(ranks[group]), number(figures.time_s), number(figures.transfer_s),
                      number(figures.compute_s), number(figures.communication_s), number(figures.comm_bytes / MB),
                      number(figures.peak_memory_bytes / MB), number(figures.timed_epochs),

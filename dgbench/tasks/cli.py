@@ -42,6 +42,5 @@ def tasks_command(store: Path, strategies: str | None, eval_negatives: int, max_
         evaluation = link_prediction_set(store, ns.check_strategy(strategy), eval_negatives, max_events=max_events)
         counts = evaluation.details.get("splits", {})
         summary = "  ".join(f"{split}: {c['positives']:,} positives, {c['negatives']:,} negatives"
-                            + (f" ({c['without_negatives']:,} with none)" if c["without_negatives"] else "")
-                            for split, c in counts.items())
+                            for split, c in counts.items())  # the set's details count positives without any
         click.echo(f"{evaluation.path}  fingerprint {evaluation.fingerprint[:16]}  {summary}")
