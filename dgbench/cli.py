@@ -166,7 +166,7 @@ def info(store: Path, as_json: bool) -> None:
 @click.argument("store", type=click.Path(path_type=Path))
 def validate(store: Path) -> None:
     """Check STORE's schema, offsets, ids, time order and fingerprint; exit 1 on any problem."""
-    from dgbench.validate import validate_store
+    from dgbench.store.validate import validate_store
     problems = validate_store(store)
     if problems:
         for problem in problems:

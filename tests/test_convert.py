@@ -9,7 +9,7 @@ import dgbench.convert as convert
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError
 from dgbench.store import EdgeStreamStoreWriter, open_store
-from dgbench.validate import validate_store
+from dgbench.store.validate import validate_store
 
 # Integer times with an empty stretch: windows of 100 s from origin 1000 -> 0, 0, 1, 3, 3, 3, 4 (2 is empty).
 TIMES = np.array([1000, 1099, 1100, 1300, 1350, 1399, 1400])

@@ -8,7 +8,7 @@ import pytest
 
 from dgbench.errors import DgbenchError
 from dgbench.store import open_store
-from dgbench.validate import validate_store
+from dgbench.store.validate import validate_store
 from generators import esdg_random, nonuniform, static_to_dynamic, stream
 
 SMALL = {

@@ -173,7 +173,7 @@ def _snapshot_store(path: Path, cut: dict, times: list[float], num_nodes: int = 
 
 @pytest.mark.parametrize("origin", [float("nan"), float("inf"), -1e300])
 def test_validate_refuses_a_cut_whose_origin_is_not_finite_or_does_not_fit(tmp_path, origin):
-    from dgbench.validate import validate_store
+    from dgbench.store.validate import validate_store
     cut = {"method": "time-window", "window_seconds": 60.0, "origin": origin}
     store = _snapshot_store(tmp_path / "s.zarr", cut, [1000.0, 1010.0, 1020.0])
     problems = validate_store(store)
@@ -181,7 +181,7 @@ def test_validate_refuses_a_cut_whose_origin_is_not_finite_or_does_not_fit(tmp_p
 
 
 def test_validate_accepts_a_cut_that_fits(tmp_path):
-    from dgbench.validate import validate_store
+    from dgbench.store.validate import validate_store
     cut = {"method": "time-window", "window_seconds": 60.0, "origin": 990.0}
     assert validate_store(_snapshot_store(tmp_path / "s.zarr", cut, [1000.0, 1010.0, 1020.0])) == []
 
@@ -201,7 +201,7 @@ def _declare_nodes(store: Path, num_nodes: int) -> None:
 def test_a_store_declaring_more_vertices_than_its_arrays_hold_is_refused(esdg_store, exponent):
     from dgbench.errors import StoreError
     from dgbench.store import open_store
-    from dgbench.validate import validate_store
+    from dgbench.store.validate import validate_store
     _declare_nodes(esdg_store, 2 ** exponent)
     problems = validate_store(esdg_store)
     assert problems and "num_nodes" in problems[0] and not any("not sorted" in p for p in problems), problems

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError, InputError
 from dgbench.store import open_store
-from dgbench.validate import validate_store
+from dgbench.store.validate import validate_store
 from loaders.parsing import SHOWN_CHARS
 from loaders.prepare import build_file
 from tests.tgn_preprocessing import write_tgn_processed

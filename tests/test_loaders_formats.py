@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError, InputError
 from dgbench.store import open_store
-from dgbench.validate import validate_store
+from dgbench.store.validate import validate_store
 from loaders.parsing import FLOAT, ID, WHITESPACE, Column, TableSpec, read_table
 from loaders.prepare import build_file
 

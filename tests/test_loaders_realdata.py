@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from dgbench.cli import cli
 from dgbench.errors import InputError
 from dgbench.store import open_store
-from dgbench.validate import validate_store
+from dgbench.store.validate import validate_store
 from loaders.prepare import build_file
 from tests.tgn_preprocessing import read_jodie_rows, write_tgn_processed
 

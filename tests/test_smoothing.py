@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError, StoreError
 from dgbench.store import SnapshotStoreWriter, open_store
-from dgbench.validate import validate_store
+from dgbench.store.validate import validate_store
 from loaders.smoothing import default_output_path, distinct_entries, edge_life, m_product
 
 NODES, SNAPSHOTS, FEATURES = 7, 6, 3

@@ -15,7 +15,7 @@ import pytest
 import dgbench.store as store_module
 from dgbench.errors import StoreError
 from dgbench.store import EdgeStreamStoreWriter, SnapshotStoreWriter, open_store
-from dgbench.validate import validate_store
+from dgbench.store.validate import validate_store
 
 N = 50
 
@@ -222,7 +222,8 @@ def test_failing_generator_leaves_nothing(tmp_path):
 KILLED_WRITER = textwrap.dedent("""
     import sys, numpy as np
     import dgbench.store as s
-    s.CHUNK_ELEMENTS = 1 << 12
+    import dgbench.store.write
+    dgbench.store.write.CHUNK_ELEMENTS = 1 << 12
     rng = np.random.default_rng(0)
     with s.EdgeStreamStoreWriter(sys.argv[1], num_nodes=1000, directed=True, provenance={}) as w:
         for block in range(100_000):

@@ -21,10 +21,11 @@ import zarr
 from click.testing import CliRunner
 
 import dgbench.store as store_module
+import dgbench.store.replace as replace_module
 from dgbench.cli import cli
 from dgbench.errors import StoreError
 from dgbench.store import SnapshotStoreWriter, open_store
-from dgbench.validate import validate_store
+from dgbench.store.validate import validate_store
 
 N = 40
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,7 +200,8 @@ REPLACER = textwrap.dedent("""
     import sys, time
     import numpy as np
     import dgbench.store as store_module
-    store_module.CHUNK_ELEMENTS = 500
+    import dgbench.store.write
+    dgbench.store.write.CHUNK_ELEMENTS = 500
     path, until = sys.argv[1], time.monotonic() + float(sys.argv[2])
     seed = 0
     while time.monotonic() < until:
@@ -238,7 +240,8 @@ KILLED_BETWEEN_RENAMES = textwrap.dedent("""
     import os, sys
     import numpy as np
     import dgbench.store as store_module
-    store_module._exchange = lambda source, target: False  # a system without renameat2: two renames
+    import dgbench.store.replace
+    dgbench.store.replace._exchange = lambda source, target: False  # a system without renameat2: two renames
     real_rename, final = os.rename, sys.argv[1]
     def rename(source, target):
         real_rename(source, target)
@@ -375,7 +378,7 @@ def test_a_long_attribute_is_cut_in_the_message(tmp_path):
 
 def test_replacement_is_one_exchange_so_the_path_always_holds_a_store(tmp_path, monkeypatch):
     path = write_store(tmp_path / "s.zarr", seed=0)
-    real_exchange = store_module._exchange
+    real_exchange = replace_module._exchange
     observed = []
 
     def exchange(source, target):
@@ -384,7 +387,7 @@ def test_replacement_is_one_exchange_so_the_path_always_holds_a_store(tmp_path, 
         observed.append(os.path.exists(target / "zarr.json"))  # after
         return done
 
-    monkeypatch.setattr(store_module, "_exchange", exchange)
+    monkeypatch.setattr(replace_module, "_exchange", exchange)
     write_store(path, seed=1, overwrite=True)
     assert observed == [True, True]
     assert content(path) == content(write_store(tmp_path / "b.zarr", seed=1))

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import dgbench.store as store_module
 from dgbench.cli import cli
 from dgbench.store import array_digest_update, combine_fingerprint, fingerprint_header, open_store
-from dgbench.validate import validate_store
+from dgbench.store.validate import validate_store
 
 
 @pytest.fixture

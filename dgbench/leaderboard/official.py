@@ -49,7 +49,7 @@ def store_entry(path: Path, command: str, label: str, source: str, options: dict
     from dgbench.leaderboard.evaluation import official_evaluation_sets
     from dgbench.records import dataset_entry
     from dgbench.store import open_store
-    from dgbench.validate import validate_store
+    from dgbench.store.validate import validate_store
     problems = validate_store(path)
     if problems:
         raise DgbenchError(f"{path}: not registered, the store is invalid ({problems[0]})")

@@ -144,7 +144,7 @@ def official_store(record: dict[str, Any], board: Path | None) -> Path:
 def check_store(path: Path, record: dict[str, Any]) -> None:
     """Full validation (content re-hashed, fingerprint recomputed), then the record's fingerprint and sizes."""
     from dgbench.store import open_store
-    from dgbench.validate import validate_store
+    from dgbench.store.validate import validate_store
     problems = validate_store(path)
     if problems:
         raise DgbenchError(f"{path}: not a valid store ({problems[0]}): nothing was re-run")

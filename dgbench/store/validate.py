@@ -16,9 +16,10 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from dgbench.errors import StoreError
-from dgbench.store import (METADATA_LIMIT, REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update,
-                           attribute_problems, chunk_byte_limit, combine_fingerprint, file_digest, fingerprint_header,
-                           offsets_problem, open_store, read_store_file, safe_local_store, store_files)
+from dgbench.store.checks import attribute_problems, offsets_problem
+from dgbench.store.format import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, combine_fingerprint,
+                                  file_digest, fingerprint_header, store_files)
+from dgbench.store.read import METADATA_LIMIT, chunk_byte_limit, open_store, read_store_file, safe_local_store
 
 BLOCK_ROWS = 1 << 22
 

@@ -1,0 +1,393 @@
+"""Opening a store read-only: only regular files inside it, each read bounded by its declared size and checked
+against its recorded digest (docs/store-format.md, "Integrity")."""
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.core.buffer import default_buffer_prototype
+from zarr.storage import LocalStore
+
+from dgbench.errors import StoreError
+from dgbench.store.format import (EDGE_COLUMNS, SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS, STREAM, array_digest_update,
+                                  file_digest)
+from dgbench.store.checks import (_short, attribute_problems, declared_fingerprint_problem, memory_problem,
+                                  offsets_problem)
+
+
+@dataclass
+class Snapshot:
+    """The edges of one snapshot, sorted by (dst, src); optional columns are None when absent."""
+
+    index: int
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray | None = None
+    time: np.ndarray | None = None
+    label: np.ndarray | None = None
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.src)
+
+
+METADATA_LIMIT = 64 << 20  # bytes: a zarr.json larger than this is refused, never read whole
+
+
+CHUNK_SLACK = 4096  # bytes beyond a chunk's raw size: Blosc's header and block table
+
+
+def read_store_file(root: Path, key: str, limit: int) -> bytes:
+    """The bytes of store file ``key`` under ``root``, read only when it is a regular file inside the store
+    (no link out of it, no FIFO or device) and at most ``limit`` bytes long; otherwise a StoreError naming
+    the file. A missing file raises FileNotFoundError."""
+    path, where = root / key, f"{root}: file '{key}'"
+    if not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
+        raise StoreError(f"{where} is not a regular file inside the store (a link out of it); run `dgbench validate`")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(f"{where} is not a regular file (a symbolic link); run `dgbench validate`") from None
+        raise
+    with os.fdopen(fd, "rb") as source:
+        size = os.fstat(fd).st_size
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreError(f"{where} is not a regular file (a FIFO, device or socket); run `dgbench validate`")
+        if size > limit:
+            raise StoreError(f"{where} is {size:,} bytes, larger than the {limit:,} its array's chunks can hold; "
+                             f"run `dgbench validate`")
+        data = source.read(limit + 1)
+    if len(data) > limit:
+        raise StoreError(f"{where} grew larger than the {limit:,} bytes its array's chunks can hold while read")
+    return data
+
+
+def chunk_byte_limit(metadata: bytes) -> int | None:
+    """The most bytes one chunk file of the array whose zarr.json is ``metadata`` can hold (None: unknown)."""
+    try:
+        meta = json.loads(metadata)
+        shape = meta["chunk_grid"]["configuration"]["chunk_shape"]
+        itemsize = np.dtype(meta["data_type"]).itemsize
+        if not all(type(d) is int and d > 0 for d in shape):
+            return None
+        return int(np.prod(shape, dtype=object)) * itemsize + CHUNK_SLACK
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class _SafeLocalStore(LocalStore):
+    """A read-only local store that reads only regular files inside itself, each bounded by what its
+    array's chunks can hold (``read_store_file``): a FIFO, a device or a link planted in a store fails
+    with one line instead of hanging or reading without end."""
+
+    def __init__(self, root: Path | str, *, read_only: bool = True):
+        super().__init__(root, read_only=True)
+        self.limits: dict[str, int] = {}
+
+    def with_read_only(self, read_only: bool = False) -> "_SafeLocalStore":
+        return type(self)(self.root)
+
+    def _limit(self, key: str) -> int:
+        if key.endswith("zarr.json"):
+            return METADATA_LIMIT
+        array = key.split("/c/")[0]
+        if array not in self.limits:
+            try:
+                self.limits[array] = chunk_byte_limit(read_store_file(self.root, f"{array}/zarr.json",
+                                                                      METADATA_LIMIT)) or 0
+            except FileNotFoundError:
+                self.limits[array] = 0
+        return self.limits[array]
+
+    def _read(self, key: str) -> bytes | None:
+        try:
+            return read_store_file(self.root, key, self._limit(key))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+        if byte_range is not None:
+            raise StoreError(f"{self.root}: '{key}': partial file reads are not used by dgbench stores")
+        if not self._is_open:
+            await self._open()
+        data = await asyncio.to_thread(self._read, key)
+        return None if data is None else (prototype or default_buffer_prototype()).buffer.from_bytes(data)
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[Any]:
+        return [await self.get(key, prototype, byte_range) for key, byte_range in key_ranges]
+
+
+def safe_local_store(path: str | Path) -> LocalStore:
+    """A read-only zarr store over ``path`` that reads only regular files, bounded (``read_store_file``)."""
+    return _SafeLocalStore(path)
+
+
+class _VerifiedLocalStore(_SafeLocalStore):
+    """A read-only local store that checks every file it reads against ``file_digests``.
+
+    A chunk the digests do not list was never written (all fill values, zarr's write_empty_chunks=False)
+    and reads as such whatever the folder now holds; a listed file that is missing or whose bytes differ
+    (flipped, truncated, or from another version of a store replaced while it is read) is a StoreError.
+    Cost: one sha256 over the compressed bytes read (benchmarks/test_store_bench.py).
+    """
+
+    def __init__(self, root: Path | str, *, read_only: bool = True, digests: dict[str, str] | None = None):
+        super().__init__(root)
+        self.digests = digests or {}
+
+    def with_read_only(self, read_only: bool = False) -> "_VerifiedLocalStore":
+        return type(self)(self.root, digests=self.digests)
+
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+        if key == "zarr.json":  # the root: its attributes come from read_attrs, read once
+            return await super().get(key, prototype, byte_range)
+        expected = self.digests.get(key)
+        if expected is None:
+            return None
+        if byte_range is not None:
+            raise StoreError(f"{self.root}: '{key}': partial file reads cannot be verified")
+        if not self._is_open:
+            await self._open()
+        # read and hash in a worker thread, as zarr reads: chunks are checked in parallel (sha256 frees the GIL)
+        data = await asyncio.to_thread(self._read_checked, key, expected)
+        return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
+
+    def _read_checked(self, key: str, expected: str) -> bytes:
+        where = f"{self.root}: array '{key.split('/')[0]}': file '{key}'"
+        try:
+            data = read_store_file(self.root, key, self._limit(key))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise StoreError(f"{where} is missing (deleted, or the store was replaced while it was read); "
+                             f"run `dgbench validate`") from None
+        if file_digest(data) != expected:
+            raise StoreError(f"{where} differs from the one written (damaged, or the store was replaced while "
+                             f"it was read); run `dgbench validate`")
+        return data
+
+
+@dataclass
+class _OpenStore:
+    path: Path
+    group: zarr.Group
+    attrs: dict[str, Any] = field(default_factory=dict)
+    verify: bool = True
+    _arrays: dict[str, zarr.Array] = field(default_factory=dict, repr=False)
+    _whole_checked: set[str] = field(default_factory=set, repr=False)
+
+    def __post_init__(self) -> None:
+        """Subclasses load their small index arrays here."""
+
+    @property
+    def kind(self) -> str:
+        return self.attrs["kind"]
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.attrs["num_nodes"])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.attrs["num_edges"])
+
+    @property
+    def directed(self) -> bool:
+        return bool(self.attrs["directed"])
+
+    @property
+    def fingerprint(self) -> str:
+        return self.attrs["fingerprint"]
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return self.attrs.get("provenance", {})
+
+    def has(self, name: str) -> bool:
+        return name in self.attrs.get("arrays", {})
+
+    def array(self, name: str) -> zarr.Array:
+        """The named array, opened once (its metadata is read on first use, then cached)."""
+        if name not in self._arrays:
+            if not self.has(name):
+                raise StoreError(f"{self.path}: store has no array '{name}'")
+            try:
+                array = self.group[name]
+            except StoreError:
+                raise
+            except (KeyError, FileNotFoundError) as exc:
+                raise StoreError(f"{self.path}: array '{name}' is declared but missing from the store directory "
+                                 f"(run `dgbench validate`)") from exc
+            declared = self.attrs["arrays"][name]
+            if self.verify and (list(array.shape) != list(declared["shape"])
+                                or array.dtype.str.replace(">", "<") != declared["dtype"]):
+                raise StoreError(f"{self.path}: array '{name}' is {array.dtype.str} {list(array.shape)} but the store "
+                                 f"declares {declared['dtype']} {declared['shape']} (run `dgbench validate`)")
+            self._arrays[name] = array
+        return self._arrays[name]
+
+    def read(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
+        """Read rows [start, stop) of one array (only the chunks that hold them), verified (see the module)."""
+        array = self.array(name)
+        if self.verify and "file_digests" not in self.attrs:
+            self._check_whole_array(name, array)
+        try:
+            values = array[start:stop]
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a truncated/garbled chunk: say which array, not a codec trace
+            rows = "all rows" if start is None and stop is None else f"rows {start}..{stop}"
+            raise StoreError(f"{self.path}: array '{name}' {rows} unreadable "
+                             f"({type(exc).__name__}: {exc}; run `dgbench validate`)") from exc
+        if self.verify and name in ("src", "dst") and len(values):
+            self._check_ids(name, values, start or 0)
+        return values
+
+    def _check_ids(self, name: str, ids: np.ndarray, first_row: int) -> None:
+        n = self.num_nodes
+        unsigned = ids.view(ids.dtype.str.replace("i", "u")) if ids.dtype.kind == "i" else ids
+        if unsigned.max() >= n:  # one pass: a negative id viewed unsigned is above any N
+            row = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
+            raise StoreError(f"{self.path}: array '{name}': vertex id {int(ids[row])} at row {first_row + row} is "
+                             f"outside 0..{n - 1} (the store declares num_nodes={n}); run `dgbench validate`")
+
+    def _check_whole_array(self, name: str, array: zarr.Array) -> None:
+        """Stores written before file digests existed: hash the whole array once, on its first read."""
+        if name in self._whole_checked:
+            return
+        hasher = hashlib.sha256()
+        step = max(1, (1 << 22) // max(1, int(np.prod(array.shape[1:]))))
+        try:
+            for first in range(0, array.shape[0], step):
+                array_digest_update(hasher, array[first:first + step])
+        except Exception as exc:  # noqa: BLE001 - reported as unreadable, like read()
+            raise StoreError(f"{self.path}: array '{name}' unreadable ({type(exc).__name__}: {exc}; "
+                             f"run `dgbench validate`)") from exc
+        if hasher.hexdigest() != self.attrs["arrays"][name]["sha256"]:
+            raise StoreError(f"{self.path}: array '{name}': content differs from the hash recorded when it was "
+                             f"written; run `dgbench validate`")
+        self._whole_checked.add(name)
+
+    def node_ids(self) -> np.ndarray | None:
+        return self.read("node_ids") if self.has("node_ids") else None
+
+
+class SnapshotStore(_OpenStore):
+    """A discrete-time store: ``store.snapshot(t)`` reads one snapshot without touching the rest."""
+
+    def __post_init__(self) -> None:
+        self.offsets = self.read("offsets")
+        if self.verify:
+            problem = offsets_problem(self.offsets, self.num_snapshots, self.num_edges)
+            if problem:
+                raise StoreError(f"{self.path}: {problem}; run `dgbench validate`")
+
+    @property
+    def num_snapshots(self) -> int:
+        return int(self.attrs["num_snapshots"])
+
+    def edges_per_snapshot(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def snapshot(self, t: int) -> Snapshot:
+        if not 0 <= t < self.num_snapshots:
+            raise IndexError(f"snapshot {t} out of range 0..{self.num_snapshots - 1}")
+        a, b = int(self.offsets[t]), int(self.offsets[t + 1])
+        cols = {name: self.read(name, a, b) for name in ("weight", "time", "label") if self.has(name)}
+        return Snapshot(t, self.read("src", a, b), self.read("dst", a, b), **cols)
+
+    def snapshots(self, start: int = 0, stop: int | None = None) -> Iterator[Snapshot]:
+        for t in range(start, self.num_snapshots if stop is None else stop):
+            yield self.snapshot(t)
+
+    def frame(self, t: int) -> np.ndarray | None:
+        """Vertex features of snapshot t, shape (N, F), or None when the store has none."""
+        return self.read("node_features", t, t + 1)[0] if self.has("node_features") else None
+
+
+class EdgeStreamStore(_OpenStore):
+    """A continuous-time store of time-sorted events with a stored chronological split."""
+
+    @property
+    def num_events(self) -> int:
+        return int(self.attrs["num_events"])
+
+    @property
+    def split(self) -> dict[str, Any]:
+        return self.attrs["split"]
+
+    def split_ranges(self) -> dict[str, tuple[int, int]]:
+        s = self.split
+        return {"train": (0, s["train_end"]), "val": (s["train_end"], s["val_end"]),
+                "test": (s["val_end"], self.num_events)}
+
+    def events(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+        """Columns of events [start, stop): src, dst, t and, when present, edge_features and label."""
+        names = [n for n in EDGE_COLUMNS[STREAM] if self.has(n)]
+        return {n: self.read(n, start, stop) for n in names}
+
+
+def read_attrs(path: str | Path) -> dict[str, Any]:
+    """The root attributes of a store, or a StoreError saying why it is not one."""
+    path = Path(path)
+    meta = path / "zarr.json"
+    if not path.exists():
+        raise StoreError(f"{path}: no such store (the path does not exist)")
+    if not path.is_dir():
+        raise StoreError(f"{path}: not a dgbench store (a file; a store is a folder)")
+    if not meta.is_file():
+        raise StoreError(f"{path}: not a dgbench store (no zarr.json)")
+    try:
+        attrs = json.loads(meta.read_text()).get("attributes", {})
+    except (OSError, ValueError, AttributeError) as exc:
+        raise StoreError(f"{meta}: unreadable store metadata ({_short(str(exc), 200)})") from exc
+    if not isinstance(attrs, dict):
+        raise StoreError(f"{path}: not a dgbench store (its attributes are not an object)")
+    if attrs.get("schema") not in SCHEMA_NAMES.values():
+        raise StoreError(f"{path}: not a dgbench store (schema attribute {_short(attrs.get('schema'))})")
+    if attrs.get("schema_version") != SCHEMA_VERSION:
+        raise StoreError(f"{path}: store schema version {_short(attrs.get('schema_version'))} is not supported "
+                         f"(this dgbench reads version {SCHEMA_VERSION})")
+    if "fingerprint" not in attrs:
+        raise StoreError(f"{path}: incomplete store (no fingerprint: the writer did not finish)")
+    if SCHEMA_NAMES.get(attrs.get("kind")) != attrs["schema"]:
+        raise StoreError(f"{path}: attribute 'kind' is {_short(attrs.get('kind'))}, which does not match the "
+                         f"schema {attrs['schema']!r}")
+    return attrs
+
+
+def open_store(path: str | Path, kind: str | None = None, *, verify: bool = True,
+               fingerprint: str | None = None) -> SnapshotStore | EdgeStreamStore:
+    """Open a store read-only; ``kind`` ("snapshots" or "stream") checks it is the expected one, and
+    ``fingerprint`` that it is still the store a job started on (a rank opening the path after the
+    launcher did: the store may have been replaced in between).
+
+    The attributes are checked and every read verified (module docstring). ``verify=False`` opens
+    without any of that: for `dgbench validate`, which reports every problem itself, and for measuring
+    what verification costs."""
+    path = Path(path)
+    attrs = read_attrs(path)
+    if kind is not None and attrs["kind"] != kind:
+        raise StoreError(f"{path}: is a {attrs['kind']} store, a {kind} store is needed here")
+    if fingerprint is not None and attrs["fingerprint"] != fingerprint:
+        raise StoreError(f"{path}: fingerprint {str(attrs['fingerprint'])[:12]}…, but the run started on "
+                         f"{fingerprint[:12]}… (the store was replaced meanwhile)")
+    if verify:
+        problems = attribute_problems(attrs) or [p for p in [declared_fingerprint_problem(attrs),
+                                                             memory_problem(attrs)] if p]
+        if problems:
+            raise StoreError(f"{path}: {problems[0]}; run `dgbench validate`")
+    verified = verify and "file_digests" in attrs
+    local = _VerifiedLocalStore(path, digests=attrs["file_digests"]) if verified else _SafeLocalStore(path)
+    group = zarr.open_group(store=local, mode="r", zarr_format=3)
+    cls = SnapshotStore if attrs["kind"] == SNAPSHOTS else EdgeStreamStore
+    return cls(path=path, group=group, attrs=attrs, verify=verify)
