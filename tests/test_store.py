@@ -23,7 +23,7 @@ N = 50
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Chunks of 1,000 elements, so small test stores span many chunk files."""
-    monkeypatch.setattr(store_module, "CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(store_module.write, "CHUNK_ELEMENTS", 1000)
 
 
 def random_snapshots(seed: int, count: int = 4, edges: int = 300):

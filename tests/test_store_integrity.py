@@ -35,7 +35,7 @@ TINY_ESDG = ["--quiet", "prepare", "esdg-random", "--nodes", "64", "--snapshots"
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
     """Chunks of 500 elements, so tiny stores span several chunk files."""
-    monkeypatch.setattr(store_module, "CHUNK_ELEMENTS", 500)
+    monkeypatch.setattr(store_module.write, "CHUNK_ELEMENTS", 500)
 
 
 def write_store(path: Path, seed: int, overwrite: bool = False, snapshots: int = 4, edges: int = 600,
