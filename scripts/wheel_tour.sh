@@ -18,8 +18,13 @@ git ls-files -z | xargs -0 -I{} cp --parents {} "$SCRATCH/clone/" 2>/dev/null ||
   || "$SCRATCH/venv/bin/pip" install -q torch
 "$SCRATCH/venv/bin/pip" install -q "$SCRATCH"/wheel/dgbench-*.whl
 echo "# a user's own folder named like one of dgbench's packages" > "$SCRATCH/work/trainers/__init__.py"
-# the tour block of the README, without its `source .venv/bin/activate` line, run with the venv's dgbench
-awk '/^```bash$/{n++} n==2 && !/^```/' "$ROOT/README.md" | grep -v '^source ' > "$SCRATCH/tour.sh"
+# (the README's code block that holds `dgbench list`, without its `source .venv/bin/activate` line)
+"$PYTHON" - "$ROOT/README.md" > "$SCRATCH/tour.sh" <<'PY'
+import re, sys
+blocks = re.findall(r"```bash\n(.*?)```", open(sys.argv[1]).read(), re.S)
+print("\n".join(line for line in next(b for b in blocks if "dgbench list" in b).splitlines()
+                if not line.startswith("source ")))
+PY
 grep -q 'dgbench list' "$SCRATCH/tour.sh" || { echo "wheel tour: no tour block found in README.md" >&2; exit 1; }
 cd "$SCRATCH/work"
 PATH="$SCRATCH/venv/bin:$PATH" DGBENCH_QUIET=1 bash -euo pipefail "$SCRATCH/tour.sh" > "$SCRATCH/tour.log" 2>&1 \
