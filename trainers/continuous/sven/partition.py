@@ -13,6 +13,7 @@ import numpy as np
 from trainers.continuous.sven import formulas
 from trainers.continuous.data import BatchPlanner, EventStream, StreamProblem
 from trainers.continuous.sampler import TemporalSampler
+from trainers.continuous.traffic import redundancy
 from trainers.contract import EventAssignment, Partition
 
 # vertex partitioners of N&M: range, HPDC's interval, Alg. 3, and our earlier heuristic under its own name
@@ -76,7 +77,7 @@ def pre_sample(problem: StreamProblem, parts: int) -> PreSample:
             fetched = plan.needed_ids[(plan.event_of_needed >= lo) & (plan.event_of_needed < hi)]
             wrote = written[(written_event >= lo) & (written_event < hi)]
             keys += [trainer * n + np.unique(fetched), trainer * n + np.unique(wrote)]
-        eta1, eta2 = formulas.redundancy(plan.needed_ids), formulas.redundancy(written)
+        eta1, eta2 = redundancy(plan.needed_ids), redundancy(written)
         etas1.append(eta1)
         etas2.append(eta2)
         n1, n2 = n1 + len(plan.needed_ids), n2 + len(written)
