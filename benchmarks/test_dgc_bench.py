@@ -4,10 +4,14 @@ aggregation's accuracy / traffic trade-off (Tables 2-3), and the partitioning ov
 * ``test_nonuniformity_grid``: `dgbench prepare nonuniform` over spatial variance (``--std-edges``) ×
   temporal non-uniformity (``--min-presence``, vertex lifetimes), sized for 2 cores (N = 4096,
   T = 32, 2,000 edges per snapshot on average; the paper: 5M vertices, 2M edges, 100 snapshots).
-  Per cell and scheme (pss, pts, snapshot = PSS-TS, vertex, dgc; T-GCN, P = 4, ``--presence edges``):
-  the scheme's bytes per training epoch (every tag but gradients, loss, counts and stale control)
-  and λ = max/min per-rank compute seconds (§2.2.2). DGC's claim checked: PGC's bytes are never
-  above the best baseline's, and its advantage grows with non-uniformity.
+  Every PGC claim of the paper is epoch time (Fig. 12, 14), so each cell is judged on measured epoch
+  time (median of the epochs after the warm-up) at P = 2 (``DGC_GRID_WORLDS=2,4`` adds P = 4, which
+  oversubscribes a 2-core machine), per scheme with the slowest rank's busy seconds and seconds inside
+  collectives (waiting and transfer together: the record does not split them), bytes per training
+  epoch (every tag but gradients, loss, counts and stale control) as a column, and λ = max/min per-rank
+  compute seconds (§2.2.2). The verdict is PGC against the paper's baselines: PSS in both layouts
+  (``--pss-layout``), PTS and PSS-TS (`snapshot`); `vertex` is reported as a stronger reference the
+  paper did not have. The critical-path model at P = 8 is not built here.
 * ``test_stale_aggregation_real_store``: CollegeMsg in daily snapshots (``DGC_STALE_WINDOW``, e.g. 7d;
   ../shared/data, skipped when absent), dgc with T-GCN (``DGC_STALE_MODEL``) at P = 2 for
   ``DGC_STALE_EPOCHS`` (20) epochs, run options from ``DGC_STALE_OPTIONS`` (JSON): accuracy, AP
@@ -42,7 +46,12 @@ if os.environ.get("DGC_GRID_SIZE"):  # "N:T:MEAN", e.g. 16384:32:200 for the pap
     GRID_NODES, GRID_STEPS, GRID_MEAN = (int(x) for x in os.environ["DGC_GRID_SIZE"].split(":"))
 GRID_STD = (56.0,) if QUICK else (0.0, 300.0, 600.0, 900.0)  # the largest std / mean in quick mode
 GRID_PRESENCE = (0.2,) if QUICK else (1.0, 0.6, 0.2)
-GRID_SCHEMES = ("pss", "pts", "snapshot", "vertex", "dgc")
+GRID_RUNS = (("pss", "pss", {}), ("pss-interleaved", "pss", {"pss_layout": "interleaved"}), ("pts", "pts", {}),
+             ("pss-ts", "snapshot", {}), ("vertex", "vertex", {}), ("dgc", "dgc", {}))
+PAPER_BASELINES = ("pss", "pss-interleaved", "pts", "pss-ts")  # DGC §7's PSS (both layouts), PTS, PSS-TS
+REFERENCES = ("vertex",)  # stronger than the paper's baselines: reported, not judged against
+GRID_WORLDS = tuple(int(p) for p in os.environ.get("DGC_GRID_WORLDS", "2").split(","))  # "2,4" on 4+ cores
+GRID_EPOCHS = 2 if QUICK else 4  # the first is warm-up
 GRID_MODEL = os.environ.get("DGC_GRID_MODEL", "tgcn")
 GRID_CELLS = os.environ.get("DGC_GRID_CELLS")  # e.g. "600:0.6,900:0.2" to run only those cells
 STALE_SETTINGS = ("off", "adaptive") if QUICK else ("off", "0", "0.1", "0.3", "0.5", "0.7", "0.9", "adaptive")
@@ -100,6 +109,33 @@ def overhead(record: dict[str, Any]) -> dict[str, float]:
             "share_100_epochs": partitioning / (partitioning + 100 * per_epoch)}
 
 
+def timed_epochs(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The epochs after the warm-up (the leaderboard's rule), or all when only one ran."""
+    return record["epochs"][1:] or record["epochs"]
+
+
+def epoch_figures(record: dict[str, Any]) -> dict[str, float]:
+    """Median timed epoch's wall seconds, and per rank (max over ranks, median over epochs) the busy
+    seconds and the seconds inside collectives. The record does not split a collective's seconds into
+    waiting for the peer and moving bytes; where it carries ``wait_s`` that is shown too."""
+    epochs = timed_epochs(record)
+
+    def worst(key: str) -> float:
+        return float(np.median([max(rank.get(key, 0.0) for rank in e["per_rank"]) for e in epochs]))
+
+    return {"epoch_s": float(np.median([e["time_s"] for e in epochs])), "busy_s": worst("compute_s"),
+            "comm_s": worst("communication_s"), "wait_s": worst("wait_s")}
+
+
+def time_verdict(cell: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """PGC's measured epoch time against each of the paper's baselines (and ``vertex`` as a reference)."""
+    dgc = cell["dgc"]["epoch_s"]
+    speedups = {label: cell[label]["epoch_s"] / dgc for label in PAPER_BASELINES + REFERENCES if dgc > 0}
+    best = min(PAPER_BASELINES, key=lambda label: cell[label]["epoch_s"])
+    return {"speedups": speedups, "best_paper_baseline": best, "dgc_faster_than_paper_baselines":
+            all(speedups[label] > 1 for label in PAPER_BASELINES)}
+
+
 def test_nonuniformity_grid(benchmark, tmp_path_factory):
     from generators.nonuniform import build
     folder = tmp_path_factory.mktemp("dgc-grid")
@@ -110,33 +146,58 @@ def test_nonuniformity_grid(benchmark, tmp_path_factory):
             name = f"nu-{GRID_NODES}-{GRID_MEAN}-{int(std)}-{presence}.zarr"
             store = build(out=folder / name, nodes=GRID_NODES, snapshots=GRID_STEPS, mean_edges=GRID_MEAN,
                           std_edges=std, min_presence=presence, seed=0)
-            configs = [RunConfig(scheme, GRID_MODEL, store, nproc=4, epochs=2, seed=0, presence="edges",
-                                 out=folder / "runs") for scheme in GRID_SCHEMES]
-            records = run_experiments(configs)
-            cell = {"std_edges": std, "min_presence": presence}
-            for scheme, record in zip(GRID_SCHEMES, records):
-                row = {**cell, "scheme": scheme, "bytes_per_epoch": scheme_bytes(record),
-                       "bytes_by_tag": bytes_by_tag(record),
-                       "lambda": balance(record), "epoch_s": record["epochs"][-1]["time_s"]}
-                if scheme == "dgc":
-                    row.update(overhead(record), chunks=record["extra"]["partition"]["chunking"]["chunks"])
-                rows.append(row)
+            for world in GRID_WORLDS:
+                configs = [RunConfig(scheme, GRID_MODEL, store, nproc=world, epochs=GRID_EPOCHS, seed=0,
+                                     presence="edges", out=folder / "runs", options=options)
+                           for _, scheme, options in GRID_RUNS]
+                records = run_experiments(configs)
+                for (label, scheme, _), record in zip(GRID_RUNS, records):
+                    row = {"std_edges": std, "min_presence": presence, "world": world, "scheme": label,
+                           **epoch_figures(record), "bytes_per_epoch": scheme_bytes(record),
+                           "bytes_by_tag": bytes_by_tag(record), "lambda": balance(record)}
+                    if scheme == "dgc":
+                        chunking = record["extra"]["partition"]["chunking"]
+                        row.update(overhead(record), chunks=chunking["chunks"], lpa_converged=chunking["converged"],
+                                   lpa_iterations=chunking["iterations"])
+                    rows.append(row)
 
     benchmark.pedantic(run_grid, rounds=1, iterations=1)
-    print(f"\n{GRID_MODEL}, P=4, presence edges, N={GRID_NODES}, T={GRID_STEPS}, {GRID_MEAN} edges per snapshot")
-    print("std  presence | " + " | ".join(f"{s} MB (λ)" for s in GRID_SCHEMES) + " | dgc / best baseline")
-    verdicts = []
-    for std, presence in _cells():
-        cell = {r["scheme"]: r for r in rows if r["std_edges"] == std and r["min_presence"] == presence}
-        best = min(cell[s]["bytes_per_epoch"] for s in GRID_SCHEMES if s != "dgc")
-        ratio = cell["dgc"]["bytes_per_epoch"] / best if best else float("inf")
-        verdicts.append({"std_edges": std, "min_presence": presence, "dgc_over_best": ratio})
-        print(f"{std:4.0f} {presence:4.1f}     | " + " | ".join(
-            f"{cell[s]['bytes_per_epoch'] / 1e6:7.3f} ({cell[s]['lambda']:.2f})" for s in GRID_SCHEMES)
-            + f" | {ratio:.3f}")
+    verdicts = _print_grid(rows)
     benchmark.extra_info.update(rows=rows, verdicts=verdicts)
     _keep(rows, f"grid-{GRID_MODEL}-{GRID_NODES}-{GRID_STEPS}-{GRID_MEAN}")
-    assert all(r["bytes_per_epoch"] >= 0 for r in rows)
+    assert all(r["bytes_per_epoch"] >= 0 and r["epoch_s"] > 0 for r in rows)
+
+
+def _print_grid(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    labels = [label for label, _, _ in GRID_RUNS]
+    print(f"\n{GRID_MODEL}, presence edges, N={GRID_NODES}, T={GRID_STEPS}, {GRID_MEAN} edges per snapshot, "
+          f"{GRID_EPOCHS} epochs (median of the epochs after the first); P = {', '.join(map(str, GRID_WORLDS))} "
+          f"processes on {os.cpu_count()} cores" + ("  (P > cores: oversubscribed, times are pessimistic)"
+                                                    if max(GRID_WORLDS) > (os.cpu_count() or 1) else ""))
+    print("per scheme: epoch s [max busy s / max in-collective s] bytes MB λ;  then PGC's measured speedup over "
+          "each of the paper's baselines (PSS contiguous, PSS interleaved, PTS, PSS-TS) and over vertex (a "
+          "stronger reference the paper did not have)")
+    verdicts = []
+    for std, presence in _cells():
+        for world in GRID_WORLDS:
+            cell = {r["scheme"]: r for r in rows
+                    if r["std_edges"] == std and r["min_presence"] == presence and r["world"] == world}
+            verdict = time_verdict(cell)
+            verdicts.append({"std_edges": std, "min_presence": presence, "world": world, **verdict,
+                             "dgc_bytes_over_best_paper_baseline": cell["dgc"]["bytes_per_epoch"] / max(
+                                 1, min(cell[label]["bytes_per_epoch"] for label in PAPER_BASELINES))})
+            print(f"std {std:4.0f} presence {presence:3.1f} P={world}: " + " | ".join(
+                f"{label} {cell[label]['epoch_s']:.2f}s [{cell[label]['busy_s']:.2f}/{cell[label]['comm_s']:.2f}] "
+                f"{cell[label]['bytes_per_epoch'] / 1e6:.3f}MB λ{cell[label]['lambda']:.2f}" for label in labels))
+            speedups = " ".join(f"{label} {value:.2f}x" for label, value in verdict["speedups"].items())
+            won = "faster than all three" if verdict["dgc_faster_than_paper_baselines"] else \
+                f"NOT faster than {verdict['best_paper_baseline']}"
+            print(f"    PGC speedup: {speedups}  -> PGC {won} of the paper's baselines (epoch time); "
+                  f"LPA converged: {cell['dgc'].get('lpa_converged')}")
+    wins = sum(v["dgc_faster_than_paper_baselines"] for v in verdicts)
+    print(f"verdict: PGC's measured epoch time beat all of the paper's baselines in {wins} of {len(verdicts)} "
+          f"cells (bytes are a column, not the judge)")
+    return verdicts
 
 
 @pytest.mark.realdata

@@ -4,7 +4,8 @@ One run per benchmark trains, on the same store and protocol:
 * ``single``: DyGNN in the family's loop (batch-parallel: a batch reads the state it started with);
 * ``tgcn --live``: DyGNN one event after another on live state (the paper's single-device DyGNN);
 * ``tgcn`` on one rank (one grid range: T-GCN on one device), and on two ranks with and without §4.3's
-  pipeline, with each rank's compute seconds and the overlap the pipeline achieved;
+  pipeline, with each rank's training events, compute seconds and the overlap the pipeline achieved,
+  and on two ranks with the paper-literal ``--id-order given`` (the default permutes the ids);
 * on the real streams also ``tgcn --sparsify 0.5`` (the paper's pre-pass), for its accuracy and speed.
 
 Events/s = training events / epoch seconds (with the pre-pass: the events kept). CPU, gloo, a shared
@@ -27,7 +28,8 @@ PROTOCOL = dict(batch_size=600, memory_dim=64)  # §6.1.3: hidden size 64; TGL's
 RUN = dict(lr=0.001, seed=0)
 VARIANTS_ONE = {"single": ("single", {}), "dygnn-live": ("tgcn", {"live": True, "intervals": 1}),
                 "tgcn-P1": ("tgcn", {})}
-VARIANTS_TWO = {"tgcn-P2": ("tgcn", {}), "tgcn-P2-no-pipeline": ("tgcn", {"no_pipeline": True})}
+VARIANTS_TWO = {"tgcn-P2": ("tgcn", {}), "tgcn-P2-no-pipeline": ("tgcn", {"no_pipeline": True}),
+                "tgcn-P2-given-ids": ("tgcn", {"id_order": "given"})}  # the paper-literal id ranges
 
 
 @pytest.fixture(autouse=True)
@@ -45,6 +47,7 @@ def summary(record: dict) -> dict:
     counters = record["extra"]["per_rank_counters"]
     if "tgcn_compute_s" in counters[0]:
         row.update(compute_s_per_rank=[c["tgcn_compute_s"] for c in counters],
+                   events_per_rank=[c["events"] for c in counters],
                    load_overlap_per_rank=[c["tgcn_load_overlap"] for c in counters],
                    async_swap_bytes=sum(c["tgcn_async_swap_bytes"] for c in counters),
                    sync_swap_bytes=sum(c["tgcn_sync_swap_bytes"] for c in counters),
@@ -74,7 +77,8 @@ def report(benchmark, title: str, rows: dict) -> None:
         if "compute_s_per_rank" in row:
             compute = [round(c, 2) for c in row["compute_s_per_rank"]]
             overlap = [round(o, 2) for o in row["load_overlap_per_rank"]]
-            extra = (f"  compute/rank {compute}s  load overlap {overlap}  swap exposed {row['swap_exposed_s']:.3f}s "
+            extra = (f"  events/rank {row['events_per_rank']}  compute/rank {compute}s  load overlap {overlap}  "
+                     f"swap exposed {row['swap_exposed_s']:.3f}s "
                      f"async/sync swap bytes {row['async_swap_bytes']}/{row['sync_swap_bytes']}")
         print(f"  {name:22s} {row['events_per_s']:9.0f} events/s (x{row['events_per_s'] / base:5.2f} of single)  "
               f"epoch {row['epoch_s']:7.2f}s  events {row['work']:6d}  test AP {row['test_ap']:.4f}{extra}")

@@ -73,9 +73,13 @@ def reciprocal_ranks(positive: ArrayLike, negatives: ArrayLike) -> np.ndarray:
     """Per positive, 1 / rank among its own negatives (a row of ``negatives``; NaN = no negative there),
     ties averaged: rank = 1 + #(neg > pos) + ½·#(neg == pos). A row with no negative gives NaN."""
     pos = _as_numpy(positive).ravel()
-    neg = _as_numpy(negatives).reshape(len(pos), -1)
-    ranks = ranks_among_negatives(pos, neg)
+    ranks = ranks_among_negatives(pos, _negative_rows(pos, negatives))
     return np.where(np.isnan(ranks), np.nan, 1.0 / ranks)
+
+
+def _negative_rows(pos: np.ndarray, negatives: ArrayLike) -> np.ndarray:
+    """``negatives`` as one row per positive (no rows for a split without positives)."""
+    return _as_numpy(negatives).reshape(len(pos), -1) if len(pos) else np.zeros((0, 1))
 
 
 def ranks_among_negatives(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
@@ -97,7 +101,7 @@ def mean_reciprocal_rank(positive: ArrayLike, negatives: ArrayLike) -> float:
 def hits_at(positive: ArrayLike, negatives: ArrayLike, k: int) -> float:
     """Fraction of positives (with at least one negative) whose averaged-tie rank is at most ``k``."""
     pos = _as_numpy(positive).ravel()
-    ranks = ranks_among_negatives(pos, _as_numpy(negatives).reshape(len(pos), -1))
+    ranks = ranks_among_negatives(pos, _negative_rows(pos, negatives))
     ranks = ranks[~np.isnan(ranks)]
     return float((ranks <= k).mean()) if len(ranks) else float("nan")
 

@@ -188,3 +188,31 @@ def test_bad_inputs_are_one_line_errors():
         TrafficProfile((1,), (1,), temporal_reach="future")
     with pytest.raises(DgbenchError, match="presence"):
         build_supergraph([(np.array([0]), np.array([1]))], presence="sometimes")
+
+
+def test_attention_weighs_a_temporal_link_by_the_earlier_instances_a_cut_there_moves():
+    from trainers.discrete.dgc.chunks import sequence_positions, temporal_link_weights
+    graph = build_supergraph([(np.array([0]), np.array([1]))] * 5, presence="all", num_vertices=3)
+    assert sequence_positions(graph).reshape(5, 3)[:, 0].tolist() == [0, 1, 2, 3, 4]
+    recurrent = temporal_link_weights(graph, TEMPORAL_HEAVY)
+    assert np.all(recurrent == TEMPORAL_HEAVY.temporal_edge_bytes)
+    attention = temporal_link_weights(graph, ATTENTION)
+    position = sequence_positions(graph)[graph.temporal_dst]
+    assert np.array_equal(attention, position * ATTENTION.temporal_edge_bytes)
+    for k in range(1, 5):  # cutting vertex 0's sequence before its k-th appearance: attention reads k rows across
+        part = (graph.step >= k).astype(np.int64)
+        part[graph.vertex != 0] = 0
+        assert cut_rows(graph, ATTENTION, part, 2).temporal.sum() == k
+        link = (graph.vertex[graph.temporal_dst] == 0) & (graph.step[graph.temporal_dst] == k)
+        assert attention[link].item() == k * ATTENTION.temporal_edge_bytes
+
+
+def test_pss_interleaved_puts_snapshot_t_on_rank_t_mod_p_and_cuts_every_recurrent_link():
+    graph = build_supergraph([(np.array([0, 1]), np.array([1, 2]))] * 6, presence="all", num_vertices=4)
+    assert pss_parts(graph, 2, "interleaved").reshape(6, 4)[:, 0].tolist() == [0, 1, 0, 1, 0, 1]
+    recurrent = TrafficProfile((1,), (1,))
+    contiguous = cut_rows(graph, recurrent, pss_parts(graph, 2), 2).temporal.sum()
+    interleaved = cut_rows(graph, recurrent, pss_parts(graph, 2, "interleaved"), 2).temporal.sum()
+    assert contiguous == 4 and interleaved == 5 * 4  # (P - 1) vs (T - 1) hand-overs per sequence
+    with pytest.raises(ValueError, match="layout"):
+        pss_parts(graph, 2, "diagonal")

@@ -59,3 +59,10 @@ def test_node_classification_metrics_on_an_imbalanced_case():
     assert metrics["auc"] == pytest.approx(7 / 8) == roc_auc(scores, labels)
     assert metrics["f1"] == pytest.approx(2 * 1 / (2 + 2))  # predicted {0, 5}, true {0, 3}
     assert set(metrics) == {"auc", "ap", "f1", "accuracy"}
+
+
+def test_a_split_without_positives_has_no_reciprocal_rank():
+    import numpy as np
+
+    from dgbench.metrics import hits_at, mean_reciprocal_rank
+    assert np.isnan(mean_reciprocal_rank(np.zeros(0), np.zeros(0))) and np.isnan(hits_at(np.zeros(0), np.zeros(0), 1))

@@ -225,6 +225,8 @@ def test_auto_falls_back_with_a_warning(monkeypatch, caplog, random_case):
     with caplog.at_level(logging.WARNING, logger="trainers.discrete.partition.partitioners"):
         result = partition_vertices_detailed(edges, 3, "auto")
     assert result.method == "range" and "falls back to 'range'" in caplog.text
+    assert result.requested == "auto" and result.fallback
+    assert not partition_vertices_detailed(edges, 3, "range").fallback  # asked for, not fallen back to
     assert np.array_equal(result.owner, range_partition(vertex_weights(edges), 3))
     with pytest.raises(DgbenchError, match="needs mtkahypar"):
         partition_vertices(edges, 3, "hypergraph")
@@ -249,3 +251,20 @@ def test_store_and_snapshot_list_give_the_same_partition(esdg_store):
 def test_bad_input_gives_one_clear_error(random_case, call, message):
     with pytest.raises(DgbenchError, match=message):
         call(random_case[0])
+
+
+def test_a_fallen_back_vertex_partition_is_recorded_and_not_ranked_officially(monkeypatch, esdg_store):
+    from dgbench.leaderboard.board import ranking_problem
+    from trainers.discrete.data import DiscreteData
+    from trainers.discrete.esdg.vertex import Vertex, VertexOptions
+    data = DiscreteData(esdg_store)
+    installed = Vertex().partition(data, 2, VertexOptions()).report
+    assert installed["requested"] == "auto" and installed["method"] == "hypergraph" and not installed["fallback"]
+    monkeypatch.setattr(partitioners, "_installed", lambda module: False)
+    fallen = Vertex().partition(data, 2, VertexOptions()).report
+    assert fallen["method"] == "range" and fallen["fallback"]
+    for report, ranked in ((installed, True), (fallen, False)):
+        record = {"extra": {"partition": report}}
+        for track in ("throughput", "scaling"):
+            assert (ranking_problem(track, record, None) is None) == ranked
+    assert "fell back" in ranking_problem("throughput", {"extra": {"partition": fallen}}, None)

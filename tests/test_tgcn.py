@@ -118,3 +118,24 @@ def test_sparsified_live_and_refused_runs(store):
         run_experiments([RunConfig("tgcn", "tgn", store, **BASE)])
     with pytest.raises(DgbenchError, match="--live"):
         run_experiments([RunConfig("tgcn", "dygnn", store, options={"live": True, "grid_ranks": 2}, **BASE)])
+
+
+def test_permuted_ids_give_every_rank_training_events_on_a_users_first_stream(tmp_path):
+    from generators.stream import build
+    users_first = build(out=tmp_path / "users_first.zarr", users=20, items=60, events=600, edge_dim=2, seed=5)
+    given, permuted = run_experiments([RunConfig("tgcn", "dygnn", users_first, nproc=2, options=options, **BASE)
+                                       for options in ({"intervals": 2, "id_order": "given"}, {"intervals": 2})])
+    events = {name: [c["events"] for c in record["extra"]["per_rank_counters"]]
+              for name, record in (("given", given), ("permuted", permuted))}
+    assert events["given"][1] == 0  # ids 40..79 are items: no source in rank 1's range
+    assert min(events["permuted"]) > 0.25 * sum(events["permuted"])
+    assert sum(events["given"]) == sum(events["permuted"])
+    assert permuted["extra"]["tgcn_id_order"] == "permuted" and given["extra"]["tgcn_id_order"] == "given"
+
+
+def test_grid_positions_are_a_fixed_permutation_or_the_ids():
+    from trainers.continuous.tgcn.scheme import grid_positions
+    permuted = grid_positions(50, "permuted")
+    assert sorted(permuted.tolist()) == list(range(50)) and not np.array_equal(permuted, np.arange(50))
+    assert np.array_equal(permuted, grid_positions(50, "permuted"))
+    assert np.array_equal(grid_positions(50, "given"), np.arange(50))

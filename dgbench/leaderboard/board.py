@@ -180,7 +180,9 @@ def ranking_problem(track: str, record: dict[str, Any], registered: dict[str, An
     """Why a record on a registered store is not ranked officially on ``track`` (None: it is): an accuracy
     record must have scored one of the store's official evaluation sets (dgbench/leaderboard/evaluation.py)."""
     from dgbench.leaderboard.evaluation import evaluation_problem
-    return evaluation_problem(record, registered) if track == "accuracy" else None
+    from dgbench.leaderboard.fallbacks import fallback_partitioner_reason
+    return fallback_partitioner_reason(record) or (evaluation_problem(record, registered) if track == "accuracy"
+                                                   else None)
 
 
 def skipped_tracks(record: dict[str, Any], chosen: list[str], tracks: list[str] | None) -> dict[str, list[Problem]]:

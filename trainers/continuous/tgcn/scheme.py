@@ -1,10 +1,14 @@
 """`tgcn`: streaming T-GCN's multi-device training of DyGNN (Wang et al.; §4, Alg. 6-7, Fig. 4-5).
 
 **Grid (§4.1).** Training events are cut into time intervals (``--intervals``, default 11 "constant range"
-pieces as §6.4; equal width in time, or equal counts), and vertices into G contiguous id ranges of equal
-size (the partition "not affected by degrees"). Grid (k, i, j) holds the events of interval k from
-source range i to destination range j, in stream order. Grid rank i owns source range i: the S-state
-(h^s, C^s, last S-update time) of its vertices lives there, and it trains every grid (k, i, ·).
+pieces as §6.4; equal width in time, or equal counts), and vertices into G contiguous ranges of equal
+size (the partition "not affected by degrees"). The ranges cut grid positions: by default
+(``--id-order permuted``) a fixed pseudo-random permutation of the vertex ids, since the paper assumes ids
+carry no order while real streams number users first (equal id ranges then give one rank no training
+events: Wikipedia at G = 2); ``--id-order given`` cuts the ids as they come (docs/tgcn-streaming.md).
+Grid (k, i, j) holds the events of interval k from source range i to destination range j, in stream
+order. Grid rank i owns source range i: the S-state (h^s, C^s, last S-update time) of its vertices lives
+there, and it trains every grid (k, i, ·).
 
 **Destination blocks and the swap schedule (§4.2, Alg. 6).** Block j carries the G-state (h^g, C^g, last
 G-update time) of range j, updated by whoever holds it, and a read-only copy of range j's S-state taken
@@ -113,6 +117,20 @@ def held_blocks(parts: int) -> list[np.ndarray]:
     return out
 
 
+ID_ORDERS = ("permuted", "given")
+PERMUTATION_SEED = 20_230_425  # fixed: the grid's permutation depends on the vertex count only
+
+
+def grid_positions(num_nodes: int, id_order: str) -> np.ndarray:
+    """position[id]: where vertex ``id`` sits in the order the grid's ranges cut: a fixed pseudo-random
+    permutation (``permuted``) or the ids themselves (``given``)."""
+    if id_order == "given":
+        return np.arange(num_nodes, dtype=np.int64)
+    if id_order != "permuted":
+        raise DgbenchError(f"unknown id order {id_order!r}: one of {ID_ORDERS}")
+    return np.random.default_rng([PERMUTATION_SEED, num_nodes]).permutation(num_nodes).astype(np.int64)
+
+
 def vertex_ranges(num_nodes: int, parts: int) -> np.ndarray:
     """Bounds of ``parts`` contiguous id ranges of (nearly) equal size: range r is [b[r], b[r+1])."""
     return (np.arange(parts + 1, dtype=np.int64) * num_nodes) // parts
@@ -135,11 +153,14 @@ class Grid:
     events: int
 
     @classmethod
-    def cut(cls, stream: EventStream, events: np.ndarray, ranges: np.ndarray, intervals: int, split: str) -> "Grid":
+    def cut(cls, stream: EventStream, events: np.ndarray, ranges: np.ndarray, intervals: int, split: str,
+            positions: np.ndarray | None = None) -> "Grid":
+        """``ranges`` cut grid positions (:func:`grid_positions`; the ids themselves when None)."""
         parts = len(ranges) - 1
         cuts = interval_bounds(stream.t[events], intervals, split)
-        src_block = np.searchsorted(ranges, stream.src, side="right") - 1
-        dst_block = np.searchsorted(ranges, stream.dst, side="right") - 1
+        src, dst = (stream.src, stream.dst) if positions is None else (positions[stream.src], positions[stream.dst])
+        src_block = np.searchsorted(ranges, src, side="right") - 1
+        dst_block = np.searchsorted(ranges, dst, side="right") - 1
         grids = []
         for k in range(intervals):
             chunk = events[cuts[k]:cuts[k + 1]]
@@ -244,13 +265,15 @@ class GridTrainer:
         self.parts = options.grid_ranks or ctx.world_size
         self.local = list(range(self.parts)) if ctx.world_size == 1 else [ctx.rank]
         self.ranges = vertex_ranges(stream.num_nodes, self.parts)
+        self.positions = grid_positions(stream.num_nodes, options.id_order)  # position[id]
+        self.ids_at = np.argsort(self.positions)  # id at each grid position
         self.held = held_blocks(self.parts)
         self.partners = swap_partners(self.parts)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
         self.gradients = GradientSync(ctx.comm, list(model.parameters()), GRAD_TAG)
         self.dtype = torch.get_default_dtype()
         pool = np.zeros(stream.num_nodes, dtype=bool)
-        pool[stream.negative_pool] = True
+        pool[self.positions[stream.negative_pool]] = True
         self.pool = [np.flatnonzero(pool[a:b]) for a, b in zip(self.ranges[:-1], self.ranges[1:])]
         self.figures = RankFigures()
         self.losses: list[float] = []
@@ -267,7 +290,8 @@ class GridTrainer:
             kept = sparsify_events(self.stream.src[a:b], self.stream.t[a:b], self.options.sparsify,
                                    self.options.sparsify_sampler, self.seed, epoch, self.options.sparsify_decay)
             events = a + kept
-        return Grid.cut(self.stream, events, self.ranges, self.options.intervals, self.options.interval_split)
+        return Grid.cut(self.stream, events, self.ranges, self.options.intervals, self.options.interval_split,
+                        self.positions)
 
     def build_chunks(self, grid: Grid, k: int, step: int, rank: int) -> list[Chunk]:
         """Mini-batches of grid (k, rank, held block) with their negatives (drawn from the block)."""
@@ -282,8 +306,10 @@ class GridTrainer:
             part = events[first:first + self.batch_size]
             rng = np.random.default_rng([self.seed, 14, k, rank, block, m])
             neg = candidates[rng.integers(0, len(candidates), len(part))]
-            src, dst = self.stream.src[part] - lo_src, self.stream.dst[part] - lo_dst
-            ids = np.concatenate([src + lo_src, n + dst + lo_dst, n + neg + lo_dst])
+            src = self.positions[self.stream.src[part]] - lo_src
+            dst = self.positions[self.stream.dst[part]] - lo_dst
+            ids = np.concatenate([self.ids_at[src + lo_src], n + self.ids_at[dst + lo_dst],
+                                  n + self.ids_at[neg + lo_dst]])
             t = torch.from_numpy(self.stream.t[part]).to(self.dtype)
             chunk = Chunk(torch.from_numpy(src), torch.from_numpy(dst), torch.from_numpy(neg), torch.from_numpy(ids),
                           t, 0)
@@ -465,9 +491,12 @@ class GridTrainer:
 
     # ---- evaluation: gathered state, the run's evaluation sets
     def full_rows(self) -> torch.Tensor:
+        """Every vertex's row, in id order (the ranges hold grid positions)."""
         if self.ctx.world_size == 1:
-            return torch.cat([self.homes[r].rows() for r in self.local])
-        return self.ctx.comm.all_gather_uneven(self.homes[self.ctx.rank].rows(), EVAL_TAG)
+            by_position = torch.cat([self.homes[r].rows() for r in self.local])
+        else:
+            by_position = self.ctx.comm.all_gather_uneven(self.homes[self.ctx.rank].rows(), EVAL_TAG)
+        return by_position[torch.from_numpy(self.positions)]
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:
@@ -528,6 +557,10 @@ class TgcnOptions(Options):
     sparsify_sampler: str = option("sis", "Sampler of the pre-pass (SIS, or a baseline with the same law).",
                                    choices=tuple(METHODS))
     sparsify_decay: float = option(0.0, "Time-decay rate of the pre-pass weights (0 = uniform).", minimum=0.0)
+    id_order: str = option("permuted", "Order the grid's equal vertex ranges cut: a fixed pseudo-random permutation "
+                                       "of the ids (ids carry no order, as the paper assumes), or the ids as given "
+                                       "(paper-literal; id-ordered streams can leave a rank without events).",
+                           choices=ID_ORDERS)
 
 
 @register_scheme
@@ -536,7 +569,7 @@ class Tgcn(ContinuousScheme[TgcnOptions]):
     summary = "Streaming T-GCN: time x source x destination grid, Alg. 6 block swaps, ping-pong pipeline (DyGNN)"
     Options = TgcnOptions
     models = ("dygnn",)
-    conformance = ({"no_pipeline": True, "sparsify": 0.5, "intervals": 3},)
+    conformance = ({"no_pipeline": True, "sparsify": 0.5, "intervals": 3}, {"id_order": "given", "intervals": 2})
 
     def validate(self, options: TgcnOptions, world_size: int) -> None:
         parts = options.grid_ranks or world_size
@@ -554,9 +587,10 @@ class Tgcn(ContinuousScheme[TgcnOptions]):
     def partition(self, problem: StreamProblem, parts: int, options: TgcnOptions) -> Partition:
         grid_parts = options.grid_ranks or parts
         ranges = vertex_ranges(problem.stream.num_nodes, grid_parts)
-        owner = np.searchsorted(ranges, np.arange(problem.stream.num_nodes), side="right") - 1
+        positions = grid_positions(problem.stream.num_nodes, options.id_order)
+        owner = np.searchsorted(ranges, positions, side="right") - 1
         real_owner = owner if parts > 1 else np.zeros_like(owner)
-        return Partition(real_owner.astype(np.int64), "range", {"grid_ranks": grid_parts},
+        return Partition(real_owner.astype(np.int64), "range", {"grid_ranks": grid_parts, "id_order": options.id_order},
                          {"grid_owner": owner.astype(np.int64)})
 
     def node_state(self, ctx: DistContext, layout: StateLayout, partition: Partition, options: TgcnOptions
@@ -567,6 +601,7 @@ class Tgcn(ContinuousScheme[TgcnOptions]):
     def record_extras(self, options: TgcnOptions, partition: Partition) -> dict[str, Any]:
         parts = partition.report.get("grid_ranks", 1)
         return {"tgcn_grid_ranks": parts, "tgcn_schedule": "alg6" if parts == 8 else "gray-xor",
+                "tgcn_id_order": options.id_order,
                 "tgcn_held_blocks": [h.tolist() for h in held_blocks(parts)]}
 
     def train_rank(self, ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem

@@ -18,7 +18,10 @@ Choices where the paper says nothing (also in docs/discrete-schemes.md, DGC sect
   harness's all-vertex layout, instance id t·N + i).
 * Temporal edges link consecutive appearances only (also for attention, which reads every earlier
   instance: the prediction :func:`cut_rows` counts what attention really reads; LPA's super-graph
-  keeps the consecutive links).
+  keeps the consecutive links). Their weight is what cutting that link moves (§4.1, weights as "the
+  total amount of traffic"): a recurrent module's link moves one state; attention's link into the
+  k-th appearance of a vertex (k earlier instances) weighs k states, since a cut there sends all k
+  earlier instances to the later side (:func:`temporal_link_weights`).
 * A spatial edge src -> dst (row dst aggregates row src) weighs ``profile.spatial_edge_bytes``; both
   directions present weigh twice; self loops cost nothing. Duplicate edges count once.
 * Label propagation (Eq. 2) is synchronous: every instance picks its new label from its neighbours'
@@ -165,13 +168,32 @@ def build_supergraph(source: EdgeSource, presence: str = PRESENCE_EDGES,
                       tuple(per_snapshot))
 
 
+def sequence_positions(graph: SuperGraph) -> np.ndarray:
+    """Position of every instance in its vertex's sequence of appearances (0 = first)."""
+    order = np.lexsort((graph.step, graph.vertex))
+    first = np.r_[True, graph.vertex[order[1:]] != graph.vertex[order[:-1]]] if len(order) else np.zeros(0, bool)
+    starts = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0)) if len(order) else order
+    position = np.empty(len(order), np.int64)
+    position[order] = np.arange(len(order)) - starts
+    return position
+
+
+def temporal_link_weights(graph: SuperGraph, profile: TrafficProfile) -> np.ndarray:
+    """Bytes cutting each temporal link (i, t_prev) -> (i, t) moves: one state for a recurrent module;
+    for attention (reach "all") the k instances before (i, t) in i's sequence, k states (§4.1)."""
+    per_state = np.full(len(graph.temporal_src), profile.temporal_edge_bytes, np.float64)
+    if profile.temporal_reach != REACH_ALL:
+        return per_state
+    return per_state * sequence_positions(graph)[graph.temporal_dst]
+
+
 def weighted_edges(graph: SuperGraph, profile: TrafficProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The undirected weighted super-graph (u < v, bytes if cut): spatial + virtual temporal edges."""
     k = np.int64(max(graph.num_instances, 1))
     lo = np.concatenate([np.minimum(graph.spatial_src, graph.spatial_dst), graph.temporal_src])
     hi = np.concatenate([np.maximum(graph.spatial_src, graph.spatial_dst), graph.temporal_dst])
     weight = np.concatenate([np.full(len(graph.spatial_src), profile.spatial_edge_bytes, np.float64),
-                             np.full(len(graph.temporal_src), profile.temporal_edge_bytes, np.float64)])
+                             temporal_link_weights(graph, profile)])
     keys, inverse = np.unique(lo * k + hi, return_inverse=True)
     summed = np.bincount(inverse, weights=weight, minlength=len(keys))
     u, v = np.divmod(keys, k)
@@ -510,8 +532,18 @@ def _neighbour_lists(pairs: ChunkPairs, num: int) -> list[tuple[np.ndarray, np.n
 
 # --------------------------------------------------------------------------- the baselines as instance maps
 
-def pss_parts(graph: SuperGraph, parts: int) -> np.ndarray:
-    """PSS (§2.2.2): contiguous ranges of equal snapshot counts; part of every instance."""
+PSS_LAYOUTS = ("contiguous", "interleaved")
+
+
+def pss_parts(graph: SuperGraph, parts: int, layout: str = "contiguous") -> np.ndarray:
+    """PSS (§2.2.2), "the same number of snapshots" per GPU; part of every instance. ``contiguous``:
+    equal ranges of consecutive snapshots; ``interleaved``: snapshot t on rank t mod P (the paper says
+    neither; §7.2's PSS traffic growing with the snapshot count fits the interleaved one for a GRU/LSTM,
+    docs/discrete-schemes.md)."""
+    if layout == "interleaved":
+        return (graph.step % parts).astype(np.int64)
+    if layout != "contiguous":
+        raise ValueError(f"unknown PSS layout {layout!r}: one of {PSS_LAYOUTS}")
     bounds = np.r_[0, np.cumsum([len(c) for c in np.array_split(np.arange(graph.num_snapshots), parts)])]
     return np.searchsorted(bounds, graph.step, side="right") - 1
 

@@ -33,8 +33,9 @@ class Vertex(DiscreteScheme[VertexOptions]):
 
     def partition(self, problem: DiscreteData, parts: int, options: VertexOptions) -> Partition:
         made = partition_owner(problem, parts, options.partition, problem.seed)
-        report: dict[str, Any] = {"method": made.method, "connectivity": made.connectivity,
-                                  "imbalance": made.imbalance, "seconds": made.seconds}
+        report: dict[str, Any] = {"method": made.method, "requested": made.requested, "fallback": made.fallback,
+                                  "connectivity": made.connectivity, "imbalance": made.imbalance,
+                                  "seconds": made.seconds}
         return Partition(made.owner.astype(np.int64), made.method, report)
 
     def placement(self, ctx: DistContext, data: DiscreteData, options: VertexOptions,

@@ -7,7 +7,9 @@
 * ``metis``: METIS k-way edge cut on the symmetrised, time-aggregated graph (edge weight = number
   of (snapshot, direction) occurrences); a proxy for the volume, deterministic given the seed.
 * ``range``: contiguous id blocks of equal total vertex weight (the baseline).
-* ``auto``: the best one installed, in that order, logging a warning when it falls back.
+* ``auto``: the best one installed, in that order, logging a warning when it falls back; the result
+  records what was asked and whether it fell back (``VertexPartition.fallback``), and a record whose
+  ``auto`` fell back is not ranked officially (dgbench/leaderboard/fallbacks.py).
 
 All balance the vertex weights of :func:`trainers.discrete.partition.edges.vertex_weights` within
 ``imbalance`` (max block ≤ (1 + imbalance) · ceil(total / k); METIS only approximately).
@@ -55,6 +57,12 @@ class VertexPartition:
     reported_connectivity: int | None
     imbalance: float
     seconds: float
+    requested: str = "auto"  # the method asked for (``method`` is the one that ran)
+
+    @property
+    def fallback(self) -> bool:
+        """``auto`` ran something other than the hypergraph partitioner (not installed here)."""
+        return self.requested == "auto" and self.method != "hypergraph"
 
 
 def _installed(module: str) -> bool:
@@ -113,7 +121,7 @@ def partition_vertices_detailed(source: EdgeSource, num_parts: int, method: str 
         owner = range_partition(weights, num_parts)
     seconds = time.perf_counter() - started
     return VertexPartition(owner, concrete, hypergraph.connectivity(owner), reported,
-                           block_imbalance(owner, weights, num_parts), seconds)
+                           block_imbalance(owner, weights, num_parts), seconds, requested=method)
 
 
 def _check_arguments(edges: SnapshotEdges, num_parts: int, imbalance: float) -> None:
