@@ -14,7 +14,6 @@ from trainers.continuous.sven import formulas
 from trainers.continuous.traffic import CommVolume, redundancy
 from trainers.continuous.data import BatchPlanner, EventStream, StreamProblem
 from trainers.continuous.sampler import TemporalSampler
-from trainers.continuous.traffic import redundancy
 from trainers.contract import EventAssignment, Partition
 
 # vertex partitioners of N&M: range, HPDC's interval, Alg. 3, and our earlier heuristic under its own name
