@@ -267,10 +267,11 @@ def _time_window_problems(store, offsets: np.ndarray) -> list[str]:
     cut = store.attrs.get("cut") or {}
     if cut.get("method") != "time-window" or not store.has("time") or store.num_edges == 0:
         return []
-    origin, window = cut.get("origin"), cut.get("window_seconds")
+    unit = "window_seconds" if "window_seconds" in cut else "window_steps"  # steps: AMLSim's simulation steps
+    origin, window = cut.get("origin"), cut.get(unit)
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in (origin, window)) \
             or window <= 0:
-        return [f"attribute 'cut': origin {origin!r} and window_seconds {window!r} are not a finite origin and a "
+        return [f"attribute 'cut': origin {origin!r} and {unit} {window!r} are not a finite origin and a "
                 f"positive window"]
     for row in (0, store.num_edges - 1):
         snapshot = int(np.searchsorted(offsets, row, side="right")) - 1
@@ -280,8 +281,8 @@ def _time_window_problems(store, offsets: np.ndarray) -> list[str]:
         else:
             index = (float(time) - float(origin)) / float(window)
         if not snapshot <= index < snapshot + 1:
-            return [f"attribute 'cut': origin {origin} with {window} s windows puts the edge at row {row} in window "
-                    f"{index:.4g}, but it is stored in snapshot {snapshot}"]
+            return [f"attribute 'cut': origin {origin} with windows of {window} ({unit}) puts the edge at row {row} in "
+                    f"window {index:.4g}, but it is stored in snapshot {snapshot}"]
     return []
 
 
