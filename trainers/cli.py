@@ -58,7 +58,16 @@ def _summary(record: dict[str, Any], path: Path) -> str:
     scores = "  ".join(f"test {k} {v:.4f}" for k, v in test.items() if k in ("ap", "auc"))
     return (f"wrote {path}: {record['scheme']}/{record['model']} P={record['world_size']} on "
             f"{record['dataset']['name']} ({record['dataset']['fingerprint'][:12]})  "
-            f"{last.get('time_s', 0.0):.2f}s/epoch  {last.get('throughput', 0.0) / 1e6:.3f}M {unit}  {scores}").rstrip()
+            f"{last.get('time_s', 0.0):.2f}s/epoch  {last.get('throughput', 0.0) / 1e6:.3f}M {unit}  {scores}"
+            f"{_contention_note(record)}").rstrip()
+
+
+def _contention_note(record: dict[str, Any]) -> str:
+    """'  CONTENDED (reason)' when the run's timing was contended (dgbench/timing.py), else nothing."""
+    timing = record.get("timing") or {}
+    if not timing.get("contended"):
+        return ""
+    return f"  CONTENDED ({timing['reasons'][0]}; not ranked on throughput/scaling)"
 
 
 def _run_command() -> click.Command:

@@ -26,14 +26,16 @@ class RunConfig(Options):
     model: str
     dataset: Path
     nproc: int = option(1, "Ranks to start (ignored under torchrun).", positive=True, record=False)
-    epochs: int = option(4, "Training epochs (the throughput and scaling tracks need 4 timed epochs).",
-                         positive=True)
+    epochs: int = option(4, "Training epochs (the throughput and scaling tracks accept 4 and rank runs of 6: "
+                            "1 warm-up + 5 timed).", positive=True)
     seed: int = option(0, "Seed of parameters, pairs and negatives.")
     lr: float = option(0.01, "Adam learning rate.", positive=True)
     backend: str | None = option(None, "Default: nccl with CUDA, else gloo.", choices=("gloo", "nccl"), record=False)
     device: str | None = option(None, "Where to compute; default follows the backend.", choices=("cpu", "cuda"),
                                 record=False)
     out: Path = option(Path("runs"), "Directory (or .json path) for the result record.", record=False)
+    threads: int = option(0, "Intra-op threads per rank; 0 = the host's cores / ranks, at least 1 (the launcher's "
+                             "default; recorded in the record's timing block).", minimum=0)
     timeout_s: float = option(300.0, "Collective timeout in seconds: a dead rank fails the job instead of "
                                      "hanging it.", flag="--timeout", positive=True, record=False)
     options: dict[str, Any] = field(default_factory=dict)
