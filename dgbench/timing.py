@@ -23,7 +23,7 @@ from typing import Any
 MIN_CPU_SHARE = 0.80  # a 1-thread rank's CPU s / (wall s - seconds in collectives) below this: denied a CPU
 MAX_RUN_DELAY_SHARE = 0.10  # the training thread waited for a CPU more than this share of the wall time
 MAX_OTHERS_SHARE = 0.25  # other tenants (and steal) took more than this share of the host's CPU time
-MAX_CV = 0.10  # coefficient of variation of the timed epochs' throughput above this: unstable
+MAX_CV = 0.15  # coefficient of variation of the timed epochs' throughput above this: unstable
 MIN_RANKED_EPOCHS = 5  # timed epochs (after the warm-up) a throughput or scaling row needs to rank
 # /proc/stat counts 10 ms ticks: timed epochs shorter than this (all together) leave others' share unmeasured
 MIN_HOST_WINDOW_S = 1.0
