@@ -196,3 +196,18 @@ def test_threads_option_sets_and_records_the_intra_op_threads(esdg_store):
     assert record["timing"]["threads_per_rank"] == 1
     assert all(r["evidence"]["threads"] == 1 for e in record["epochs"] for r in e["per_rank"])
     assert record["hyperparameters"]["threads"] == 1
+
+
+def test_single_and_snapshot_at_one_rank_do_the_same_work_and_the_board_ranks_their_median(esdg_store, tmp_path):
+    """The mechanism behind "same work, same board median" (the timing itself is benchmarks/
+    test_scheme_parity_bench.py): equal work and losses per epoch, and the board's figure is the median of
+    the timed epochs the record's spread describes."""
+    from dgbench.leaderboard.figures import run_figures
+    records = {scheme: run_experiment(RunConfig(scheme, "tmgcn", esdg_store, epochs=6, threads=1, out=tmp_path))
+               for scheme in ("single", "snapshot")}
+    single, snapshot = records["single"], records["snapshot"]
+    assert [e["work"] for e in single["epochs"]] == [e["work"] for e in snapshot["epochs"]]
+    assert [e["loss"] for e in single["epochs"]] == pytest.approx([e["loss"] for e in snapshot["epochs"]], abs=1e-6)
+    for record in records.values():
+        assert record["timing"]["timed_epochs"] == 5
+        assert run_figures(record).throughput == pytest.approx(record["timing"]["throughput"]["median"])
