@@ -137,7 +137,11 @@ def _reproduced(entry: Entry) -> bool:
 
 
 def _title(track: str, section: str) -> str:
-    return f"{TRACKS[track].title} — {section}" + ("" if section == "official" else " (store not in the registry)")
+    if section == "official":
+        return f"{TRACKS[track].title} — {section}"
+    why = "store not in the registry, or not ranked: see Not ranked" if track == "throughput" else \
+        "store not in the registry, or not ranked officially"
+    return f"{TRACKS[track].title} — {section} ({why})"
 
 
 THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Threads", "Edges/s", "CV", "Rank",
