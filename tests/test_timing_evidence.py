@@ -166,8 +166,10 @@ def test_a_quiet_one_thread_run_is_not_flagged(timing_store, tmp_path):
         pytest.skip(f"the host is {busy:.0%} busy with other work: a quiet run cannot be measured now")
     record = _run_single(timing_store, tmp_path / "runs")
     timing = record["timing"]
-    if timing["contended"] and (timing["others_share"] or 0) > 0.25:
-        pytest.skip(f"other tenants took the host during the run: {timing['reasons']}")
+    if timing["contended"]:
+        after, _ = host_load(1.0)  # the run's epochs are short: a tenant starting meanwhile shows here too
+        if (timing["others_share"] or 0) > 0.25 or after > 0.25:
+            pytest.skip(f"other tenants took the host during the run ({after:.0%} busy after): {timing['reasons']}")
     assert timing["contended"] is False, timing["reasons"]
     assert timing["cpu_share"] >= MIN_CPU_SHARE
 
