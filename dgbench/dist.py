@@ -12,7 +12,8 @@ Waiting apart from transfer: in a job of several ranks every blocking counted co
 by an *arrival probe* (a barrier of the same group), so its seconds split into ``wait_seconds`` (until
 the last rank arrived: load imbalance, a slower peer) and the transfer after it. The probe's own
 latency is counted too (``probe_floor_seconds``: its fastest call, a bound on what one probe costs).
-``DGBENCH_ARRIVAL_PROBE=0`` turns it off (then every second counts as transfer). Deferred waits
+``DGBENCH_ARRIVAL_PROBE=0`` turns it off (then every second counts as transfer); ``Comm.without_probes()``
+for a block of code (Sven's timing of one collective's fixed cost). Deferred waits
 (``*_async``) are not probed: a barrier at their start would undo the overlap they exist for.
 docs/result-record.md ("Busy, wait and transfer") describes the figures.
 """
@@ -165,6 +166,7 @@ class Comm:
     device: torch.device
     stats: dict[str, CommStats] = field(default_factory=lambda: defaultdict(CommStats))
     group: Any = None  # a torch ProcessGroup; None = the default (whole job)
+    probing: bool = True  # arrival probes in front of blocking collectives (off inside without_probes)
 
     def _sync(self) -> None:
         # The current stream only: a device-wide sync would also wait for collectives in flight on
@@ -184,9 +186,18 @@ class Comm:
         self._sync()
         self._count(tag, elements, element_size, time.perf_counter() - start, time.process_time() - cpu, waited)
 
+    @contextmanager
+    def without_probes(self) -> Iterator[None]:
+        """Collectives without the arrival probe, e.g. to time one collective's own fixed cost."""
+        before, self.probing = self.probing, False
+        try:
+            yield
+        finally:
+            self.probing = before
+
     def _arrival_probe(self) -> float | None:
         """Block until every rank of the group arrived; the seconds waited (None when not probed)."""
-        if self.world_size == 1 or not arrival_probe_enabled() or not dist.is_initialized():
+        if self.world_size == 1 or not self.probing or not arrival_probe_enabled() or not dist.is_initialized():
             return None
         start = time.perf_counter()
         dist.barrier(group=self.group)
