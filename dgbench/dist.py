@@ -7,6 +7,15 @@
   only through ``all_to_all_single`` (list-form ``all_to_all``/``all_gather`` fail on gloo).
 * :func:`all_to_all_autograd` is an all-to-all whose backward is the reverse all-to-all.
 * :class:`PhaseTimer` splits wall time into transfer / compute / communication.
+
+Waiting apart from transfer: in a job of several ranks every blocking counted collective is preceded
+by an *arrival probe* (a barrier of the same group), so its seconds split into ``wait_seconds`` (until
+the last rank arrived: load imbalance, a slower peer) and the transfer after it. The probe's own
+latency is counted too (``probe_floor_seconds``: its fastest call, a bound on what one probe costs).
+``DGBENCH_ARRIVAL_PROBE=0`` turns it off (then every second counts as transfer); ``Comm.without_probes()``
+for a block of code (Sven's timing of one collective's fixed cost). Deferred waits
+(``*_async``) are not probed: a barrier at their start would undo the overlap they exist for.
+docs/result-record.md ("Busy, wait and transfer") describes the figures.
 """
 from __future__ import annotations
 
@@ -33,6 +42,21 @@ from dgbench.memory import peak_rss_bytes
 DEFAULT_TIMEOUT_S = 300.0
 SETUP_TIMEOUT_S = 24 * 3600.0  # how long ranks wait for rank 0's one-off setup work (e.g. partitioning)
 DRY_RUN_BACKEND = "dry-run"  # trainers.projection's dry runs: a world that counts collectives and moves nothing
+ARRIVAL_PROBE_ENV = "DGBENCH_ARRIVAL_PROBE"  # "0": no barrier in front of counted collectives
+EXTRA_WORK_ENV = "DGBENCH_TEST_EXTRA_WORK"  # tests only: "RANK:SECONDS", that rank sleeps before each collective
+
+
+def arrival_probe_enabled() -> bool:
+    return os.environ.get(ARRIVAL_PROBE_ENV, "1") != "0"
+
+
+def _test_extra_work(rank: int) -> float:
+    """Seconds of made-up work rank ``rank`` does before each probed collective (tests of the wait split)."""
+    value = os.environ.get(EXTRA_WORK_ENV)
+    if not value:
+        return 0.0
+    who, _, seconds = value.partition(":")
+    return float(seconds) if who.strip() == str(rank) else 0.0
 
 
 @dataclass
@@ -174,17 +198,27 @@ def decode_plain(data: bytes) -> Any:
 class CommStats:
     """Totals for one tag: calls, bytes and elements sent to other ranks, seconds spent (wall clock), and
     the process CPU seconds spent in those calls (all threads: gloo's copies and socket work; a rank blocked
-    on a slower peer spends wall seconds but little CPU)."""
+    on a slower peer spends wall seconds but little CPU). ``wait_seconds`` is the part of ``seconds`` spent
+    in the arrival probe (waiting for the last rank); the rest is transfer."""
 
     calls: int = 0
     bytes: int = 0
     elements: int = 0
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    wait_seconds: float = 0.0
+    probes: int = 0
+    probe_floor_seconds: float = 0.0  # the fastest probe seen under this tag (0 when none)
+
+    @property
+    def transfer_seconds(self) -> float:
+        return max(0.0, self.seconds - self.wait_seconds)
 
     def as_dict(self) -> dict[str, float]:
         return {"calls": self.calls, "bytes": self.bytes, "elements": self.elements, "seconds": self.seconds,
-                "cpu_seconds": self.cpu_seconds}
+                "cpu_seconds": self.cpu_seconds, "wait_seconds": self.wait_seconds,
+                "transfer_seconds": self.transfer_seconds, "probes": self.probes,
+                "probe_floor_seconds": self.probe_floor_seconds}
 
 
 @dataclass
@@ -198,6 +232,7 @@ class Comm:
     device: torch.device
     stats: dict[str, CommStats] = field(default_factory=lambda: defaultdict(CommStats))
     group: Any = None  # a torch ProcessGroup; None = the default (whole job)
+    probing: bool = True  # arrival probes in front of blocking collectives (off inside without_probes)
 
     def _sync(self) -> None:
         # The current stream only: a device-wide sync would also wait for collectives in flight on
@@ -206,20 +241,46 @@ class Comm:
             torch.cuda.current_stream(self.device).synchronize()
 
     @contextmanager
-    def _timed(self, tag: str, elements: int, element_size: int) -> Iterator[None]:
+    def _timed(self, tag: str, elements: int, element_size: int, probe: bool = True) -> Iterator[None]:
         self._sync()
+        extra = _test_extra_work(self.rank) if probe and self.world_size > 1 else 0.0
+        if extra:
+            time.sleep(extra)
         start, cpu = time.perf_counter(), time.process_time()
+        waited = self._arrival_probe() if probe else None
         yield
         self._sync()
-        self._count(tag, elements, element_size, time.perf_counter() - start, time.process_time() - cpu)
+        self._count(tag, elements, element_size, time.perf_counter() - start, time.process_time() - cpu, waited)
 
-    def _count(self, tag: str, elements: int, element_size: int, seconds: float, cpu_seconds: float = 0.0) -> None:
+    @contextmanager
+    def without_probes(self) -> Iterator[None]:
+        """Collectives without the arrival probe, e.g. to time one collective's own fixed cost."""
+        before, self.probing = self.probing, False
+        try:
+            yield
+        finally:
+            self.probing = before
+
+    def _arrival_probe(self) -> float | None:
+        """Block until every rank of the group arrived; the seconds waited (None when not probed)."""
+        if self.world_size == 1 or not self.probing or not arrival_probe_enabled() or not dist.is_initialized():
+            return None
+        start = time.perf_counter()
+        dist.barrier(group=self.group)
+        return time.perf_counter() - start
+
+    def _count(self, tag: str, elements: int, element_size: int, seconds: float, cpu_seconds: float = 0.0,
+               waited: float | None = None) -> None:
         s = self.stats[tag]
         s.calls += 1
         s.elements += int(elements)
         s.bytes += int(elements) * element_size
         s.seconds += seconds
         s.cpu_seconds += cpu_seconds
+        if waited is not None:
+            s.wait_seconds += waited
+            s.probe_floor_seconds = waited if s.probes == 0 else min(s.probe_floor_seconds, waited)
+            s.probes += 1
 
     def all_to_all_single(self, tensor: torch.Tensor, send_splits: Sequence[int], recv_splits: Sequence[int],
                           tag: str = "all_to_all") -> torch.Tensor:
@@ -306,7 +367,7 @@ class Comm:
         counts what it sends; the seconds spent waiting are counted under ``tag:wait``."""
         if peer == self.rank or self.world_size == 1:
             raise ValueError(f"receive from rank {peer} at rank {self.rank} of a group of {self.world_size}")
-        with self._timed(f"{tag}:wait", 0, out.element_size()):
+        with self._timed(f"{tag}:wait", 0, out.element_size(), probe=False):  # point to point: no group barrier
             if self.group is not None:
                 dist.recv(out, group=self.group, group_src=peer)
             else:
@@ -332,6 +393,12 @@ class Comm:
         total = CommStats()
         for tag, s in self.stats.items():
             total.seconds += s.seconds
+            total.wait_seconds += s.wait_seconds
+            total.probes += s.probes
+            if s.probes:  # the fastest probe of any tag: what one probe costs when nobody waits
+                floor = s.probe_floor_seconds
+                total.probe_floor_seconds = floor if total.probe_floor_seconds == 0 else min(total.probe_floor_seconds,
+                                                                                              floor)
             if tag in control:
                 continue
             total.calls += s.calls

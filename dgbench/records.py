@@ -226,6 +226,8 @@ def build_record(*, family: str, task: str, scheme: str, model: str, dataset: di
               "epochs": epochs, "final_metrics": final_metrics}
     if extra:
         record["extra"] = extra
+    from dgbench.timing import timing_summary
+    record["timing"] = timing_summary(epochs, int(world_size))
     return _plain(record)
 
 

@@ -102,7 +102,18 @@ def _summary(record: dict[str, Any], path: Path) -> str:
              rate(throughput, record["family"])]
     if scores:
         parts.append("test " + "  ".join(scores))
+    contention = _contention_note(record)
+    if contention:
+        parts.append(contention)
     return f"wrote {path}: " + "  ".join(parts)
+
+
+def _contention_note(record: dict[str, Any]) -> str:
+    """'CONTENDED (reason; ...)' when the run's timing was contended (dgbench/timing.py), else nothing."""
+    timing = record.get("timing") or {}
+    if not timing.get("contended"):
+        return ""
+    return f"CONTENDED ({timing['reasons'][0]}; not ranked on throughput/scaling)"
 
 
 def _announce_tracks(config: RunConfig) -> None:

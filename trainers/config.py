@@ -40,6 +40,8 @@ class RunConfig(Options):
     device: str | None = option(None, "Where to compute; default follows the backend.", choices=("cpu", "cuda"),
                                 record=False)
     out: Path = option(Path("runs"), "Directory (or .json path) for the result record.", record=False)
+    threads: int = option(0, "Intra-op threads per rank; 0 = the host's cores / ranks, at least 1 (the launcher's "
+                             "default; recorded in the record's timing block).", minimum=0)
     timeout_s: float = option(300.0, "Collective timeout in seconds: a dead rank fails the job instead of "
                                      "hanging it.", flag="--timeout", positive=True, record=False)
     system_desc: Path | None = option(None, "JSON file describing the system beyond what dgbench detects "

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+import torch
+
 from dgbench import progress
 from dgbench.dist import DistContext, share_from_main
 from dgbench.errors import DgbenchError
@@ -196,11 +198,17 @@ def train_runs(ctx: DistContext, runs: list[ResolvedRun], quiet: bool | None = N
     if quiet is not None:
         progress.set_quiet(quiet)
     results = []
-    for index, run in enumerate(runs):
-        hooks = family_hooks(run.family)
-        problem = hooks.partition_problem(run)
-        partition = _partition_once(ctx, run, problem, index)
-        results.append(hooks.train_rank(ctx, run, partition, problem))
+    before = torch.get_num_threads()
+    try:
+        for index, run in enumerate(runs):
+            if run.config.threads:  # else the launcher's cores // ranks (dgbench.timing.default_threads), or the
+                torch.set_num_threads(run.config.threads)  # caller's own count in a world of one run in-process
+            hooks = family_hooks(run.family)
+            problem = hooks.partition_problem(run)
+            partition = _partition_once(ctx, run, problem, index)
+            results.append(hooks.train_rank(ctx, run, partition, problem))
+    finally:
+        torch.set_num_threads(before)  # a world of one runs in the caller's process
     return results
 
 

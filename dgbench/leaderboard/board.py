@@ -22,10 +22,11 @@ from typing import Any
 
 from dgbench.errors import DgbenchError
 from dgbench.leaderboard.schema import Problem, RecordParseError, parse_record, validate_record
-from dgbench.leaderboard.tracks import TRACKS, qualifying_tracks
+from dgbench.leaderboard.tracks import TIMED_TRACKS, TRACKS, qualifying_tracks, timing_problems
 from dgbench.records import REPO_ROOT, content_hash, dgbench_checkout
 
 OFFICIAL_STORES = "official_stores.json"
+REPRODUCED = "reproduced"  # a filed reproduction's verdict when it agreed (dgbench/leaderboard/verify.py)
 TRACKS_DIR = "tracks"
 # Dataset fields that must agree with the registry entry of the record's fingerprint.
 REGISTERED_SHAPE = ("kind", "num_nodes", "num_edges", "num_snapshots")
@@ -176,13 +177,26 @@ def submit(source: str | Path, board: str | Path | None = None, *, tracks: list[
                       {track: reason for track in chosen if (reason := ranking_problem(track, record, registered))})
 
 
-def ranking_problem(track: str, record: dict[str, Any], registered: dict[str, Any] | None) -> str | None:
-    """Why a record on a registered store is not ranked officially on ``track`` (None: it is): an accuracy
-    record must have scored one of the store's official evaluation sets (dgbench/leaderboard/evaluation.py)."""
+def ranking_problem(track: str, record: dict[str, Any], registered: dict[str, Any] | None,
+                    reproduction: dict[str, Any] | None = None) -> str | None:
+    """Why a record on a registered store is not ranked officially on ``track`` (None: it is): it failed
+    `dgbench verify` (any track); an accuracy record must have scored one of the store's official
+    evaluation sets (dgbench/leaderboard/evaluation.py); a throughput or scaling record's timing must be
+    clean (tracks.timing_problems: evidence, no contention, enough timed epochs, a stable spread)."""
     from dgbench.leaderboard.evaluation import evaluation_problem
     from dgbench.leaderboard.fallbacks import fallback_partitioner_reason
-    return fallback_partitioner_reason(record) or (evaluation_problem(record, registered) if track == "accuracy"
-                                                   else None)
+    if registered is None:
+        return None
+    if reproduction is not None and reproduction.get("verdict") != REPRODUCED:
+        return f"failed verification ({reproduction.get('failed')})"
+    fallback = fallback_partitioner_reason(record)
+    if fallback:
+        return fallback
+    if track == "accuracy":
+        return evaluation_problem(record, registered)
+    if track in TIMED_TRACKS:
+        return "; ".join(timing_problems(record)) or None
+    return None
 
 
 def skipped_tracks(record: dict[str, Any], chosen: list[str], tracks: list[str] | None) -> dict[str, list[Problem]]:
@@ -234,9 +248,9 @@ def load_board(board: str | Path | None = None) -> list[Entry]:
             raise DgbenchError(f"{path}: {track!r} is not a track ({', '.join(TRACKS)})")
         record = _read_filed(path)
         registered = official.get(record["dataset"]["fingerprint"])
-        reason = ranking_problem(track, record, registered)
-        entries.append(Entry(track, path.stem, path, record, None if reason else registered,
-                             read_reproduction(board, record, path.stem), reason))
+        reproduction = read_reproduction(board, record, path.stem)
+        reason = ranking_problem(track, record, registered, reproduction)
+        entries.append(Entry(track, path.stem, path, record, None if reason else registered, reproduction, reason))
     return entries
 
 

@@ -8,6 +8,7 @@ datasets are added with ``add`` once their loader has prepared the store with de
 
     python -m dgbench.leaderboard.official refresh [--board DIR]
     python -m dgbench.leaderboard.official add STORE --command "dgbench prepare NAME" [--target-ap A] [--board DIR]
+    python -m dgbench.leaderboard.official timed-records [--unverified] [--board DIR]   # what seed_board.sh verifies
 
 Each entry also lists the store's official evaluation sets (``evaluation_sets``: name -> fingerprint; the
 accuracy track ranks officially only records that scored one of them, dgbench/leaderboard/evaluation.py)
@@ -118,6 +119,32 @@ def add(store: Path, command: str, label: str | None, target_ap: float | None, b
     entry["label"] = label or entry["name"]
     stores = [s for s in read_registry(board) if s["fingerprint"] != entry["fingerprint"]]
     click.echo(f"wrote {write_registry(board, stores + [entry])}  ({entry['label']}: {entry['fingerprint'][:16]})")
+
+
+def timed_records(board: Path, unverified: bool = False) -> list[Path]:
+    """One file per record on a registered store filed on the throughput or scaling track (a record on both
+    tracks has one content hash: it is verified once); with ``unverified``, only those without a filed
+    reproduction."""
+    from dgbench.leaderboard.board import load_board
+    from dgbench.leaderboard.tracks import TIMED_TRACKS
+    from dgbench.leaderboard.verify import reproduction_path
+    registered = {entry["fingerprint"] for entry in read_registry(board)} or \
+        {entry["fingerprint"] for entry in read_registry(default_board())}
+    chosen: dict[str, Path] = {}
+    for entry in load_board(board):
+        if entry.track in TIMED_TRACKS and entry.record["dataset"]["fingerprint"] in registered \
+                and not (unverified and reproduction_path(board, entry.digest).exists()):
+            chosen.setdefault(entry.digest, entry.path)
+    return sorted(chosen.values())
+
+
+@main.command(name="timed-records")
+@click.option("--board", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--unverified", is_flag=True, help="Only records without a filed reproduction.")
+def timed_records_command(board: Path | None, unverified: bool) -> None:
+    """Print the throughput and scaling records on registered stores, one path a line (for `dgbench verify`)."""
+    for path in timed_records(board or default_board(), unverified):
+        click.echo(str(path))
 
 
 if __name__ == "__main__":

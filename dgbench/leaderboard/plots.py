@@ -1,9 +1,10 @@
 """The board's plots as PNG bytes (matplotlib, Agg), for embedding in the self-contained HTML page.
 
-Scaling curves per model follow ESDG Fig. 5 (strong) and Fig. 7 (weak); the epoch-time breakdown
-(ESDG Fig. 4) is drawn as HTML bars by dgbench.leaderboard.render. Axes carry their unit in the label
-(M edges/s, k events/s), never a "1e6" offset. PNGs carry no timestamp, so the same board renders
-to the same bytes.
+Scaling curves per model follow ESDG Fig. 5 (strong) and Fig. 7 (weak); throughput bars carry the timed
+epochs' quartiles as whiskers (median ± spread); the epoch-time breakdown (busy / wait / transfer, or
+ESDG Fig. 4's split for older records) is drawn as HTML bars by dgbench.leaderboard.render. Axes carry
+their unit in the label (M edges/s, k events/s), never a "1e6" offset. PNGs carry no timestamp, so the
+same board renders to the same bytes.
 """
 from __future__ import annotations
 
@@ -96,11 +97,14 @@ def bar_labels(entries: list[Entry]) -> list[str]:
     return labels
 
 
-def labelled_bars(ax: plt.Axes, labels: list[str], values: list[float]) -> None:
+def labelled_bars(ax: plt.Axes, labels: list[str], values: list[float],
+                  whiskers: list[list[float]] | None = None) -> None:
     """Bars across the whole width, each with its label written just above it (not beside the axis,
-    where long labels would take most of the figure's width) and its value at its end."""
+    where long labels would take most of the figure's width) and its value at its end; ``whiskers``:
+    [below, above] each bar's value (e.g. its quartiles)."""
     rows = range(len(values))
-    ax.barh(rows, values, height=0.45, color="#f28e2b")
+    ax.barh(rows, values, height=0.45, color="#f28e2b", xerr=whiskers,
+            error_kw={"elinewidth": 0.8, "capsize": 2})
     ax.set_yticks([])
     for row, label, value in zip(rows, labels, values):
         ax.text(0, row - 0.28, label, fontsize=7, va="bottom", ha="left", clip_on=True)
@@ -172,7 +176,20 @@ def throughput_figure(runs: list[tuple[Entry, RunFigures]]) -> plt.Figure:
     figure, panels = _bar_panels(runs, "Throughput (official runs)")
     for ax, family, members, labels in panels:
         factor, prefix = unit_scale(max(figures.throughput for _, figures in members))
-        labelled_bars(ax, labels, [figures.throughput / factor for _, figures in members])
+        labelled_bars(ax, labels, [figures.throughput / factor for _, figures in members],
+                      interquartile_whiskers(members, factor))
         plain_axis(ax, "x")
-        ax.set_xlabel(f"{prefix} {FAMILY_UNITS[family]} (median timed epoch), {family} time".lstrip())
+        ax.set_xlabel(f"{prefix} {FAMILY_UNITS[family]} (median timed epoch; whiskers: quartiles), "
+                      f"{family} time".lstrip())
     return figure
+
+
+def interquartile_whiskers(members: list[tuple[Entry, RunFigures]], factor: float) -> list[list[float]]:
+    """Each bar's whiskers: from the timed epochs' first to their third quartile of edges/s (none without
+    a spread)."""
+    low, high = [], []
+    for _, figures in members:
+        spread = figures.spread
+        low.append(max(0.0, figures.throughput - spread.q1) / factor if spread else 0.0)
+        high.append(max(0.0, spread.q3 - figures.throughput) / factor if spread else 0.0)
+    return [low, high]

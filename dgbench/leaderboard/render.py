@@ -263,7 +263,9 @@ def _html_table(table: Table) -> str:
             f'<tbody>\n{body}\n</tbody></table></div>{note}')
 
 
-PHASE_COLOURS = {"transfer": "#4e79a7", "compute": "#59a14f", "communication": "#e15759"}
+# busy / wait / transfer (collectives) where a record has the split, else transfer (host) / compute / communication
+PHASE_COLOURS = {"busy": "#59a14f", "wait": "#bab0ac", "transfer": "#4e79a7", "compute": "#8cd17d",
+                 "communication": "#e15759"}
 
 
 def _breakdown_html(runs: list) -> str:

@@ -404,6 +404,8 @@ def _check_per_rank(check: Checker, entry: dict, where: str, world_size: int | N
             check.fail(rank_where, f"is {_describe(figure)}, expected an object")
             continue
         time_s = check.number(figure, "time_s", rank_where, low=0, low_open=True)
+        _check_time_split(check, figure, rank_where, time_s)
+        _check_evidence(check, figure, rank_where)
         counts = [check.number(figure, key, rank_where, low=0, integer=True) for key in RANK_COUNTS]
         if time_s is not None and None not in counts:
             figures.append((time_s, *counts))
@@ -416,6 +418,31 @@ def _check_per_rank(check: Checker, entry: dict, where: str, world_size: int | N
         total = sum(f[column] for f in figures)
         if isinstance(entry.get(key), int) and entry[key] != total:
             check.fail(f"{where}.{key}", f"is {entry[key]} but the ranks' {key} sum to {total}")
+
+
+TIME_SPLIT = ("busy_s", "wait_s", "collective_transfer_s")  # optional; when present they add up to time_s
+EVIDENCE_SECONDS = ("wall_s", "cpu_s", "run_delay_s", "host_busy_s", "host_steal_s")
+
+
+def _check_time_split(check: Checker, figure: dict, where: str, time_s: float | None) -> None:
+    if not any(key in figure for key in TIME_SPLIT):
+        return
+    parts = [check.number(figure, key, where, low=0) for key in TIME_SPLIT]
+    if time_s is not None and None not in parts and not _close(sum(parts), time_s):  # type: ignore[arg-type]
+        check.fail(f"{where}.busy_s", f"busy + wait + collective transfer = {sum(parts)} but time_s is {time_s}")  # type: ignore[arg-type]
+
+
+def _check_evidence(check: Checker, figure: dict, where: str) -> None:
+    """The timing evidence the contention verdict is recomputed from (dgbench/timing.py)."""
+    evidence = check.get(figure, "evidence", where, (dict,), optional=True)
+    if evidence is None:
+        return
+    where = f"{where}.evidence"
+    for key in EVIDENCE_SECONDS:
+        check.number(evidence, key, where, low=0)
+    check.number(evidence, "threads", where, low=1, integer=True)
+    check.number(evidence, "cores", where, low=1, integer=True)
+    check.number(evidence, "load_1m", where, low=0)
 
 
 def _check_metrics_block(check: Checker, parent: dict, key: str, where: str) -> None:

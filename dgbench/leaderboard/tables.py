@@ -15,7 +15,7 @@ from dgbench.leaderboard.board import Entry
 from dgbench.leaderboard.figures import RunFigures, mean_std, run_figures
 from dgbench.leaderboard.tracks import ACCURACY_METRICS, MIN_SEEDS, TRACKS, learning_setup, run_setup
 from dgbench.leaderboard.verify import reproduced_label
-from dgbench.units import rate
+from dgbench.units import human, rate
 
 MB = 1e6
 
@@ -130,43 +130,75 @@ def build_view(entries: list[Entry]) -> BoardView:
 
 
 def _throughput_order(item: tuple[Entry, RunFigures]) -> tuple:
+    """Group (dataset, model, hardware, world), then reproduced rows before rows not yet verified (RULES.md,
+    "Trust": an unverified claim never ranks above a reproduced row), then edges/s."""
     entry, figures = item
     record = entry.record
-    return (dataset_label(entry), record["model"], record["hardware_class"], record["world_size"], -figures.throughput)
+    return (dataset_label(entry), record["model"], record["hardware_class"], record["world_size"],
+            not _reproduced(entry), -figures.throughput)
+
+
+def _reproduced(entry: Entry) -> bool:
+    return entry.reproduction is not None and reproduced_label(entry.reproduction).startswith("yes")
 
 
 def _title(track: str, section: str) -> str:
-    return f"{TRACKS[track].title} — {section}" + ("" if section == "official" else " (store not in the registry)")
+    if section == "official":
+        return f"{TRACKS[track].title} — {section}"
+    why = "store not in the registry, or not ranked: see Not ranked" if track == "throughput" else \
+        "store not in the registry, or not ranked officially"
+    return f"{TRACKS[track].title} — {section} ({why})"
 
 
-THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Throughput", "Rank", "Epoch s", "Transfer s",
-                      "Compute s", "Comm s", "Comm MB/epoch", "Peak MB", "Timed epochs", "Setup", "Code", "Record",
-                      "Reproduced"]
+THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Threads", "Throughput", "CV", "Rank",
+                      "Epoch s", "Busy s", "Wait s", "Transfer s", "λ", "Comm MB/epoch", "Peak MB", "Timed epochs",
+                      "Setup", "Code", "Record", "Reproduced", "Not ranked"]
+TEXT_COLUMNS = {"Dataset", "Model", "Scheme", "Hardware", "Setup", "Code", "Record", "Reproduced", "Not ranked"}
+
+
+def median_spread(figures: RunFigures, family: str) -> Cell:
+    """Median throughput ± half the interquartile range of the timed epochs, in the family's unit (sorted by
+    the median)."""
+    if figures.spread is None or figures.spread.count < 2:
+        return rate_cell(figures.throughput, family)
+    return Cell(f"{rate(figures.throughput, family)} ± {human(figures.spread.iqr / 2)}", figures.throughput)
+
+
+def percent(value: float | None) -> Cell:
+    return Cell("–", float("-inf")) if value is None else Cell(f"{100 * value:.1f}%", float(value))
 
 
 def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Table:
-    """``runs`` sorted by _throughput_order; Rank counts within dataset x model x hardware x world size."""
+    """``runs`` sorted by _throughput_order; Rank counts within dataset x model x hardware x world size, and
+    only rows with no reason not to rank (``Entry.unofficial_reason``: contended, unstable, too few timed
+    epochs, failed verification) get one."""
     rows, setups = [], []
     ranks: dict[tuple, int] = defaultdict(int)
     for entry, figures in runs:
         record = entry.record
-        group = _throughput_order((entry, figures))[:-1]
-        ranks[group] += 1
+        group = _throughput_order((entry, figures))[:4]
+        ranked = entry.unofficial_reason is None
+        if ranked:
+            ranks[group] += 1
         rows.append([text(dataset_label(entry)), text(record["model"]), text(record["scheme"]),
                      text(record["hardware_class"]), number(record["world_size"]),
-                     rate_cell(figures.throughput, record["family"]),
-                     number(ranks[group]), number(figures.time_s), number(figures.transfer_s),
-                     number(figures.compute_s), number(figures.communication_s), number(figures.comm_bytes / MB),
-                     number(figures.peak_memory_bytes / MB), number(figures.timed_epochs),
-                     SETUP_PENDING, text(code_label(record)), text(entry.digest[:12]),
-                     text(reproduced_label(entry.reproduction))])
+                     number((record.get("timing") or {}).get("threads_per_rank")),
+                     median_spread(figures, record["family"]), percent(figures.spread.cv if figures.spread else None),
+                     number(ranks[group] if ranked else None), number(figures.time_s), number(figures.busy_s),
+                     number(figures.wait_s), number(figures.collective_transfer_s), number(figures.balance),
+                     number(figures.comm_bytes / MB), number(figures.peak_memory_bytes / MB),
+                     number(figures.timed_epochs), SETUP_PENDING, text(code_label(record)), text(entry.digest[:12]),
+                     text(reproduced_label(entry.reproduction)), text(entry.unofficial_reason or "")])
         setups.append(run_setup(record))
     note = _fill_setups(rows, THROUGHPUT_COLUMNS.index("Setup"), setups)
     return Table(f"throughput-{section}", _title("throughput", section), THROUGHPUT_COLUMNS,
-                 [c not in (0, 1, 2, 3, 14, 15, 16, 17) for c in range(len(THROUGHPUT_COLUMNS))], rows,
-                 note="Epoch s and its split (transfer + compute + comm) are the median timed epoch's. "
-                      "Reproduced: re-run by `dgbench verify` (RULES.md, Trust); a row that was not is a claim. "
-                      + note)
+                 [c not in TEXT_COLUMNS for c in THROUGHPUT_COLUMNS], rows,
+                 note="Edges/s: the median timed epoch's, ± half the interquartile range of the timed epochs; CV: "
+                      "their coefficient of variation. Epoch s and its split (busy + wait for the last rank at "
+                      "collectives + collective transfer, the slowest rank's) are the median timed epoch's; λ: "
+                      "max / min busy seconds over ranks. Reproduced: re-run by `dgbench verify` (RULES.md, "
+                      "Trust); reproduced rows rank before rows not yet verified. Not ranked: why a row on a "
+                      "registered store is listed here (RULES.md, Clean timing). " + note)
 
 
 # --------------------------------------------------------------------------- scaling

@@ -3,6 +3,12 @@
 A record enters a track only if that track's rule holds; with no track named, `dgbench submit`
 files a record under every track it qualifies for. Figures are taken from timed epochs, that is,
 every epoch after the warm-up (MLPerf and ESDG §6.3 both leave the first epoch out of timing).
+
+A record on the throughput or scaling track *ranks* only when its timing is clean
+(:func:`timing_problems`: timing evidence present, not contended, at least ``MIN_RANKED_EPOCHS`` timed
+epochs, throughput CV within ``MAX_CV``); otherwise it is listed unranked with the reason
+(leaderboards/RULES.md, "Clean timing"). The verdict is recomputed from the epochs' evidence, never
+read from the record's own ``timing`` block.
 """
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from dgbench.leaderboard.schema import Problem
+from dgbench.timing import MAX_CV, MIN_RANKED_EPOCHS, timing_summary
 
 WARMUP_EPOCHS = 1
 MIN_TIMED_EPOCHS = 3
@@ -17,7 +24,8 @@ MIN_ACCURACY_EPOCHS = 3
 MIN_SEEDS = 3
 ACCURACY_METRICS = ("ap", "auc", "accuracy")
 # Hyper-parameters that do not change what is learned: runs differing only in these share an accuracy row.
-NON_LEARNING_KEYS = {"seed", "out", "dataset", "timeout_s", "nproc", "backend", "device"}
+NON_LEARNING_KEYS = {"seed", "out", "dataset", "timeout_s", "nproc", "backend", "device", "threads"}
+TIMED_TRACKS = ("throughput", "scaling")  # the tracks whose figure is a time
 # ... and those that change what is learned but not the work of an epoch.
 RATE_NEUTRAL_KEYS = {"epochs", "lr"}
 
@@ -72,6 +80,23 @@ TRACKS: dict[str, Track] = {track.name: track for track in (
     Track("accuracy", "Accuracy", f"test AP / AUC / accuracy, mean ± std over at least {MIN_SEEDS} seeds",
           accuracy_rule),
 )}
+
+
+def timing_problems(record: dict[str, Any]) -> list[str]:
+    """Why ``record``'s times may not rank (empty when they may): each reason in a few words."""
+    summary = timing_summary(record["epochs"], record["world_size"], WARMUP_EPOCHS)
+    problems = []
+    if summary["contended"] is None:
+        problems.append("no timing evidence (recorded before dgbench kept it)")
+    elif summary["contended"]:
+        problems.append("contended: " + "; ".join(summary["reasons"]))
+    if summary["timed_epochs"] < MIN_RANKED_EPOCHS:
+        problems.append(f"{summary['timed_epochs']} timed epochs (ranking needs {MIN_RANKED_EPOCHS} after the "
+                        f"{WARMUP_EPOCHS} warm-up)")
+    cv = summary["throughput"]["cv"]
+    if cv > MAX_CV:
+        problems.append(f"unstable: throughput CV {cv:.0%} over the timed epochs (bound {MAX_CV:.0%})")
+    return problems
 
 
 def qualifying_tracks(record: dict[str, Any]) -> dict[str, list[Problem]]:

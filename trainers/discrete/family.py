@@ -214,9 +214,8 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
         extra["transfer_bytes_per_epoch"] = extra["transfer_bytes_by_epoch"][-1]
     extra["peak_saved_activation_bytes"] = max(r["extra"]["peak_saved_activation_bytes"] for r in per_rank)
     extra["input_steps"] = int(store.num_snapshots - 1)
-    # DGC §2.2.2's load balance: λ = max / min of the ranks' compute seconds, per epoch
-    extra["lambda_by_epoch"] = [max(r["compute_s"] for r in e["per_rank"]) / min(r["compute_s"] for r in e["per_rank"])
-                                if min(r["compute_s"] for r in e["per_rank"]) > 0 else None for e in epochs]
+    # DGC §2.2.2's load balance: λ = max / min of the ranks' busy seconds (waits excluded), per epoch
+    extra["lambda_by_epoch"] = [e.get("lambda") for e in epochs]
     task = run.task
     assert isinstance(task, TaskOptions)
     applied = smoothing_of(run)

@@ -171,7 +171,8 @@ class PartitionedState(NodeState):
         sizes = [max(1, plan.size // k) for k in (1, 2, 4, 8)]
         etas = redundancy_by_batch_size(plan.needed_ids, plan.event_of_needed, sizes)
         a, b = fit_redundancy_curve(sizes, etas)
-        measured = torch.tensor([a, b, dispatch.bytes / max(dispatch.seconds, 1e-9) if dispatch.bytes else 0.0,
+        # bandwidth over the dispatch's transfer seconds: time waiting for the last rank to arrive moves nothing
+        measured = torch.tensor([a, b, dispatch.bytes / max(dispatch.transfer_seconds, 1e-9) if dispatch.bytes else 0.0,
                                  self._collective_latency(), dispatch.bytes / max(len(plan.events), 1)],
                                 dtype=torch.float64, device=self.ctx.device)
         comm.all_reduce(measured, CONTROL_TAG)
@@ -186,11 +187,12 @@ class PartitionedState(NodeState):
         """The fixed cost of one collective: the fastest of a few one-value all-to-alls, each started right
         after a barrier (the row-count exchanges of training also hold the wait for slower ranks)."""
         comm, best = self.ctx.comm, float("inf")
-        for _ in range(repeats):
-            comm.barrier()
-            start = time.perf_counter()
-            comm.exchange_counts([0] * self.ctx.world_size, CONTROL_TAG)
-            best = min(best, time.perf_counter() - start)
+        with comm.without_probes():  # the collective's own cost, not an arrival probe's on top
+            for _ in range(repeats):
+                comm.barrier()
+                start = time.perf_counter()
+                comm.exchange_counts([0] * self.ctx.world_size, CONTROL_TAG)
+                best = min(best, time.perf_counter() - start)
         return best
 
     def count_batch(self, counter: TagCounter, plan: BatchPlan, write: tuple[np.ndarray, np.ndarray], unit: int,
