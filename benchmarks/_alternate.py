@@ -64,3 +64,23 @@ def ratio_line(label: str, ours: list[Timing], peer: list[Timing], load: tuple[f
     return (f"{label}: dgbench / peer = {ratio['cpu']} per CPU-second, {ratio['wall']} per wall second; "
             f"{len(ours)} alternating rounds, {threads} thread(s) each side, load average {load[0]:.2f} -> "
             f"{load[1]:.2f}")
+
+
+def median_epoch(timings: list[Timing]) -> Timing:
+    """The median timed epoch of one run, on each clock (the first epoch warms up and is left out)."""
+    timed = timings[1:] or timings
+    return Timing(statistics.median(t.wall_s for t in timed), statistics.median(t.cpu_s for t in timed))
+
+
+def record_epochs(record: dict[str, Any]) -> list[Timing]:
+    """A dgbench record's epochs as (wall, rank 0's process CPU) seconds (its timing evidence)."""
+    return [Timing(e["time_s"], e["per_rank"][0]["evidence"]["cpu_s"]) for e in record["epochs"]]
+
+
+def epoch_timings(step: Callable[[int], Any], epochs: int) -> list[Timing]:
+    """``step(epoch)`` for each epoch, each timed on both clocks in this process."""
+    out = []
+    for epoch in range(epochs):
+        _, timing = timed(lambda: step(epoch))
+        out.append(timing)
+    return out

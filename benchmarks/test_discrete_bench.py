@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from _alternate import Timing, alternate, median_epoch, ratio_line, record_epochs, speedups
 from generators.esdg_random import build
 from trainers.config import RunConfig
 from trainers.experiment import run_experiment, run_experiments
@@ -28,6 +29,8 @@ SNAPSHOTS, EPOCHS, MODEL = 9, 3, "cdgcn"
 PEER_EPOCHS = 9  # both sides of the PGT comparison: the median of 8 timed epochs rides out a shared machine
 # ESDG §6.1's smallest graph: at N=1024 an epoch takes ~5 ms and the ratio swung 2.3x-3.0x run to run
 PEER_NODES = int(os.environ.get("DGBENCH_BENCH_PEER_NODES", "16384"))
+# A B A B rounds of the peer comparison (docs/performance.md: a ratio is its median and range over >= 3 rounds)
+PEER_ROUNDS = int(os.environ.get("DGBENCH_PEER_ROUNDS", "1" if os.environ.get("DGBENCH_BENCH_QUICK") else "3"))
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -171,8 +174,9 @@ def _import_pgt_evolvegcno():
     return EvolveGCNO
 
 
-def _pgt_epoch_seconds(store: Path, epochs: int) -> list[float]:
-    """EvolveGCN-O of PyTorch Geometric Temporal on the same snapshots, pairs and scorer."""
+def _pgt_epoch_seconds(store: Path, epochs: int) -> list[Timing]:
+    """EvolveGCN-O of PyTorch Geometric Temporal on the same snapshots, pairs and scorer: each epoch's wall and
+    process-CPU seconds."""
     EvolveGCNO = _import_pgt_evolvegcno()
 
     from trainers.discrete.data import TRAIN, DiscreteData
@@ -187,7 +191,7 @@ def _pgt_epoch_seconds(store: Path, epochs: int) -> list[float]:
     optimizer = torch.optim.Adam(params, lr=0.01)
     times = []
     for epoch in range(epochs):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for layer in layers:
             layer.weight = None  # restart the weight evolution at t = 0
         optimizer.zero_grad()
@@ -203,7 +207,7 @@ def _pgt_epoch_seconds(store: Path, epochs: int) -> list[float]:
                     logits, torch.from_numpy(pairs.label), reduction="sum")
         loss.backward()
         optimizer.step()
-        times.append(time.perf_counter() - start)
+        times.append(Timing(time.perf_counter() - start, time.process_time() - cpu))
     return times
 
 
@@ -215,18 +219,19 @@ def test_evolvegcn_o_against_pytorch_geometric_temporal(benchmark, tmp_path):
         pytest.skip(f"PyTorch Geometric Temporal is not installed (`make peers` installs it): {exc}")
     store = build(out=tmp_path / "peer.zarr", nodes=PEER_NODES, snapshots=SNAPSHOTS, seed=0)
 
-    def measure():
-        ours = run_experiment(RunConfig(scheme="single", model="evolvegcn-o", dataset=store, epochs=PEER_EPOCHS,
-                                        out=tmp_path))
-        return [e["time_s"] for e in ours["epochs"]], _pgt_epoch_seconds(store, PEER_EPOCHS)
-    ours_epochs, their_epochs = benchmark.pedantic(measure, rounds=1, iterations=1)
-    ours, theirs = float(np.median(ours_epochs[1:])), float(np.median(their_epochs[1:]))  # epoch 0 warms up
-    benchmark.extra_info.update(ours_s=ours, pgt_s=theirs, speedup=round(theirs / ours, 2), epochs=PEER_EPOCHS,
-                                nodes=PEER_NODES)
-    print(f"\nEvolveGCN-O epoch at N={PEER_NODES} (median of {PEER_EPOCHS - 1}): dgbench {ours:.4f}s, "
-          f"PGT {theirs:.4f}s "
-          f"({theirs / ours:.2f}x); per epoch ms: dgbench {[round(t * 1e3, 1) for t in ours_epochs]}, "
-          f"PGT {[round(t * 1e3, 1) for t in their_epochs]}")
+    def ours() -> Timing:
+        return median_epoch(record_epochs(run_experiment(RunConfig(
+            scheme="single", model="evolvegcn-o", dataset=store, epochs=PEER_EPOCHS, threads=1, out=tmp_path))))
+
+    def theirs() -> Timing:
+        return median_epoch(_pgt_epoch_seconds(store, PEER_EPOCHS))
+    mine, pgt, load = benchmark.pedantic(lambda: alternate(ours, theirs, PEER_ROUNDS), rounds=1, iterations=1)
+    ratio = speedups(mine, pgt)
+    benchmark.extra_info.update(speedup_wall=vars(ratio["wall"]), speedup_cpu=vars(ratio["cpu"]), epochs=PEER_EPOCHS,
+                                rounds=PEER_ROUNDS, nodes=PEER_NODES, load=load)
+    print(f"\nEvolveGCN-O at N={PEER_NODES}, median of {PEER_EPOCHS - 1} epochs per round; per round ms dgbench "
+          f"{[round(t.wall_s * 1e3, 1) for t in mine]}, PGT {[round(t.wall_s * 1e3, 1) for t in pgt]}")
+    print(ratio_line("EvolveGCN-O vs PGT's EvolveGCNO", mine, pgt, load, 1))
 
 
 # --------------------------------------------------------------------------- the sparse kernel

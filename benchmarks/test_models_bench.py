@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _alternate import Timing, alternate, median_epoch, ratio_line, record_epochs, speedups
 
 from generators.esdg_random import build
 from trainers.config import RunConfig
@@ -33,6 +34,8 @@ ZOO_NODES = int(os.environ.get("DGBENCH_BENCH_ZOO_NODES", "1024" if QUICK else "
 ZOO_SNAPSHOTS = int(os.environ.get("DGBENCH_BENCH_ZOO_SNAPSHOTS", "8" if QUICK else "32"))
 EPOCHS = 3  # the median of the two after the first (warm-up)
 PEER_NODES, PEER_SNAPSHOTS, PEER_EPOCHS = (2048, 9, 3) if QUICK else (16384, 9, 9)
+# A B A B rounds of each peer comparison (docs/performance.md: a ratio is its median and range over >= 3 rounds)
+PEER_ROUNDS = int(os.environ.get("DGBENCH_PEER_ROUNDS", "1" if QUICK else "3"))
 AP_EPOCHS, AP_THETA = 30, 1.0  # θ = 1: CollegeMsg's last days have 28 and 40 edges, θ = 0.1 would score 3 and 4
 HIDDEN = 6
 # label -> (registered model, its options); TM-GCN is the reference row
@@ -166,9 +169,9 @@ class PeerWDGCN(torch.nn.Module):
 
 
 def _peer_epochs(store: Path, peer: torch.nn.Module, scorer: torch.nn.Linear, epochs: int
-                 ) -> tuple[list[float], list[float]]:
-    """Epoch seconds and losses of ``peer`` + our scorer on the same snapshots, features and pairs
-    (mean BCE over the epoch's training pairs, one Adam step per epoch, as ours)."""
+                 ) -> tuple[list[Timing], list[float]]:
+    """Epoch (wall, process-CPU) seconds and losses of ``peer`` + our scorer on the same snapshots, features and
+    pairs (mean BCE over the epoch's training pairs, one Adam step per epoch, as ours)."""
     from trainers.discrete.data import TRAIN, DiscreteData
     data = DiscreteData(store)
     snaps = [data.store.snapshot(t) for t in range(data.num_steps)]
@@ -178,7 +181,7 @@ def _peer_epochs(store: Path, peer: torch.nn.Module, scorer: torch.nn.Linear, ep
     optimizer = torch.optim.Adam([*peer.parameters(), *scorer.parameters()], lr=0.01)
     times, losses = [], []
     for epoch in range(epochs):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         optimizer.zero_grad()
         pairs = data.split_pairs(TRAIN, epoch)
         of_step = {b.step: b for b in pairs}
@@ -193,7 +196,7 @@ def _peer_epochs(store: Path, peer: torch.nn.Module, scorer: torch.nn.Linear, ep
         loss = loss / total
         loss.backward()
         optimizer.step()
-        times.append(time.perf_counter() - start)
+        times.append(Timing(time.perf_counter() - start, time.process_time() - cpu))
         losses.append(loss.item())
     return times, losses
 
@@ -208,18 +211,33 @@ def _compare(benchmark, tmp_path, label: str, model: str, options: dict, make_pe
     scorer = torch.nn.Linear(2 * HIDDEN, 1)
     scorer.load_state_dict(ours_model.scorer.state_dict())
 
-    def measure():
-        ours = run_experiments([config(store, model, options, PEER_EPOCHS)])[0]
-        return ours, _peer_epochs(store, peer, scorer, PEER_EPOCHS)
-    ours, (peer_times, peer_losses) = benchmark.pedantic(measure, rounds=1, iterations=1)
-    ours_s, peer_s = median_after_first(ours, "time_s"), float(np.median(peer_times[1:]))
-    ours_losses = [e["loss"] for e in ours["epochs"]]
-    benchmark.extra_info.update(ours_s=ours_s, peer_s=peer_s, speedup=round(peer_s / ours_s, 2), nodes=PEER_NODES,
-                                first_loss_ours=ours_losses[0], first_loss_peer=peer_losses[0])
-    print(f"\n{label} at N={PEER_NODES}, T={PEER_SNAPSHOTS} (median of {PEER_EPOCHS - 1}): dgbench {ours_s:.4f}s, "
-          f"peer {peer_s:.4f}s ({peer_s / ours_s:.2f}x); first-epoch loss dgbench {ours_losses[0]:.6f}, "
-          f"peer {peer_losses[0]:.6f}; per epoch ms: dgbench {[round(e['time_s'] * 1e3) for e in ours['epochs']]}, "
-          f"peer {[round(t * 1e3) for t in peer_times]}")
+    first_losses: dict[str, float] = {}
+
+    def ours() -> Timing:
+        record = run_experiments([config(store, model, options, PEER_EPOCHS, threads=1)])[0]
+        first_losses["dgbench"] = record["epochs"][0]["loss"]
+        return median_epoch(record_epochs(record))
+
+    def theirs() -> Timing:
+        peer_state = {k: v.clone() for k, v in peer.state_dict().items()}  # every round from the same parameters
+        scorer_state = {k: v.clone() for k, v in scorer.state_dict().items()}
+        times, losses = _peer_epochs(store, peer, scorer, PEER_EPOCHS)
+        peer.load_state_dict(peer_state)
+        scorer.load_state_dict(scorer_state)
+        first_losses["peer"] = losses[0]
+        return median_epoch(times)
+    mine, peer_times, load = benchmark.pedantic(lambda: alternate(ours, theirs, PEER_ROUNDS), rounds=1, iterations=1)
+    ratio = speedups(mine, peer_times)
+    benchmark.extra_info.update(speedup_wall=vars(ratio["wall"]), speedup_cpu=vars(ratio["cpu"]), nodes=PEER_NODES,
+                                rounds=PEER_ROUNDS, load=load, first_loss_ours=first_losses["dgbench"],
+                                first_loss_peer=first_losses["peer"])
+    per_round = {side: [round(x.wall_s * 1e3, 1) for x in timings] for side, timings in (("dgbench", mine),
+                                                                                       ("peer", peer_times))}
+    print(f"\n{label} at N={PEER_NODES}, T={PEER_SNAPSHOTS}, median of {PEER_EPOCHS - 1} epochs per round; per round "
+          f"ms dgbench {per_round['dgbench']}, peer {per_round['peer']}; "
+          f"first-epoch loss dgbench {first_losses['dgbench']:.6f}, peer {first_losses['peer']:.6f}")
+    print(ratio_line(label, mine, peer_times, load, 1))
+    ours_losses, peer_losses = [first_losses["dgbench"]], [first_losses["peer"]]
     # the same model, parameters and pairs: the first epoch's loss agrees (float rounding apart)
     assert ours_losses[0] == pytest.approx(peer_losses[0], rel=1e-4)
 

@@ -100,7 +100,8 @@ from dgbench.tasks.evaluator import Evaluator
 from dgbench.tasks.options import DEFAULT_EVAL_NEGATIVES, evaluation_sets
 from trainers.continuous.data import SPLIT_CODES, EventStream
 
-from test_peer_tgn import BATCH, HEADS, LR, NEIGHBORS, QUICK, SEED, THREADS, ours_tgn, print_sides, side_by_side  # noqa: E402
+from test_peer_tgn import (BATCH, HEADS, LR, NEIGHBORS, QUICK, SEED, THREADS, ours_tgn, print_sides,  # noqa: E402
+                           ratio_summary, side_by_side)
 
 DYGLIB_COMMIT = "3aacc36b94b8d2d8293d70a74fdf6d39089b4163"  # "update paper bibtex", 2023-09-28
 DYGLIB_URL = "https://github.com/yule-BUAA/DyGLib.git"
@@ -396,7 +397,8 @@ def peer_store(request, shared_data, tmp_path_factory) -> tuple[str, Path]:
     return name, real_store(shared_data, name, tmp_path_factory.getbasetemp())
 
 
-def print_table(name: str, model: str, memory_dim: int, runs: dict[str, list[dict]], fingerprint: str) -> dict:
+def print_table(name: str, model: str, memory_dim: int, runs: dict[str, list[dict]], fingerprint: str,
+                load: tuple[float, float]) -> dict:
     table, speedup, cpu_speedup = side_by_side(runs, "dyglib")
     print(f"\n{model.upper()} vs DyGLib {DYGLIB_MODELS[model]} @{DYGLIB_COMMIT[:10]}, {name} first {EVENTS or 'all'} "
           f"events (store {fingerprint[:16]}), memory=time {memory_dim}, k={NEIGHBORS} recent, 1 layer, {HEADS} "
@@ -404,8 +406,9 @@ def print_table(name: str, model: str, memory_dim: int, runs: dict[str, list[dic
           f"{'fixed' if FIXED_TIME else 'trained by DyGLib (unequal)'}, median of "
           f"{ROUNDS} alternating 1-epoch runs")
     print_sides(runs, table)
-    print(f"speed-up dgbench / DyGLib: {speedup:.2f}x wall, {cpu_speedup:.2f}x per CPU-second (goal >= 3x at "
-          f"memory 172); dgbench commit {runs['dgbench'][0].get('code_commit')}; load {os.getloadavg()[0]:.1f}")
+    print(ratio_summary(runs, "dyglib", load))
+    print(f"speed-up of the medians dgbench / DyGLib: {speedup:.2f}x wall, {cpu_speedup:.2f}x per CPU-second; "
+          f"dgbench commit {runs['dgbench'][0].get('code_commit')}")
     return {"table": table, "speedup": round(speedup, 3), "cpu_speedup": round(cpu_speedup, 3)}
 
 
@@ -416,6 +419,7 @@ def print_table(name: str, model: str, memory_dim: int, runs: dict[str, list[dic
 def test_against_dyglib(benchmark, dyglib, peer_store, model, memory_dim):
     """Goal: dgbench >= 3x DyGLib's training events/s at memory 172, AP within noise."""
     name, store = peer_store
+    load_before = os.getloadavg()[0]
 
     def alternate() -> dict[str, list[dict]]:
         runs: dict[str, list[dict]] = {"dgbench": [], "dyglib": []}
@@ -425,7 +429,8 @@ def test_against_dyglib(benchmark, dyglib, peer_store, model, memory_dim):
                 runs["dyglib"].append(dyglib_run(dyglib, store, name, model, memory_dim, EVENTS))
         return runs
     runs = benchmark.pedantic(alternate, rounds=1, iterations=1)
-    summary = print_table(name, model, memory_dim, runs, open_store(store).fingerprint)
+    summary = print_table(name, model, memory_dim, runs, open_store(store).fingerprint,
+                          (load_before, os.getloadavg()[0]))
     benchmark.extra_info.update(dataset=name, model=model, memory_dim=memory_dim, events=EVENTS or "all",
                                 rounds=ROUNDS, lr=LR, threads=THREADS, dyglib_commit=DYGLIB_COMMIT, runs=runs,
                                 fixed_time=FIXED_TIME, **summary)
