@@ -226,6 +226,7 @@ class TimePlacement(Placement):
         if not streamed:
             timer = PhaseTimer(ctx.device)
             self.resident = {b: self._load(b, timer) for b in range(len(self.blocks))}
+            self.mover.release_host_copies()  # moved once: the resident views hold what the rank needs
 
     def local_ranges(self, block: range) -> list[tuple[int, int]]:
         return split_range(block.start, block.stop, self.ctx.world_size)
