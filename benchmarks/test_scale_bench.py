@@ -10,9 +10,10 @@ Rows: DGBENCH_BENCH_SCALE_ROWS (default DGBENCH_BENCH_ROWS, else 10,000,000); th
 
 The snapshot sweep (:func:`test_snapshot_rank_memory_sweep`) trains one epoch of cdgcn under `snapshot`
 at P = 1, 2, 4 on esdg-random stores of growing N (T = 16, 3 edges per vertex per snapshot; the quick
-pass: two small stores, P = 1 and 2) and prints each rank's peak RSS above a bare interpreter's, its
-ratio to P = 1's (goals 0.55 at P = 2 and 0.30 at P = 4, ideal 0.5 / 0.25), the store bytes each rank
-read, and the log-log slopes of wall time and P = 1 memory against the edges (goal: 1.05 at most).
+pass: two small stores, P = 1 and 2; DGBENCH_BENCH_SWEEP_NODES=16384,65536 picks the sizes) and prints
+each rank's peak RSS above a bare interpreter's, its ratio to P = 1's (goals 0.55 at P = 2 and 0.30 at
+P = 4, ideal 0.5 / 0.25), the store bytes each rank read, and the log-log slopes of wall time and P = 1
+memory against the edges (goal: 1.05 at most).
 """
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ def test_prepare_amlsim_peak_memory(benchmark, amlsim_folder: Path, tmp_path: Pa
 
 
 QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))
-SWEEP_NODES = [1_024, 4_096] if QUICK else [16_384, 65_536, 262_144]
+SWEEP_NODES = [int(n) for n in os.environ.get("DGBENCH_BENCH_SWEEP_NODES", "").split(",") if n] or \
+    ([1_024, 4_096] if QUICK else [16_384, 65_536, 262_144])
 SWEEP_WORLDS = (1, 2) if QUICK else (1, 2, 4)
 SWEEP_SNAPSHOTS = 8 if QUICK else 16
 RANK_IMPORTS = "import torch, zarr, trainers.experiment, trainers.discrete.family"
