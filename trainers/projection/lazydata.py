@@ -57,6 +57,12 @@ class LazySteps(Sequence):
             self._cache.popitem(last=False)
         return value
 
+    def keep_only(self, keep: int | None) -> None:
+        """From now on keep the ``keep`` most recently used values (None: all); drops the older ones."""
+        self.keep = keep
+        while keep is not None and len(self._cache) > keep:
+            self._cache.popitem(last=False)
+
     def held(self) -> list[int]:
         """The steps whose values are held now, ascending."""
         return sorted(self._cache)
@@ -217,6 +223,12 @@ class RankDiscreteData(LazyDiscreteData):
 
     def steps_held(self) -> list[int]:
         return self.adjacency.held()
+
+    def keep_recent_steps_only(self) -> None:
+        """Keep a few recently built steps instead of all: for placements that copy out what they need of
+        each step (a ``vertex`` rank: its own rows), so the rank never holds every step at once."""
+        for steps in (self.adjacency, self.degree_features, self.first_layer_input.steps):
+            steps.keep_only(KEEP_STEPS)
 
 
 def lazy_partition_problem(run: Any) -> DiscreteData:
