@@ -1,7 +1,7 @@
 """Per-rank loading of the discrete family (trainers/projection/lazydata.py's RankDiscreteData): a rank
 builds only the input steps its placement reads, with the same numbers as the whole data, so a
-`snapshot` rank holds its own steps and still trains exactly like `single`. Memory goals: the printed
-tables of benchmarks/test_scale_bench.py."""
+`snapshot` rank holds its own steps, a `vertex` rank only a few recent ones, and both train like
+`single`. Memory goals: the printed tables of benchmarks/test_scale_bench.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +14,7 @@ from generators.esdg_random import build
 from trainers.config import RunConfig
 from trainers.discrete.data import TRAIN, DiscreteData
 from trainers.experiment import run_experiments
-from trainers.projection.lazydata import RankDiscreteData
+from trainers.projection.lazydata import KEEP_STEPS, RankDiscreteData
 
 SNAPSHOTS = 9
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -53,8 +53,13 @@ def _run(store: Path, scheme: str, nproc: int) -> dict:
                                       out=store.parent / "runs")])[0]
 
 
-def test_a_snapshot_rank_holds_only_its_steps_and_trains_like_single(store):
-    single, snapshot = _run(store, "single", 1), _run(store, "snapshot", 2)
+@pytest.fixture(scope="module")
+def single(store) -> dict:
+    return _run(store, "single", 1)
+
+
+def test_a_snapshot_rank_holds_only_its_steps_and_trains_like_single(store, single):
+    snapshot = _run(store, "snapshot", 2)
     np.testing.assert_allclose([e["loss"] for e in snapshot["epochs"]], [e["loss"] for e in single["epochs"]],
                                rtol=1e-5)
     # every rank reads every training target for the pair sampling (validation and test: the evaluation sets)
@@ -68,3 +73,11 @@ def test_a_snapshot_rank_holds_only_its_steps_and_trains_like_single(store):
         assert figures["input_steps_held"] == list(range(a, b)), f"rank {rank}"
         assert figures["store_bytes_read"] == snapshot_bytes(store, targets) + snapshot_bytes(store, list(range(a, b)))
         assert figures["peak_rss_bytes"] > 0
+
+
+def test_a_vertex_rank_keeps_no_more_than_a_few_steps_and_trains_like_single(store, single):
+    vertex = _run(store, "vertex", 2)
+    np.testing.assert_allclose([e["loss"] for e in vertex["epochs"]], [e["loss"] for e in single["epochs"]],
+                               rtol=1e-5)
+    for rank, figures in enumerate(vertex["extra"]["rank_data"]):
+        assert len(figures["input_steps_held"]) <= KEEP_STEPS < SNAPSHOTS - 1, f"rank {rank}"
