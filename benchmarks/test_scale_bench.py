@@ -1,4 +1,5 @@
-"""Peak memory of `dgbench prepare amlsim` at the issue's scale (AMLSim 1M accounts, 200 steps, 124M rows).
+"""Scale benchmarks: peak memory of `dgbench prepare amlsim` at the issue's scale (AMLSim 1M accounts, 200
+steps, 124M rows), and per-rank wall, CPU and peak RSS of `snapshot` runs on growing snapshot stores.
 
 The issue asks that a 124M-edge AMLSim run prepares within 24 GiB. A folder in the 2019 sample layout
 (`transactions.csv` = sourceNodeId,targetNodeId,value,time with CRLF, `nodes.csv` with SAR flags) is
@@ -6,6 +7,13 @@ generated in blocks, then prepared in a fresh subprocess whose high-water RSS (V
 Rows: DGBENCH_BENCH_SCALE_ROWS (default DGBENCH_BENCH_ROWS, else 10,000,000); the full-scale check is
 
     DGBENCH_BENCH_SCALE_ROWS=124000000 .venv/bin/pytest benchmarks/test_scale_bench.py --benchmark-disable -s
+
+The snapshot sweep (:func:`test_snapshot_rank_memory_sweep`) trains one epoch of cdgcn under `snapshot`
+at P = 1, 2, 4 on esdg-random stores of growing N (T = 16, 3 edges per vertex per snapshot; the quick
+pass: two small stores, P = 1 and 2; DGBENCH_BENCH_SWEEP_NODES=16384,65536 picks the sizes) and prints
+each rank's peak RSS above a bare interpreter's, its ratio to P = 1's (goals 0.55 at P = 2 and 0.30 at
+P = 4, ideal 0.5 / 0.25), the store bytes each rank read, and the log-log slopes of wall time and P = 1
+memory against the edges (goal: 1.05 at most).
 """
 from __future__ import annotations
 
@@ -75,3 +83,81 @@ def test_prepare_amlsim_peak_memory(benchmark, amlsim_folder: Path, tmp_path: Pa
           f"peak RSS {figures['peak_rss_bytes'] / 2**30:.2f} GiB ({figures['peak_rss_bytes'] / ROWS:.0f} B/row)")
     assert store.num_edges == ROWS and store.num_snapshots == STEPS
     assert figures["peak_rss_bytes"] < LIMIT_BYTES
+
+
+QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))
+SWEEP_NODES = [int(n) for n in os.environ.get("DGBENCH_BENCH_SWEEP_NODES", "").split(",") if n] or \
+    ([1_024, 4_096] if QUICK else [16_384, 65_536, 262_144])
+SWEEP_WORLDS = (1, 2) if QUICK else (1, 2, 4)
+SWEEP_SNAPSHOTS = 8 if QUICK else 16
+RANK_IMPORTS = "import torch, zarr, trainers.experiment, trainers.discrete.family"
+MEMORY_GOALS = {2: 0.55, 4: 0.30}
+
+
+def interpreter_rss() -> int:
+    """Peak RSS of a fresh interpreter that imported what a rank imports (the floor every rank pays)."""
+    code = f"{RANK_IMPORTS}\nfrom dgbench.memory import peak_rss_bytes\nprint(peak_rss_bytes())"
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def train_snapshot(store: Path, world: int, out: Path) -> dict:
+    """One epoch of cdgcn under `snapshot` on ``world`` ranks: wall and CPU seconds (ranks included) and the
+    record's per-rank figures."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "dgbench", "--quiet", "run", "--scheme", "snapshot", "--model", "cdgcn",
+                    "--dataset", str(store), "--nproc", str(world), "--epochs", "1", "--out", str(out)],
+                   check=True, capture_output=True, env={**os.environ, "DGBENCH_QUIET": "1"})
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    record = json.loads(out.read_text())
+    return {"wall_s": wall, "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
+            "epoch_s": record["epochs"][-1]["time_s"], "ranks": record["extra"]["rank_data"]}
+
+
+def log_log_slope(x: list[float], y: list[float]) -> float:
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0]) if len(x) > 1 else float("nan")
+
+
+def _print_row(row: dict, goal: float | None) -> None:
+    above = " ".join(f"{a:.0f}" for a in row["above_mib"])
+    target = "" if goal is None else f" (goal {goal})"
+    read = max(rank["store_bytes_read"] for rank in row["ranks"]) / 2**20
+    print(f"{row['nodes']:>8} {row['edges']:>10} {row['world']:>2} {row['wall_s']:>7.1f} {row['cpu_s']:>7.1f} "
+          f"{row['epoch_s']:>7.2f}  {above:<28} {row['ratio']:>5.2f}{target:<12} {read:>8.1f}")
+
+
+def test_snapshot_rank_memory_sweep(benchmark, tmp_path: Path) -> None:
+    from generators.esdg_random import build
+    floor = interpreter_rss()
+
+    def sweep() -> list[dict]:
+        rows = []
+        for nodes in SWEEP_NODES:
+            store = build(out=tmp_path / f"r{nodes}.zarr", nodes=nodes, snapshots=SWEEP_SNAPSHOTS, edge_factor=3.0,
+                          seed=0)
+            for world in SWEEP_WORLDS:
+                figures = train_snapshot(store, world, tmp_path / f"r{nodes}-p{world}.json")
+                rows.append({"nodes": nodes, "edges": nodes * 3 * SWEEP_SNAPSHOTS, "world": world, **figures})
+        return rows
+
+    rows = benchmark.pedantic(sweep, rounds=1, iterations=1)
+    print(f"\nsnapshot / cdgcn, one epoch; rank memory above a bare interpreter's ({floor / 2**20:.0f} MiB)")
+    print(f"{'N':>8} {'edges':>10} {'P':>2} {'wall s':>7} {'cpu s':>7} {'epoch s':>7}  "
+          f"{'rank peak RSS above, MiB':<28} {'ratio':>5}{'':<12} {'read MiB':>8}")
+    one_rank: dict[int, float] = {}
+    for row in rows:
+        above = [max(rank["peak_rss_bytes"] - floor, 1) / 2**20 for rank in row["ranks"]]
+        one_rank.setdefault(row["nodes"], above[0])
+        row.update(above_mib=above, ratio=max(above) / one_rank[row["nodes"]])
+        _print_row(row, MEMORY_GOALS.get(row["world"]))
+    singles = [row for row in rows if row["world"] == 1]
+    edges = [row["edges"] for row in singles]
+    slopes = {"wall": log_log_slope(edges, [row["wall_s"] for row in singles]),
+              "epoch": log_log_slope(edges, [row["epoch_s"] for row in singles]),
+              "memory": log_log_slope(edges, [row["above_mib"][0] for row in singles])}
+    print("log-log slopes against the edges at P = 1 (goal <= 1.05): "
+          + ", ".join(f"{name} {value:.2f}" for name, value in slopes.items()))
+    benchmark.extra_info.update(interpreter_rss_bytes=floor, rows=rows, slopes=slopes)
+    assert all(len(row["ranks"]) == row["world"] for row in rows)

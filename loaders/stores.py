@@ -204,11 +204,28 @@ def write_stream(prepared: PreparedEvents, out: Path, *, provenance: dict[str, A
 
 def _count_stream_duplicates(prepared: PreparedEvents) -> int:
     """Events identical to another in (src, dst, t): kept in a stream (they are distinct interactions)."""
-    key = prepared.src.astype(np.int64) * prepared.num_nodes + prepared.dst
-    order = np.lexsort((key, prepared.t))  # t is already sorted: this orders each equal-time run by pair
+    return count_repeated_events(prepared.src, prepared.dst, prepared.t, prepared.num_nodes)
+
+
+def count_repeated_events(src: np.ndarray, dst: np.ndarray, t: np.ndarray, num_nodes: int) -> int:
+    """How many events repeat an earlier one's (src, dst, t). In a time-sorted stream repeats share a run
+    of equal times, so (run index, src · N + dst) packed into one int64 and one sort of it count them
+    exactly; an unsorted stream, or one whose packed key could overflow, takes the two-key lexsort."""
+    if len(t) < 2:
+        return 0
+    key = src.astype(np.int64) * num_nodes + dst
+    new_time = t[1:] != t[:-1]
+    pairs = int(num_nodes) ** 2  # a Python int: no overflow in the check
+    if bool((t[1:] >= t[:-1]).all()) and int(np.count_nonzero(new_time)) < np.iinfo(np.int64).max // pairs:
+        packed = np.concatenate([[0], np.cumsum(new_time, dtype=np.int64)])
+        packed *= pairs
+        packed += key
+        packed.sort()
+        return int(np.count_nonzero(packed[1:] == packed[:-1]))
+    order = np.lexsort((key, t))
     key = key[order]
     same = key[1:] == key[:-1]
-    same &= prepared.t[order][1:] == prepared.t[order][:-1]
+    same &= t[order][1:] == t[order][:-1]
     return int(np.count_nonzero(same))
 
 

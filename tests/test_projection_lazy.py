@@ -13,7 +13,7 @@ from trainers.projection.dryrun import dry_run, partition_problem
 from trainers.projection.lazydata import LazyDiscreteData, LazySteps, lazy_partition_problem
 from dgbench.registry import SCHEMES, load_plugins
 from trainers.config import RunConfig
-from trainers.discrete.data import TRAIN
+from trainers.discrete.data import TRAIN, DiscreteData
 from trainers.experiment import family_hooks, resolve
 
 load_plugins("trainers")
@@ -34,7 +34,7 @@ def _config(store: Path, scheme: str, world: int, model: str = "cdgcn", **extra)
 
 def test_lazy_data_holds_the_same_numbers_as_the_whole_data(store):
     run = resolve(_config(store, "single", 1))
-    whole, lazy = family_hooks("discrete").partition_problem(run), lazy_partition_problem(run)
+    whole, lazy = DiscreteData(store, seed=7), lazy_partition_problem(run)
     assert isinstance(lazy, LazyDiscreteData) and not isinstance(whole, LazyDiscreteData)
     assert lazy.num_steps == whole.num_steps == len(lazy.adjacency)
     for t in range(whole.num_steps):

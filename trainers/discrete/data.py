@@ -1,8 +1,9 @@
 """Host-side data of a discrete-time run: normalised snapshots, input features, link-prediction pairs.
 
-Every rank builds the same :class:`DiscreteData` from the store (reading is cheap next to
-training), so rank-independent quantities — Ã_t, the precomputed first-layer Ã_t X_t (ESDG §5.5),
-the sampled pairs — are bit-identical everywhere without communication.
+Every rank computes rank-independent quantities — Ã_t, the precomputed first-layer Ã_t X_t (ESDG §5.5),
+the sampled pairs — from the store itself, so they are bit-identical everywhere without communication.
+:class:`DiscreteData` builds every step; a rank of a raw run builds only the steps its placement reads
+(:class:`trainers.projection.lazydata.RankDiscreteData`, the same arithmetic per step).
 
 Protocols. Whole sequence (ESDG §6.4, ``group_length`` 0): one pass over every input step, the
 recurrent state carried from step 0, a loss at every training step. Snapshot groups (BLAD §3.1, Eq.
@@ -24,13 +25,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from dgbench.errors import DgbenchError
 from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
-from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
+from dgbench.store import SNAPSHOTS, Snapshot, SnapshotStore, open_store
 from loaders.smoothing import M_PRODUCT, RAW, smooth_adjacencies, window_mean
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import pair_id
@@ -144,6 +146,7 @@ class DiscreteData:
         self.fixed_training_pairs = fixed_training_pairs  # ESDG §6.4: one training set, drawn once
         self.num_nodes = store.num_nodes
         self.num_steps = store.num_snapshots - 1  # input snapshots; the last one is only a target
+        self.store_bytes_read = 0  # bytes of the snapshot arrays read from the store (src, dst, weight)
         self.target_keys: dict[int, np.ndarray] = {}
         self._read_inputs_and_targets()
         self.first_layer_input = self._precompute_first_aggregation()
@@ -154,6 +157,21 @@ class DiscreteData:
     def nonzeros_per_step(self) -> np.ndarray:
         """Nonzeros of every input step's normalised Ã_t (the edges a layer aggregates)."""
         return np.array([a.val.size for a in self.adjacency], np.int64)
+
+    def read_snapshot(self, t: int) -> Snapshot:
+        """Snapshot t from the store, its bytes counted in ``store_bytes_read``."""
+        snap = self.store.snapshot(t)
+        self.store_bytes_read += sum(a.nbytes for a in (snap.src, snap.dst, snap.weight) if a is not None)
+        return snap
+
+    def steps_held(self) -> list[int]:
+        """The input steps whose Ã_t this data holds (every one)."""
+        return list(range(self.num_steps))
+
+    def figures(self) -> dict[str, Any]:
+        """What this rank read from the store and built, for the record's per-rank entries."""
+        return {"store_bytes_read": int(self.store_bytes_read), "input_steps_held": self.steps_held()}
+
     def _read_inputs_and_targets(self) -> None:
         """Inputs (Ã_t, degree features) of steps 0..T-2, smoothed when the run pairs its model with a
         smoothing (ESDG Table 1, §5.4: TM-GCN's features are M-averaged too), and targets (edges of
@@ -162,7 +180,7 @@ class DiscreteData:
         n, steps = self.num_nodes, self.num_steps
         raw: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
         self.degree_features: list[np.ndarray] = []
-        for snap in self.store.snapshots():
+        for snap in map(self.read_snapshot, range(self.store.num_snapshots)):
             if snap.index >= 1:
                 self.target_keys[snap.index] = np.unique(snap.src.astype(np.int64) * n + snap.dst)
             if snap.index < steps:

@@ -18,6 +18,7 @@ import torch
 
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
+from dgbench.memory import peak_rss_bytes
 from dgbench.options import Options, option
 from dgbench.records import build_record, dataset_entry
 from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
@@ -122,12 +123,16 @@ def is_baseline(run: ResolvedRun) -> bool:
 
 
 def _data(run: ResolvedRun) -> DiscreteData:
+    """This rank's data: raw inputs are built step by step as the placement reads them (a rank holds only
+    its own steps), smoothed ones whole (a smoothing mixes a window of steps)."""
+    from trainers.projection.lazydata import RankDiscreteData, lazy_supported
     task = run.task
     assert isinstance(task, TaskOptions)
-    data = DiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed, group_length=task.group_length,
-                        fingerprint=run.fingerprint,
-                        smoothing=smoothing_of(run), smoothing_window=task.smoothing_window,
-                        fixed_training_pairs=task.paper_protocol)
+    smoothing = smoothing_of(run)
+    kind = RankDiscreteData if lazy_supported(smoothing) else DiscreteData
+    data = kind(run.config.dataset, theta=task.theta, seed=run.config.seed, group_length=task.group_length,
+                fingerprint=run.fingerprint, smoothing=smoothing, smoothing_window=task.smoothing_window,
+                fixed_training_pairs=task.paper_protocol)
     # validation and test pairs: the run's fixed evaluation sets (none under node classification: its labels)
     data.evaluation = _evaluation(run) if task.task != NODE_CLASSIFICATION else []
     return data
@@ -180,6 +185,7 @@ def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
                                                     trainer.data.split_pairs(TRAIN, run.config.epochs - 1))
     if predicted is not None:  # the last training epoch's, all ranks together, by tag
         extra["predicted_comm_elements"] = predicted
+    extra["rank_data"] = {**trainer.data.figures(), "peak_rss_bytes": peak_rss_bytes()}
     return {"epochs": figures, "extra": extra, "device": str(ctx.device), "backend": ctx.backend,
             "world_size": ctx.world_size}
 
@@ -205,6 +211,8 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
     assert isinstance(store, SnapshotStore)
     epochs = merge_rank_epochs([r["epochs"] for r in per_rank])
     extra = dict(per_rank[0]["extra"])
+    if "rank_data" in extra:  # each rank's store reads, steps held and peak memory after training
+        extra["rank_data"] = [r["extra"]["rank_data"] for r in per_rank]
     by_epoch = [r["extra"].get("transfer_bytes_by_epoch") for r in per_rank]
     if any(by_epoch):  # streamed runs: every rank moves its own steps, so the job's bytes are the sum
         first = next(rank for rank in by_epoch if rank)

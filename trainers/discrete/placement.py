@@ -226,6 +226,7 @@ class TimePlacement(Placement):
         if not streamed:
             timer = PhaseTimer(ctx.device)
             self.resident = {b: self._load(b, timer) for b in range(len(self.blocks))}
+            self.mover.release_host_copies()  # moved once: the resident views hold what the rank needs
 
     def local_ranges(self, block: range) -> list[tuple[int, int]]:
         return split_range(block.start, block.stop, self.ctx.world_size)
@@ -414,6 +415,8 @@ class VertexPlacement(Placement):
                  report: dict[str, Any] | None = None):
         super().__init__(ctx, data, blocks)
         self.owner, self.method, self.report = owner.astype(np.int64), method, report or {}
+        if hasattr(data, "keep_recent_steps_only"):  # built per step: a rank keeps its own rows, not the steps
+            data.keep_recent_steps_only()
         self.plan = build_halo_plan(input_edges(data), self.owner, ctx.world_size)
         self.own = self.plan.owned[ctx.rank]
         self.vertex_rows = len(self.own)
@@ -432,22 +435,25 @@ class VertexPlacement(Placement):
         send_splits = [sum(len(v) for v in per_step) for per_step in outgoing]
         recv_splits = [sum(len(v) for v in per_step) for per_step in incoming]
         device = self.ctx.device
-        first = np.ascontiguousarray(self.data.first_layer_input[block.start:block.stop][:, own])
-        features = np.stack([self.data.degree_features[t][own] for t in block])
-        return HaloBlock(SparseOperator(self._local_operator(block, incoming).to_torch(device)),
+        operator, first, features = self._local_operator(block, incoming)
+        return HaloBlock(SparseOperator(operator.to_torch(device)),
                          torch.from_numpy(send_index.astype(np.int64)).to(device), send_splits, recv_splits,
                          torch.from_numpy(first).to(device), torch.from_numpy(features).to(device))
 
-    def _local_operator(self, block: range, incoming: list[list[np.ndarray]]) -> CsrArrays:
+    def _local_operator(self, block: range, incoming: list[list[np.ndarray]]
+                        ) -> tuple[CsrArrays, np.ndarray, np.ndarray]:
         """Block-diagonal Ã over the block's steps: rows = own vertices per step, columns = the
-        flattened own rows [steps * own] followed by the received halo rows in arrival order."""
+        flattened own rows [steps * own] followed by the received halo rows in arrival order; with the
+        own rows of Ã X⁰ and X⁰, [steps, own, F] each (every step's data read once, in step order)."""
         rank, own, steps = self.ctx.rank, self.own, len(block)
         arrived = [sum(len(v) for v in per_step) for per_step in incoming]
         source_start = np.r_[0, np.cumsum(arrived)] + steps * len(own)
         step_start = [np.r_[0, np.cumsum([len(v) for v in per_step])] for per_step in incoming]
-        rowptr, cols, vals = [np.zeros(1, np.int64)], [], []
+        rowptr, cols, vals, first, features = [np.zeros(1, np.int64)], [], [], [], []
         for i, t in enumerate(block):
             a = self.data.adjacency[t]
+            first.append(self.data.first_layer_input[t][own])
+            features.append(self.data.degree_features[t][own])
             lengths = np.diff(a.rowptr)[own]
             entries = np.repeat(a.rowptr[own] - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(lengths.sum())
             src = np.asarray(a.col)[entries].astype(np.int64)
@@ -459,8 +465,9 @@ class VertexPlacement(Placement):
             rowptr.append(rowptr[-1][-1] + np.cumsum(lengths))
             cols.append(column)
             vals.append(a.val[entries])
-        return CsrArrays(np.concatenate(rowptr), np.concatenate(cols), np.concatenate(vals),
-                         (steps * len(own), steps * len(own) + sum(arrived)))
+        return (CsrArrays(np.concatenate(rowptr), np.concatenate(cols), np.concatenate(vals),
+                          (steps * len(own), steps * len(own) + sum(arrived))),
+                np.ascontiguousarray(np.stack(first)), np.stack(features))
 
     def _needed(self, t: int, receiver: int, sender: int) -> np.ndarray:
         """Vertices of ``sender`` whose rows ``receiver`` needs at step t, ascending."""

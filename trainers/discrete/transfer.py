@@ -103,6 +103,11 @@ class SnapshotMover:
         self._host: dict[tuple[str, int], tuple[torch.Tensor, ...]] = {}  # pinned payloads, built once
         self.bytes_by_mode = {BASE: 0, GRAPH_DIFFERENCE: 0, f"{BASE}_{CSR}": 0, f"{GRAPH_DIFFERENCE}_{CSR}": 0}
 
+    def release_host_copies(self) -> None:
+        """Drop the host payloads kept for later moves (a placement that keeps its snapshots resident moves
+        each once)."""
+        self._host.clear()
+
     @property
     def bytes_moved(self) -> int:
         return self.bytes_by_mode[self.mode]

@@ -1,7 +1,9 @@
-"""The dry run's discrete data: :class:`~trainers.discrete.data.DiscreteData` built step by step on demand.
+"""Discrete data built step by step on demand: the dry run's and a real rank's.
 
-A real run's ranks each hold the whole :class:`~trainers.discrete.data.DiscreteData` (every step's Ã_t,
-Ã_t X_t frames, degree features and target keys). A dry run needs far less: the partition, the sizes
+:class:`~trainers.discrete.data.DiscreteData` builds every step's Ã_t, Ã_t X_t frames, degree features and
+target keys. A real rank needs only the steps its placement reads (:class:`RankDiscreteData`: each step
+built on first use and kept, so a ``snapshot`` rank holds its own steps; docs/schemes.md). A dry run needs
+far less: the partition, the sizes
 (per-step nonzeros of Ã_t, N, T) and rank 0's own steps for its probe forward. At ESDG's weak-scaling
 size for P = 128 (N = 2^21, T = 256, f = 3: 1.6 B input edges) the whole data is ~70 GiB, so the dry
 run builds this subclass instead: the same per-step arithmetic (:func:`~dgbench.models.sparse.gcn_normalize`,
@@ -31,9 +33,10 @@ KEEP_STEPS = 4  # steps kept per lazy sequence: a rank's block, and a mover's pr
 
 
 class LazySteps(Sequence):
-    """``count`` per-step values, ``compute(t)`` on access; the ``keep`` most recently used are kept."""
+    """``count`` per-step values, ``compute(t)`` on access; the ``keep`` most recently used are kept
+    (``keep`` None: every value computed is kept)."""
 
-    def __init__(self, count: int, compute: Callable[[int], Any], keep: int = KEEP_STEPS):
+    def __init__(self, count: int, compute: Callable[[int], Any], keep: int | None = KEEP_STEPS):
         self.count, self.compute, self.keep = count, compute, keep
         self._cache: OrderedDict[int, Any] = OrderedDict()
 
@@ -50,9 +53,19 @@ class LazySteps(Sequence):
             return self._cache[t]
         value = self.compute(t)
         self._cache[t] = value
-        while len(self._cache) > self.keep:
+        while self.keep is not None and len(self._cache) > self.keep:
             self._cache.popitem(last=False)
         return value
+
+    def keep_only(self, keep: int | None) -> None:
+        """From now on keep the ``keep`` most recently used values (None: all); drops the older ones."""
+        self.keep = keep
+        while keep is not None and len(self._cache) > keep:
+            self._cache.popitem(last=False)
+
+    def held(self) -> list[int]:
+        """The steps whose values are held now, ascending."""
+        return sorted(self._cache)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -98,7 +111,7 @@ class LazyTargets(dict):
     def __missing__(self, t: int) -> np.ndarray:
         if t not in self._steps:
             raise KeyError(t)
-        snap = self.data.store.snapshot(t)
+        snap = self.data.read_snapshot(t)
         return np.unique(snap.src.astype(np.int64) * self.data.num_nodes + snap.dst)
 
     def __contains__(self, t: object) -> bool:
@@ -145,13 +158,16 @@ class LazyDiscreteData(DiscreteData):
     """:class:`~trainers.discrete.data.DiscreteData` whose per-step arrays are computed on access (see the
     module docstring). Same constructor; refuses smoothed inputs (:func:`lazy_supported`)."""
 
+    keep_steps: int | None = KEEP_STEPS  # per-step values kept per lazy sequence
+
     def _read_inputs_and_targets(self) -> None:
         if not lazy_supported(self.smoothing):
             raise ValueError(f"LazyDiscreteData: smoothing {self.smoothing!r} mixes steps; build DiscreteData")
         steps = self.num_steps
+        self._last_input: Any = None
         self.target_keys = LazyTargets(self)
-        self.degree_features = LazySteps(steps, self._degree_features)
-        self.adjacency = LazySteps(steps, self._normalised)
+        self.degree_features = LazySteps(steps, self._degree_features, self.keep_steps)
+        self.adjacency = LazySteps(steps, self._normalised, self.keep_steps)
         self.raw_edges_per_step = self.store.edges_per_snapshot()[:steps].astype(np.int64)
         self.edges_per_step = self.raw_edges_per_step.copy()  # raw inputs: the model aggregates every stored edge
         self._nnz: np.ndarray | None = None
@@ -159,13 +175,19 @@ class LazyDiscreteData(DiscreteData):
     # the two readers below repeat DiscreteData's per-step arithmetic for one step (tests/test_projection_lazy.py
     # holds them equal to it)
     def _degree_features(self, t: int) -> np.ndarray:
-        snap, n = self.store.snapshot(t), self.num_nodes
+        snap, n = self._input_snapshot(t), self.num_nodes
         return np.stack([np.bincount(snap.dst, minlength=n), np.bincount(snap.src, minlength=n)],
                         axis=1).astype(np.float32)
 
     def _normalised(self, t: int) -> CsrArrays:
-        snap = self.store.snapshot(t)
+        snap = self._input_snapshot(t)
         return gcn_normalize(snap.src, snap.dst, snap.weight, self.num_nodes)
+
+    def _input_snapshot(self, t: int) -> Any:
+        """Input snapshot t; the last one read is kept, so a step's Ã_t and degree features read it once."""
+        if self._last_input is None or self._last_input.index != t:
+            self._last_input = self.read_snapshot(t)
+        return self._last_input
 
     def _first_frame(self, t: int) -> np.ndarray:
         a, x = self.adjacency[t], self.degree_features[t]
@@ -174,7 +196,8 @@ class LazyDiscreteData(DiscreteData):
         return (matrix @ torch.from_numpy(x.astype(np.float64))).numpy().astype(np.float32)
 
     def _precompute_first_aggregation(self) -> Any:
-        return LazyFrames(LazySteps(self.num_steps, self._first_frame), self.num_nodes, self.in_features)
+        return LazyFrames(LazySteps(self.num_steps, self._first_frame, self.keep_steps), self.num_nodes,
+                          self.in_features)
 
     def nonzeros_per_step(self) -> np.ndarray:
         """Nonzeros of every step's Ã_t (distinct (dst, src) entries and the N self loops), one streaming pass."""
@@ -182,11 +205,30 @@ class LazyDiscreteData(DiscreteData):
             n = np.int64(self.num_nodes)
             loops = np.arange(n, dtype=np.int64) * (n + 1)
             counts = []
-            for snap in self.store.snapshots(0, self.num_steps):
+            for snap in map(self.read_snapshot, range(self.num_steps)):
                 keys = np.sort(np.r_[snap.dst.astype(np.int64) * n + snap.src, loops])  # a sort: np.unique hashes,
                 counts.append(int((keys[1:] != keys[:-1]).sum()) + 1)  # ~20x slower here
             self._nnz = np.array(counts, np.int64)
         return self._nnz
+
+
+class RankDiscreteData(LazyDiscreteData):
+    """A real rank's :class:`~trainers.discrete.data.DiscreteData`: each step's Ã_t, degree features and
+    Ã_t X_t frame built on first use and kept, so the rank reads and holds only the steps its placement
+    asks for (a ``snapshot`` rank: its local step ranges). The target keys of every step are read for
+    the pair sampling (the draws of all steps share one generator) but not kept beyond the concatenated
+    keys of each split. Raw inputs only (:func:`lazy_supported`)."""
+
+    keep_steps = None
+
+    def steps_held(self) -> list[int]:
+        return self.adjacency.held()
+
+    def keep_recent_steps_only(self) -> None:
+        """Keep a few recently built steps instead of all: for placements that copy out what they need of
+        each step (a ``vertex`` rank: its own rows), so the rank never holds every step at once."""
+        for steps in (self.adjacency, self.degree_features, self.first_layer_input.steps):
+            steps.keep_only(KEEP_STEPS)
 
 
 def lazy_partition_problem(run: Any) -> DiscreteData:

@@ -1,0 +1,31 @@
+"""The stream prepare's count of repeated events (loaders/stores.py): one sort of a packed key, exactly the
+count of events that repeat an earlier (src, dst, t), on sorted and unsorted streams alike."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from loaders.stores import count_repeated_events
+
+
+def brute_force(src: np.ndarray, dst: np.ndarray, t: np.ndarray) -> int:
+    return len(t) - len(set(zip(src.tolist(), dst.tolist(), t.tolist())))
+
+
+@pytest.mark.parametrize("time_sorted", [True, False])
+@pytest.mark.parametrize("nodes", [7, 3_000_000_000])  # the second packs past int64: the lexsort path
+def test_repeated_events_are_counted_exactly(time_sorted, nodes):
+    rng = np.random.default_rng(1)
+    src, dst = rng.integers(0, min(nodes, 7), 4000), rng.integers(0, min(nodes, 7), 4000)
+    t = rng.integers(0, 50, 4000).astype(np.float64)
+    if time_sorted:
+        t = np.sort(t)
+    expected = brute_force(src, dst, t)
+    assert expected > 0
+    assert count_repeated_events(src, dst, t, nodes) == expected
+
+
+def test_a_stream_without_repeats_counts_none():
+    t = np.array([0.0, 0.0, 1.0, 1.0])
+    assert count_repeated_events(np.array([0, 1, 0, 0]), np.array([1, 0, 1, 2]), t, 3) == 0
+    assert count_repeated_events(np.array([0]), np.array([1]), np.array([0.0]), 3) == 0
