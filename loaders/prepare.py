@@ -17,7 +17,6 @@ import click
 
 from dgbench.errors import DgbenchError
 from dgbench.files import scratch_dir
-from dgbench.progress import is_quiet
 from dgbench.registry import register_preparer
 from loaders import amlsim, edgelists, jodie, tgl, tgn  # noqa: F401  (register the format families)
 from loaders.download import RemoteFile, default_cache_dir, fetch
@@ -183,7 +182,7 @@ def _report_repairs(prepared: PreparedEvents, member: str | None = None) -> None
         notes.append(f"{prepared.rows_out_of_order:,} rows were out of time order (sorted stably)")
     if prepared.source.rows_dropped:
         notes.append(f"{prepared.source.rows_dropped:,} cut-off last line dropped")
-    if notes and not is_quiet():
+    if notes:  # what was done to the data is said even under --quiet (which turns progress bars off)
         click.echo(f"note: {prepared.source.source_file.name}: {'; '.join(notes)}", err=True)
 
 

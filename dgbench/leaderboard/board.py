@@ -185,13 +185,13 @@ def ranking_problem(track: str, record: dict[str, Any], registered: dict[str, An
     clean (tracks.timing_problems: evidence, no contention, enough timed epochs, a stable spread)."""
     from dgbench.leaderboard.evaluation import evaluation_problem
     from dgbench.leaderboard.fallbacks import fallback_partitioner_reason
+    fallback = fallback_partitioner_reason(record)
+    if fallback:
+        return fallback
     if registered is None:
         return None
     if reproduction is not None and reproduction.get("verdict") != REPRODUCED:
         return f"failed verification ({reproduction.get('failed')})"
-    fallback = fallback_partitioner_reason(record)
-    if fallback:
-        return fallback
     if track == "accuracy":
         return evaluation_problem(record, registered)
     if track in TIMED_TRACKS:

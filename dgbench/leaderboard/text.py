@@ -22,8 +22,10 @@ def terminal_width(default: int = 120) -> int:
 
 
 def fitted_table(header: list[str], rows: list[list[str]], width: int) -> str:
-    """Left-aligned columns in blocks no wider than ``width``; each block repeats the first column."""
-    table = [header, *rows]
+    """Left-aligned columns in blocks no wider than ``width``; each block repeats the first column. A cell
+    too long for any block (a reason why a row is not ranked) is cut with '…': the pages hold it whole."""
+    limit = max(8, width // 2 - 2)
+    table = [[cell if len(cell) <= limit else cell[:limit - 1] + "…" for cell in row] for row in [header, *rows]]
     widths = [max(len(row[c]) for row in table) for c in range(len(header))]
     blocks: list[list[int]] = []
     current: list[int] = []
