@@ -137,11 +137,13 @@ def column(table: dict, index: int, numeric: bool) -> list:
 
 
 def test_page_renders_and_sorts_in_chromium(page: Path):
+    from dgbench.leaderboard.tables import THROUGHPUT_COLUMNS
+    speed = THROUGHPUT_COLUMNS.index("Throughput")
     initial = PageDom(page.read_text()).tables["throughput-official"]
-    initial_speeds = column(initial, 5, numeric=True)
+    initial_speeds = column(initial, speed, numeric=True)
     assert initial_speeds != sorted(initial_speeds, reverse=True)  # so the sort below has work to do
 
-    dom = PageDom(run_chromium(page, "--dump-dom", fragment="#sort=throughput-official:5:desc"))
+    dom = PageDom(run_chromium(page, "--dump-dom", fragment=f"#sort=throughput-official:{speed}:desc"))
     assert dom.body.get("data-ready") == "1", "the page's script did not run"
     assert int(dom.body["data-images-total"]) == 2
     assert dom.body["data-images-loaded"] == dom.body["data-images-total"], "an embedded plot did not decode"
@@ -149,10 +151,10 @@ def test_page_renders_and_sorts_in_chromium(page: Path):
             "time-to-quality-official"} <= set(dom.tables)
     assert "<th" in page.read_text() and "Test MRR" in page.read_text()  # the accuracy tables' rank column
     table = dom.tables["throughput-official"]
-    speeds = column(table, 5, numeric=True)
+    speeds = column(table, speed, numeric=True)
     assert speeds == sorted(initial_speeds, reverse=True)
-    assert table["attrs"]["data-sort-col"] == "5" and table["attrs"]["data-sort-dir"] == "desc"
-    assert table["headers"][5] == "desc"
+    assert table["attrs"]["data-sort-col"] == str(speed) and table["attrs"]["data-sort-dir"] == "desc"
+    assert table["headers"][speed] == "desc"
 
     dump = run_chromium(page, "--dump-dom", fragment="#sort=scaling-official:3:asc")  # text column, 2 clicks
     dom = PageDom(dump)
