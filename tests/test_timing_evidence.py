@@ -212,3 +212,14 @@ def test_single_and_snapshot_at_one_rank_do_the_same_work_and_the_board_ranks_th
     for record in records.values():
         assert record["timing"]["timed_epochs"] == 5
         assert run_figures(record).throughput == pytest.approx(record["timing"]["throughput"]["median"])
+
+
+def test_a_contended_run_says_so_in_its_summary_and_why_on_the_line_before(tmp_path):
+    from trainers.cli import _contention_reason, _summary
+    record = _contended_copy(make_record(epochs=6, scheme="snapshot", epoch_seconds=0.5))
+    record["timing"] = timing_summary(record["epochs"], 1)
+    assert _summary(record, tmp_path / "r.json").endswith("CONTENDED")
+    assert "not ranked on throughput/scaling" in _contention_reason(record)
+    quiet = make_record(epochs=6, scheme="snapshot", epoch_seconds=0.5)
+    quiet["timing"] = timing_summary(quiet["epochs"], 1)
+    assert "CONTENDED" not in _summary(quiet, tmp_path / "q.json") and _contention_reason(quiet) is None

@@ -109,11 +109,17 @@ def _summary(record: dict[str, Any], path: Path) -> str:
 
 
 def _contention_note(record: dict[str, Any]) -> str:
-    """'CONTENDED (reason; ...)' when the run's timing was contended (dgbench/timing.py), else nothing."""
+    """'CONTENDED' when the run's timing was contended (dgbench/timing.py), else nothing (the reason is the line
+    before the summary: :func:`_contention_reason`)."""
+    return "CONTENDED" if (record.get("timing") or {}).get("contended") else ""
+
+
+def _contention_reason(record: dict[str, Any]) -> str | None:
+    """The line that says why a contended run is not ranked on the throughput and scaling tracks."""
     timing = record.get("timing") or {}
     if not timing.get("contended"):
-        return ""
-    return f"CONTENDED ({timing['reasons'][0]}; not ranked on throughput/scaling)"
+        return None
+    return f"contended: {timing['reasons'][0]}; not ranked on throughput/scaling (leaderboards/RULES.md)"
 
 
 def _announce_tracks(config: RunConfig) -> None:
@@ -142,6 +148,9 @@ def _run_command() -> "RunCommand":
                 continue
             if as_json:
                 click.echo(json.dumps(json.loads(path.read_text()), sort_keys=True))
+            reason = _contention_reason(record)
+            if reason:
+                click.echo(reason, err=True)
             click.echo(_summary(record, path), err=as_json)
 
     owners = _owners()
