@@ -235,7 +235,7 @@ def host_load(seconds: float = QUIET_CHECK_SECONDS) -> tuple[float, float]:
     start, _ = _host_cpu_seconds()
     time.sleep(seconds)
     end, _ = _host_cpu_seconds()
-    return _ratio(end - start, seconds * cores()), _load_average() / cores()
+    return min(1.0, _ratio(end - start, seconds * cores())), _load_average() / cores()  # ticks overshoot short windows
 
 
 def quiet_problem(seconds: float = QUIET_CHECK_SECONDS) -> str | None:

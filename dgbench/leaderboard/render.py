@@ -127,9 +127,9 @@ body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;
      padding:0 1rem;color:#222}
 h1{margin-bottom:.2rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}
 nav a{margin-right:1rem} .note{color:#666;font-size:.9rem} code{font-size:.9em;background:#f3f3f3;padding:0 .2em}
-table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.74rem}
-th,td{border:1px solid #ddd;padding:.2rem .3rem} td{white-space:nowrap}
-td.wrap{white-space:normal;min-width:5rem;max-width:14rem;overflow-wrap:break-word}
+table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.66rem}
+th,td{border:1px solid #ddd;padding:.15rem .2rem} td{white-space:nowrap}
+td.wrap{white-space:normal;min-width:3rem;max-width:10rem;overflow-wrap:break-word}
 td.setup{min-width:8rem;overflow-wrap:anywhere}
 th{background:#f3f3f3;cursor:pointer;user-select:none;position:sticky;top:0;vertical-align:bottom}
 th:hover{background:#e6eefc} td.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -203,7 +203,8 @@ window.addEventListener("load", () => {
   document.body.dataset.ready = "1";
 });
 """
-WRAPPED_COLUMNS = frozenset({"Setup", "Dataset", "Base"})  # free text: wraps instead of widening the table
+WRAPPED_COLUMNS = frozenset({"Setup", "Dataset", "Base", "Not ranked", "Hardware", "Reproduced", "Code", "Scheme",
+                             "Model"})  # free text: wraps instead of widening the table
 
 
 def inline_code(text: str) -> str:

@@ -151,7 +151,7 @@ def _title(track: str, section: str) -> str:
 
 
 THROUGHPUT_COLUMNS = ["Dataset", "Model", "Scheme", "Hardware", "World", "Threads", "Throughput", "CV", "Rank",
-                      "Epoch s", "Busy s", "Wait s", "Transfer s", "λ", "Comm MB/epoch", "Peak MB", "Timed epochs",
+                      "Epoch s", "Busy s", "Wait s", "Transfer s", "λ", "Comm MB/epoch", "Peak MB",
                       "Setup", "Code", "Record", "Reproduced", "Not ranked"]
 TEXT_COLUMNS = {"Dataset", "Model", "Scheme", "Hardware", "Setup", "Code", "Record", "Reproduced", "Not ranked"}
 
@@ -187,7 +187,7 @@ def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Tabl
                      number(ranks[group] if ranked else None), number(figures.time_s), number(figures.busy_s),
                      number(figures.wait_s), number(figures.collective_transfer_s), number(figures.balance),
                      number(figures.comm_bytes / MB), number(figures.peak_memory_bytes / MB),
-                     number(figures.timed_epochs), SETUP_PENDING, text(code_label(record)), text(entry.digest[:12]),
+                     SETUP_PENDING, text(code_label(record)), text(entry.digest[:12]),
                      text(reproduced_label(entry.reproduction)), text(entry.unofficial_reason or "")])
         setups.append(run_setup(record))
     note = _fill_setups(rows, THROUGHPUT_COLUMNS.index("Setup"), setups)
