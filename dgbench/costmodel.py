@@ -75,10 +75,8 @@ def save_fitted(path: str | Path, kind: str, payload: dict[str, Any], fit: dict[
     return path
 
 
-def load_fitted(path: str | Path, kind: str, device: torch.device | None = None,
-                allow_other_hardware: bool = False) -> FittedModel:
-    """Read a fitted model of ``kind``; a model fitted on other hardware is refused unless allowed."""
-    path = Path(path)
+def read_document(path: Path) -> dict[str, Any]:
+    """The JSON object of a dgbench cost-model file, whatever its kind or hardware; one line otherwise."""
     try:
         document = json.loads(path.read_text())
     except FileNotFoundError as exc:
@@ -88,6 +86,14 @@ def load_fitted(path: str | Path, kind: str, device: torch.device | None = None,
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         raise DgbenchError(f"{path}: not a dgbench cost-model file (schema {document.get('schema')!r})"
                            if isinstance(document, dict) else f"{path}: not a dgbench cost-model file")
+    return document
+
+
+def load_fitted(path: str | Path, kind: str, device: torch.device | None = None,
+                allow_other_hardware: bool = False) -> FittedModel:
+    """Read a fitted model of ``kind``; a model fitted on other hardware is refused unless allowed."""
+    path = Path(path)
+    document = read_document(path)
     if document.get("version") != VERSION:
         raise DgbenchError(f"{path}: cost-model version {document.get('version')!r}, this dgbench reads {VERSION}")
     if document.get("kind") != kind:

@@ -36,16 +36,9 @@ class FitGroup(click.Group):
 
 def _read_document(path: Path) -> dict:
     """The file's JSON, whatever its kind or hardware (showing a file is not using it)."""
-    from dgbench.costmodel import SCHEMA, document_problem
+    from dgbench.costmodel import document_problem, read_document
     from dgbench.errors import DgbenchError
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise DgbenchError(f"{path}: no such cost-model file") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DgbenchError(f"{path}: not a dgbench cost-model file ({exc})") from exc
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
-        raise DgbenchError(f"{path}: not a dgbench cost-model file")
+    document = read_document(path)
     problem = document_problem(document)
     if problem:
         raise DgbenchError(f"{path}: {problem}")
