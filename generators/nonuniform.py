@@ -103,7 +103,7 @@ def build(out: Path, overwrite: bool = False, nodes: int = 2048, snapshots: int 
         raise DgbenchError(f"--endpoints {endpoints}: choose one of {', '.join(ENDPOINTS)}")
     if instances_per_edge is not None:
         nodes = nodes_for_ratio(instances_per_edge, mean_edges, snapshots, min_presence)
-    params = dict(nodes=nodes, snapshots=snapshots, mean_edges=mean_edges, std_edges=std_edges,
+    params: dict[str, object] = dict(nodes=nodes, snapshots=snapshots, mean_edges=mean_edges, std_edges=std_edges,
                   min_presence=min_presence, seed=seed)
     if instances_per_edge is not None or endpoints != "uniform":  # older stores keep their provenance
         params.update(instances_per_edge=instances_per_edge, endpoints=endpoints, presence="lifetime")
