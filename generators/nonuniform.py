@@ -3,8 +3,9 @@
 Edges per snapshot are drawn from a normal distribution (mean, std knobs); every vertex lives over
 its own interval of snapshots (*lifetime presence*: V_t = the vertices whose lifetime covers t, so
 vertex sequence lengths differ, the load imbalance DGC studies), and edges join only vertices alive in
-that snapshot. The lifetimes are stored (array ``vertex_lifetime``: first and last snapshot per
-vertex), so V_t is the generator's, not only the vertices an edge touches. ``--instances-per-edge R``
+that snapshot. With ``--presence lifetime`` the lifetimes are stored (array ``vertex_lifetime``: first
+and last snapshot per vertex), so V_t is the generator's, not only the vertices an edge touches (the
+default, ``edges``, writes the older store, bit for bit). ``--instances-per-edge R``
 sizes N so that Σ_t |V_t| ≈ R · Σ_t |E_t| (§7.3.1: 5M vertex instances over 2M edges, R = 2.5);
 ``--endpoints communities`` draws endpoints within planted communities, a share ``--mixing`` of
 them across (array ``vertex_community``). See docs/discrete-schemes.md (DGC section).
@@ -24,6 +25,7 @@ from generators.common import generator_provenance, snapshot_rngs
 
 PAPER_INSTANCES_PER_EDGE = 2.5  # DGC §7.3.1: 5M vertices (instances, Σ_t |V_t|) over 2M edges, 100 snapshots
 ENDPOINTS = ("uniform", "communities")
+PRESENCES = ("edges", "lifetime")
 
 OPTIONS = [
     click.Option(["--nodes", "-n"], type=click.IntRange(2), default=2048, show_default=True,
@@ -35,9 +37,12 @@ OPTIONS = [
                  help="Standard deviation of edges per snapshot (the variance knob)."),
     click.Option(["--min-presence"], type=click.FloatRange(0, 1, min_open=True), default=0.2, show_default=True,
                  help="Shortest vertex lifetime as a fraction of T (1 = every vertex always present)."),
+    click.Option(["--presence"], type=click.Choice(PRESENCES), default="edges", show_default=True,
+                 help="lifetime: store the vertex lifetimes (array vertex_lifetime), V_t = the vertices alive "
+                      "at t; edges: store edges only (the older store, V_t by the edges)."),
     click.Option(["--instances-per-edge"], type=click.FloatRange(0, min_open=True), default=None,
-                 help=f"Size N so that Σ_t|V_t| / Σ_t|E_t| is this (DGC §7.3.1: {PAPER_INSTANCES_PER_EDGE}); "
-                      "default: use --nodes."),
+                 help=f"With --presence lifetime: size N so that Σ_t|V_t| / Σ_t|E_t| is this (DGC §7.3.1: "
+                      f"{PAPER_INSTANCES_PER_EDGE}); default: use --nodes."),
     click.Option(["--endpoints"], type=click.Choice(ENDPOINTS), default="uniform", show_default=True,
                  help="Edge ends: uniform over the alive vertices, or within planted communities."),
     click.Option(["--communities"], type=click.IntRange(1), default=16, show_default=True,
@@ -57,11 +62,11 @@ def vertex_lifetimes(nodes: int, snapshots: int, min_presence: float, rng: np.ra
     return first, first + length - 1
 
 
-def nodes_for_ratio(ratio: float, mean_edges: int, snapshots: int, min_presence: float) -> int:
-    """N whose expected instance count Σ_t|V_t| = N · E[lifetime] is ``ratio`` · T · mean edges."""
+def nodes_for_ratio(ratio: float, total_edges: int, snapshots: int, min_presence: float) -> int:
+    """N whose expected instance count Σ_t|V_t| = N · E[lifetime] is ``ratio`` · the edges drawn."""
     shortest = max(1, int(np.ceil(min_presence * snapshots)))
     mean_lifetime = (shortest + snapshots) / 2  # lengths uniform on the integers shortest..T
-    return max(2, int(round(ratio * mean_edges * snapshots / mean_lifetime)))
+    return max(2, int(round(ratio * total_edges / mean_lifetime)))
 
 
 def _uniform_ends(present: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
@@ -97,20 +102,26 @@ def _community_ends(present: np.ndarray, m: int, community: np.ndarray, mixing: 
 @register_preparer("nonuniform", kind="generator", produces="snapshots", options=OPTIONS,
                    summary="DGC non-uniform snapshots (normal edge counts, vertex lifetimes define V_t)")
 def build(out: Path, overwrite: bool = False, nodes: int = 2048, snapshots: int = 32, mean_edges: int = 8192,
-          std_edges: float = 2048.0, min_presence: float = 0.2, instances_per_edge: float | None = None,
-          endpoints: str = "uniform", communities: int = 16, mixing: float = 0.2, seed: int = 0) -> Path:
-    if endpoints not in ENDPOINTS:
-        raise DgbenchError(f"--endpoints {endpoints}: choose one of {', '.join(ENDPOINTS)}")
+          std_edges: float = 2048.0, min_presence: float = 0.2, presence: str = "edges",
+          instances_per_edge: float | None = None, endpoints: str = "uniform", communities: int = 16,
+          mixing: float = 0.2, seed: int = 0) -> Path:
+    if endpoints not in ENDPOINTS or presence not in PRESENCES:
+        raise DgbenchError(f"--endpoints {endpoints} / --presence {presence}: choose from {', '.join(ENDPOINTS)} "
+                           f"/ {', '.join(PRESENCES)}")
+    if instances_per_edge is not None and presence != "lifetime":
+        raise DgbenchError("--instances-per-edge counts the instances of the stored lifetimes: add --presence lifetime")
+    rngs = snapshot_rngs(seed, snapshots + 1)
+    # each snapshot's edge count is the first draw of its generator, so drawing them all first changes nothing
+    counts = [max(0, int(round(rng.normal(mean_edges, std_edges)))) for rng in rngs[:snapshots]]
     if instances_per_edge is not None:
-        nodes = nodes_for_ratio(instances_per_edge, mean_edges, snapshots, min_presence)
+        nodes = nodes_for_ratio(instances_per_edge, sum(counts), snapshots, min_presence)
     params: dict[str, object] = dict(nodes=nodes, snapshots=snapshots, mean_edges=mean_edges, std_edges=std_edges,
                   min_presence=min_presence, seed=seed)
-    if instances_per_edge is not None or endpoints != "uniform":  # older stores keep their provenance
-        params.update(instances_per_edge=instances_per_edge, endpoints=endpoints, presence="lifetime")
+    if presence != "edges" or endpoints != "uniform":  # the older stores keep their provenance and fingerprint
+        params.update(presence=presence, instances_per_edge=instances_per_edge, endpoints=endpoints)
         if endpoints == "communities":
             params.update(communities=communities, mixing=mixing)
     provenance = generator_provenance("nonuniform", **params)
-    rngs = snapshot_rngs(seed, snapshots + 1)
     first, last = vertex_lifetimes(nodes, snapshots, min_presence, rngs[-1])
     community = np.random.default_rng([seed, 1]).integers(0, communities, nodes) \
         if endpoints == "communities" else None
@@ -120,11 +131,12 @@ def build(out: Path, overwrite: bool = False, nodes: int = 2048, snapshots: int 
         for t in progress(range(snapshots), desc="nonuniform", unit="snap"):
             rng = rngs[t]
             present = np.flatnonzero((first <= t) & (last >= t))
-            m = max(0, int(round(rng.normal(mean_edges, std_edges))))
+            m = counts[t]
             ends = _uniform_ends(present, m, rng) if community is None \
                 else _community_ends(present, m, community, mixing, rng)
             writer.append_snapshot(ends[0].astype(id_dtype(nodes)), ends[1].astype(id_dtype(nodes)), start=t)
-        writer.write_array("vertex_lifetime", np.stack([first, last], axis=1).astype(np.int32))
+        if presence == "lifetime":
+            writer.write_array("vertex_lifetime", np.stack([first, last], axis=1).astype(np.int32))
         if community is not None:
             writer.write_array("vertex_community", community.astype(np.int32))
         return writer.close()

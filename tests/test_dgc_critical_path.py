@@ -69,7 +69,7 @@ def test_recurrent_term_serial_for_contiguous_pss_per_round_max_for_chunks(two_v
 def test_counts_match_the_cut_the_plans_send(tmp_path):
     from dgbench.store import open_store
     from generators.nonuniform import build, lifetime_presence
-    store = open_store(build(out=tmp_path / "g.zarr", snapshots=8, mean_edges=40, std_edges=10.0,
+    store = open_store(build(out=tmp_path / "g.zarr", snapshots=8, mean_edges=40, std_edges=10.0, presence="lifetime",
                              instances_per_edge=2.5, seed=1))
     graph = build_supergraph(store, alive=lifetime_presence(store))
     assert graph.presence == "lifetime" and graph.num_instances == lifetime_presence(store).sum()
