@@ -238,7 +238,7 @@ def _print_grid(rows: list[dict[str, Any]], models: list[dict[str, Any]]) -> lis
              if max(GRID_WORLDS) > (os.cpu_count() or 1) else ""))
     print(f"measured per scheme: epoch s [busy / wait / transfer s] bytes MB λ;  model: P = {MODEL_WORLD} on "
           f"{MODEL_PROFILE}, width {MODEL_WIDTH}, epoch ms [structure / recurrent / latency / transfer ms] "
-          "bytes MB (lifetime V_t);  "
+          "recurrent rounds, bytes MB (lifetime V_t);  "
           "baselines: PSS contiguous, PSS interleaved, PTS, PSS-TS; vertex a stronger reference")
     verdicts = []
     for std, presence in _cells():
@@ -261,7 +261,9 @@ def _print_grid(rows: list[dict[str, Any]], models: list[dict[str, Any]]) -> lis
         print(f"  P={MODEL_WORLD} model:    " + " | ".join(
             f"{label} {1e3 * paths[label]['epoch_s']:.3f}ms [{1e3 * paths[label]['structure_s']:.3f}/"
             f"{1e3 * paths[label]['recurrent_s']:.3f}/{1e3 * paths[label]['latency_s']:.3f}/"
-            f"{1e3 * paths[label]['transfer_s']:.3f}] {paths[label]['bytes'] / 1e6:.3f}MB" for label in MODEL_SCHEMES))
+            f"{1e3 * paths[label]['transfer_s']:.3f}] {paths[label]['rounds']} rounds "
+            f"{paths[label]['bytes'] / 1e6:.3f}MB"
+            for label in MODEL_SCHEMES))
         verdict = time_verdict({label: paths[label]["epoch_s"] for label in MODEL_SCHEMES})
         verdicts.append({"std_edges": std, "min_presence": presence, "world": MODEL_WORLD, "measured": False,
                          **verdict})
