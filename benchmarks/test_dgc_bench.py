@@ -49,7 +49,7 @@ CONTROL_TAGS = ("gradients", "loss", "counts", "evaluation", "stale:max", "stale
 QUICK = os.environ.get("DGBENCH_BENCH_QUICK") == "1"  # CI's quick pass: a corner of each sweep, small
 GRID_NODES, GRID_STEPS, GRID_MEAN = (256, 8, 125) if QUICK else (4096, 32, 2000)
 GRID_RATIO = os.environ.get("DGC_GRID_RATIO", "2.5")  # Σ_t|V_t| / Σ_t|E_t| (§7.3.1); "none": N = GRID_NODES
-if os.environ.get("DGC_GRID_SIZE"):  # "N:T:MEAN", e.g. 16384:32:200 for the paper's sparsity (20K edges / 5M)
+if os.environ.get("DGC_GRID_SIZE"):  # "N:T:MEAN" (N only with DGC_GRID_RATIO=none: the ratio sizes N)
     GRID_NODES, GRID_STEPS, GRID_MEAN = (int(x) for x in os.environ["DGC_GRID_SIZE"].split(":"))
 GRID_STD = (56.0,) if QUICK else (0.0, 300.0, 600.0, 900.0)  # the largest std / mean in quick mode
 GRID_PRESENCE = (0.2,) if QUICK else (1.0, 0.6, 0.2)
