@@ -121,6 +121,19 @@ def test_a_stream_run_reads_events_per_second_everywhere_it_is_printed(stream_ru
         assert events.search(throughput) and "edges/s" not in throughput, throughput
 
 
+def test_a_stream_scaling_series_reads_events_per_second_on_every_board_format(stream_run, tmp_path):
+    record, _, _ = stream_run
+    board = tmp_path / "board"
+    assert invoke("--quiet", "submit", str(record), "--board", str(board), "--allow-dirty").exit_code == 0
+    events = re.compile(RATE.format(unit="events"))
+    for fmt in ("md", "text", "html"):
+        rendered = invoke("leaderboard", "--board", str(board), "--format", fmt).stdout
+        scaling = rendered.split("Scaling — ", 1)[1].split("Accuracy — ")[0]  # the scaling tables, not the track text
+        assert events.search(scaling) and "edges/s" not in scaling.lower(), (fmt, scaling)
+    data = json.loads(invoke("leaderboard", "--board", str(board), "--format", "json").stdout)
+    assert [s["unit"] for s in data["scaling"]] == ["events/s"]
+
+
 def test_the_epoch_lines_show_validation_never_test(esdg_store, tmp_path, monkeypatch):
     result = loud_run(monkeypatch, "--scheme", "single", "--model", "tmgcn", "--dataset", str(esdg_store),
                       "--epochs", "2", "--out", str(tmp_path / "runs"))
