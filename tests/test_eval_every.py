@@ -1,4 +1,4 @@
-"""`--eval-every N` (docs/evaluation.md): validation on epochs N, 2N, ... and the last, the best-validation
+"""`--eval-every N` (docs/tasks.md): validation on epochs N, 2N, ... and the last, the best-validation
 state kept (parameters, and the node memory of the continuous family, sharded where the scheme partitions
 it) and test scored once on it. Each world size is one launch training both families with N = 1 and N = 2;
 every rank counts the evaluator's calls, and the selection is forced to keep the first validated epoch
@@ -141,3 +141,12 @@ def test_node_classification_refuses_eval_every(stores):
                        task="node-classification", **CONTINUOUS)
     with pytest.raises(DgbenchError, match="--eval-every 2: --task node-classification"):
         resolve(config)
+
+
+def test_older_records_group_with_new_ones_that_validated_every_epoch():
+    from dgbench.leaderboard.tracks import learning_setup, run_setup
+    older = {"hyperparameters": {"seed": 0, "lr": 0.01, "hidden": 6}}
+    newer = {"hyperparameters": {**older["hyperparameters"], "eval_every": 1}}
+    selecting = {"hyperparameters": {**older["hyperparameters"], "eval_every": 2}}
+    assert learning_setup(older) == learning_setup(newer) != learning_setup(selecting)
+    assert run_setup(older) == run_setup(selecting)  # scoring is outside the timed epochs
