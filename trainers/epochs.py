@@ -7,7 +7,7 @@ takes the epoch's timing evidence (dgbench/timing.py: CPU seconds, threads, host
 counted collectives and peak memory, and merges the per-rank figures into the record's per-epoch
 entries (docs/result-record.md). It never knows which scheme is on. With ``--eval-every N > 1`` a
 :class:`Selection` scores validation every N epochs, keeps the best-validation state and scores test
-once on it (docs/evaluation.md).
+once on it (docs/tasks.md).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ SELECTION_METRIC = ("val", "ap")  # the split and metric the best-validation sta
 
 @dataclass
 class Selection:
-    """Model selection under ``--eval-every N`` (docs/evaluation.md): validation alone on epochs N, 2N, ...
+    """Model selection under ``--eval-every N`` (docs/tasks.md): validation alone on epochs N, 2N, ...
     and the last; each rank keeps a copy of its own scoring state (its shard where state is partitioned)
     whenever the validation AP improves (the earliest epoch wins a tie); after the last epoch that state is
     restored and test is scored once, on it. Every rank sees the same gathered scores, so all keep alike."""
