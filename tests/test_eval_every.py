@@ -130,6 +130,14 @@ def test_two_ranks_restore_their_own_state_before_the_one_test(two_ranks, family
     _check_pair(two_ranks[2 * family], two_ranks[2 * family + 1])
 
 
+def test_tgcn_restores_its_grid_state_before_the_one_test(stores):
+    """tgcn has its own driver and state (S-/G-state ranges); two virtual grid ranks in one process."""
+    configs = [RunConfig(scheme="tgcn", model="dygnn", dataset=stores["continuous"], epochs=EPOCHS, seed=3, lr=0.01,
+                         eval_every=every, batch_size=150, memory_dim=8, grid_ranks=2, intervals=3,
+                         extra={"dtype": "float64"}) for every in (1, 2)]
+    _check_pair(*_records(configs))
+
+
 def test_continuous_best_validation_block_names_the_restored_epoch(one_rank):
     record, _ = one_rank[3]
     best = record["extra"]["best_validation"]

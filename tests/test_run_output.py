@@ -142,6 +142,18 @@ def test_the_epoch_lines_show_validation_never_test(esdg_store, tmp_path, monkey
     assert re.search(RATE.format(unit="edges"), epoch_lines[-1])
 
 
+def test_eval_every_shows_validation_when_scored_and_names_the_epoch_test_was_scored_on(esdg_store, tmp_path,
+                                                                                      monkeypatch):
+    result = loud_run(monkeypatch, "--scheme", "single", "--model", "tmgcn", "--dataset", str(esdg_store),
+                      "--epochs", "4", "--eval-every", "2", "--out", str(tmp_path / "runs"))
+    assert result.exit_code == 0, result.output
+    epoch_lines = [line for line in result.stderr.splitlines() if "single/tmgcn epoch " in line]
+    assert ["val ap" in line for line in epoch_lines] == [False, True, False, True], epoch_lines
+    assert not re.search(r"test(:\w+)? (ap|auc|mrr|accuracy)", result.stderr), result.stderr  # no test score
+    assert re.search(r"best val ap \d\.\d{4} at epoch [24]/4; test scored once, on that epoch's state", result.stderr)
+    assert "test ap" in result.stdout.splitlines()[-1]  # the result, once, in the summary
+
+
 def test_compare_groups_comparable_runs_and_names_the_rest(stream_run, esdg_store, tmp_path):
     record, _, _ = stream_run
     other = tmp_path / "esdg.json"
