@@ -158,3 +158,17 @@ def test_older_records_group_with_new_ones_that_validated_every_epoch():
     selecting = {"hyperparameters": {**older["hyperparameters"], "eval_every": 2}}
     assert learning_setup(older) == learning_setup(newer) != learning_setup(selecting)
     assert run_setup(older) == run_setup(selecting)  # scoring is outside the timed epochs
+
+
+def test_selection_keeps_the_earliest_best_and_never_prefers_nan():
+    from trainers.epochs import Selection
+    restored = []
+    selection = Selection(2, validate=dict, test=lambda: {"test": {"ap": 0.5}}, keep=lambda: None,
+                          restore=restored.append)
+    for epoch, ap, state in ((1, float("nan"), "nan"), (3, 0.7, "first 0.7"), (5, 0.7, "tie"), (7, 0.6, "worse")):
+        selection.consider(epoch, {"val": {"ap": ap}}, state)
+    selection.finish()
+    assert restored == ["first 0.7"] and selection.best_epoch == 3
+    assert [v["ap"] for v in selection.summary()["validated"]] == [None, 0.7, 0.7, 0.6]
+    assert selection.final_metrics() == {"val": {"ap": 0.7}, "test": {"ap": 0.5}}
+    assert [epoch for epoch in range(5) if selection.due(epoch, 5)] == [1, 3, 4]

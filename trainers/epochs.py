@@ -63,7 +63,7 @@ class Selection:
         continuous memory on) if it is the best so far (NaN never is, unless nothing better was seen)."""
         split, name = SELECTION_METRIC
         score = float(metrics.get(split, {}).get(name, float("nan")))
-        self.validated.append({"epoch": epoch, name: score})
+        self.validated.append({"epoch": epoch, name: score if score == score else None})  # JSON has no NaN
         best = float("-inf") if not self.best_metrics else \
             float(self.best_metrics.get(split, {}).get(name, float("nan")))
         if self.best_epoch is None or _above(score, best):
