@@ -30,13 +30,18 @@ from trainers.discrete.blad.reorder import Slot, manage_topology, operators_for
 from trainers.discrete.blad.table3 import table3
 from trainers.discrete.comm_shape import CommShape
 from trainers.discrete.data import TEST, VAL, DiscreteData, PairBatch
-from trainers.discrete.blad.groups import GroupSchedule
+from trainers.discrete.blad.groups import GroupSchedule, step_ranges
 from trainers.discrete.placement import CommProfile, Placement, pair_logits
 
 if TYPE_CHECKING:
     from trainers.discrete.loop import DiscreteTrainer
 
 DEFAULT_GROUP_LENGTH = 4  # GUESS: §3.1 gives no l; the notes' default (l + 1 = 4)
+# GUESS: §5.1 aggregates "after the GPU completes training one snapshot group", i.e. a step per group per
+# device (B = devices); a protocol needs one B for every scheme and device count (its reference, `single`,
+# has no devices): 2 is §5.1 literally on two devices, and on one device it leaves p1 a successor group
+# to pipeline with inside the step (docs/blad.md, "Gradient aggregation")
+DEFAULT_GROUP_BATCH = 2
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,10 @@ class BladOptions(Options):
                                      "(balanced) or equal counts (even).", choices=("balanced", "even"))
     costmodel: Path | None = option(None, "Operator predictor fitted here by `dgbench costmodel fit blad` (§5.2.2); "
                                           "default: an operation-count proxy.")
+    blad_sync: str = option("group", "Gradient aggregation (§5.1): after each group batch (--group-batch), summed "
+                                     "inside each device, then across devices (group); or once per epoch over "
+                                     "every process at once (epoch: needs --group-batch 0).",
+                            choices=("group", "epoch"))
     pin: str = option("pair", "Cores: both processes of a device on the device's cores (pair) or as launched (none).",
                       choices=("pair", "none"))
 
@@ -140,7 +149,12 @@ class Plan:
     first: np.ndarray  # Eq. 2's p_i per target (counting a short group's padding)
     p1_steps: np.ndarray  # snapshots p1 actually runs per target
     exchanged: dict[tuple[int, int], frozenset[int]]  # (target index, step) -> convolve calls run exchanged
+    steps: list[range] = field(default_factory=list)  # target indices of each optimiser step (group sync)
     report: dict[str, Any] = field(default_factory=dict)
+
+    def mine_in(self, step: range) -> list[int]:
+        """This device's groups of one optimiser step, in order."""
+        return [i for i in step if self.device_of[i] == self.device]
 
     def mine(self) -> list[int]:
         """Indices (into targets) of this device's groups, in order."""
@@ -182,6 +196,17 @@ def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions) -
     return np.asarray(forward, np.float64), np.asarray(backward, np.float64), op, provenance
 
 
+def optimiser_steps(options: BladOptions, group_batch: int, targets: int, devices: int) -> list[range]:
+    """Target indices per optimiser step: consecutive group batches under ``--blad-sync group`` (§5.1's
+    aggregation after each device's group), every target at once under ``epoch``. A step with fewer groups
+    than devices gives one group each to its first devices."""
+    if options.blad_sync == "epoch":
+        if group_batch:
+            raise DgbenchError(f"--blad-sync epoch steps once per epoch: give --group-batch 0, not {group_batch}")
+        return step_ranges(targets, 0)
+    return step_ranges(targets, group_batch)  # a step with fewer groups than devices leaves some idle (recorded)
+
+
 def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
     options, ctx, data = schedule.options, trainer.ctx, trainer.data
     procs = resolved_procs(options, ctx.world_size)
@@ -201,16 +226,21 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
     real = members >= 0
     forward = np.where(real, step_forward[np.maximum(members, 0)], 0.0)
     backward = np.where(real, step_backward[np.maximum(members, 0)], 0.0)
-    ranges = assign_groups((forward + backward).sum(1), devices, options.assign)
+    steps = optimiser_steps(options, schedule.group_batch, len(targets), devices)
     device_of = np.zeros(len(targets), np.int64)
-    for d, r in enumerate(ranges):
-        device_of[list(r)] = d
     first = np.full(len(targets), length, np.int64)  # procs = 1: the whole group on the one process
-    dp_s, predicted = 0.0, {}
-    if procs == 2:
-        variant = CORRECTED if options.eq2 == "corrected" else PAPER
+    dp_s = 0.0
+    predicted_steps: dict[int, list[float]] = {}  # Eq. 2's value of each step's pipeline, per device
+    variant = CORRECTED if options.eq2 == "corrected" else PAPER
+    for step in steps:  # each step's groups over the devices, then Eq. 2 per device (the pipeline drains per step)
+        loads = (forward + backward).sum(1)[list(step)]
+        ranges = assign_groups(loads, devices, options.assign) if len(step) >= devices \
+            else [range(i, i + 1) for i in range(len(step))]
         for d, r in enumerate(ranges):
-            mine = list(r)
+            mine = [step[i] for i in r]
+            device_of[mine] = d
+            if procs != 2 or not mine:
+                continue
             started = time.perf_counter()
             if options.balance == "dp":
                 split = balance_split(forward[mine], backward[mine], variant)
@@ -219,16 +249,26 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
                 first[mine] = even_split(len(mine), length)
                 value = None
             dp_s += time.perf_counter() - started
-            predicted[d] = value
+            if value is not None:
+                predicted_steps.setdefault(d, []).append(value)
+    predicted = {d: sum(values) for d, values in predicted_steps.items()} if options.balance == "dp" else \
+        {d: None for d in range(devices)} if procs == 2 else {}
     pad = (~real).sum(1)
     p1_steps = np.maximum(0, first - pad)
-    plan = Plan(devices, procs, ctx.rank // procs, ctx.rank % procs, targets, device_of, first, p1_steps, {})
+    plan = Plan(devices, procs, ctx.rank // procs, ctx.rank % procs, targets, device_of, first, p1_steps, {}, steps)
     reorder_s = 0.0
     if procs == 2 and schedule.reorder:
         started = time.perf_counter()
         plan.exchanged = _topology_decisions(plan, trainer, layout, op)
         reorder_s = time.perf_counter() - started
-    plan.report = {"table3": table3_group(trainer.model, ctx.world_size), "devices": devices,
+    grouped = options.blad_sync == "group"
+    plan.report = {"table3": table3_group(trainer.model, devices if grouped else ctx.world_size),
+                   "sync": {"mode": options.blad_sync, "optimiser_steps": len(steps) if grouped else 1,
+                            "group_batch": schedule.group_batch,
+                            "idle_device_steps": sum(max(0, devices - len(step)) for step in steps),
+                            "order": "inside each device (p2 -> p1), across devices (p1s), back (p1 -> p2)"
+                            if grouped else "one all-reduce over every process"},
+                   "devices": devices,
                    "procs_per_device": procs, "group_length": length,
                    "device_of_target": device_of.tolist(), "p1_snapshots": first.tolist(),
                    "p1_real_snapshots": p1_steps.tolist(), "eq2_predicted_seconds": predicted,
@@ -507,6 +547,11 @@ class BladSchedule(GroupSchedule):
         self.options, self.reorder = options, reorder
         self.plan: Plan | None = None
         self.channel: PairChannel | None = None
+        self.process_comm: Comm | None = None  # the device's two processes
+        self.device_comm: Comm | None = None  # the devices' first processes (p1s), with two per device
+
+    def steps_optimizer(self) -> bool:
+        return self.options.blad_sync == "group"
 
     def _ready(self, trainer: DiscreteTrainer) -> Plan:
         if self.plan is None:
@@ -518,13 +563,15 @@ class BladSchedule(GroupSchedule):
                 placement.schedule_report["cores"] = _pin(self.plan)
             if self.plan.procs == 2:
                 mesh = make_mesh(trainer.ctx, device=self.plan.devices, process=2)
-                self.channel = PairChannel(mesh.comm("process"), trainer.initial_state())
+                self.process_comm, self.device_comm = mesh.comm("process"), mesh.comm("device")
+                self.channel = PairChannel(self.process_comm, trainer.initial_state())
         return self.plan
 
     def assign(self, trainer: DiscreteTrainer, pairs: list[PairBatch]) -> list[list[PairBatch]]:
         """Per group of this device, in order: the target's pairs on the scoring process, else none."""
         plan = self._ready(trainer)
         by_step = {b.step: b for b in pairs}
+        self.step_pairs = [sum(len(by_step[plan.targets[i]].src) for i in step) for step in plan.steps]
         out = []
         for index in plan.mine():
             batch = by_step[plan.targets[index]]
@@ -534,12 +581,46 @@ class BladSchedule(GroupSchedule):
 
     def forward_backward(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
                          timer: PhaseTimer) -> float:
+        """Per optimiser step (one per epoch under ``--blad-sync epoch``): this device's groups of the step,
+        whole or through the pipeline, the loss divided by the step's pairs; under ``group`` the gradients
+        are then summed hierarchically and the optimiser steps (the pipeline drains at each step)."""
         plan = self._ready(trainer)
-        if plan.procs == 1:
-            return self._whole_groups(trainer, batches, total_pairs, timer)
-        if plan.slot == 0:
-            return self._first_process(trainer, batches, total_pairs, timer)
-        return self._second_process(trainer, batches, total_pairs, timer)
+        grouped = self.steps_optimizer()
+        run = self._whole_groups if plan.procs == 1 else self._first_process if plan.slot == 0 \
+            else self._second_process
+        of_index = dict(zip(plan.mine(), batches))
+        total = 0.0
+        for step, pairs in zip(plan.steps, self.step_pairs):
+            mine = plan.mine_in(step)
+            divisor = pairs if grouped else total_pairs
+            loss = run(trainer, mine, [of_index[i] for i in mine], divisor, timer)
+            total += loss * divisor / max(total_pairs, 1) if grouped else loss
+            if grouped:
+                self._reduce_gradients(trainer)
+                trainer.optimizer.step()
+                trainer.optimizer.zero_grad(set_to_none=False)
+        return total
+
+    def _reduce_gradients(self, trainer: DiscreteTrainer) -> None:
+        """§5.1's aggregation, hierarchical: p2's gradients to p1 inside the device (``intra:gradients``),
+        an all-reduce over the devices' p1s (``gradients``), the sum back to p2 (``intra:gradients``).
+        With one process per device: an all-reduce over the devices."""
+        assert self.plan is not None
+        if self.plan.procs == 1:
+            trainer.gradients.synchronise()
+            return
+        assert self.process_comm is not None and self.device_comm is not None
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                          for p in trainer.model.parameters()])
+        if self.plan.slot == 1:
+            self.process_comm.send_async(flat, 0, "intra:gradients")()
+            self.process_comm.recv(flat, 0, "intra:gradients")
+        else:
+            flat += self.process_comm.recv(torch.empty_like(flat), 1, "intra:gradients")
+            if self.plan.devices > 1:
+                self.device_comm.all_reduce(flat, "gradients")
+            self.process_comm.send_async(flat, 1, "intra:gradients")()
+        trainer.gradients.load(flat)
 
     def _view(self, trainer: DiscreteTrainer, index: int, steps: list[int], timer: PhaseTimer) -> GroupView:
         assert self.plan is not None
@@ -553,11 +634,11 @@ class BladSchedule(GroupSchedule):
         labels = torch.from_numpy(np.concatenate([b.label for b in pairs])).to(logits.device)
         return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / max(total_pairs, 1)
 
-    def _whole_groups(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
-                      timer: PhaseTimer) -> float:
+    def _whole_groups(self, trainer: DiscreteTrainer, indices: list[int], batches: list[list[PairBatch]],
+                      total_pairs: int, timer: PhaseTimer) -> float:
         assert self.plan is not None
         total = 0.0
-        for index, pairs in zip(self.plan.mine(), batches):
+        for index, pairs in zip(indices, batches):
             steps = list(trainer.data.group_of(self.plan.targets[index]))
             loss = self._loss(trainer, self._view(trainer, index, steps, timer), trainer.initial_state(), pairs,
                               total_pairs)
@@ -565,8 +646,8 @@ class BladSchedule(GroupSchedule):
             total += loss.item()
         return total
 
-    def _first_process(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
-                       timer: PhaseTimer) -> float:
+    def _first_process(self, trainer: DiscreteTrainer, indices: list[int], batches: list[list[PairBatch]],
+                       total_pairs: int, timer: PhaseTimer) -> float:
         """p1: forward(sg_i^a), hand over, forward(sg_{i+1}^a), then backward(sg_i^a) when its gradient
         arrives (the queue q of Fig. 9b). A group p1 holds whole (Eq. 2 as printed allows p_i = group)
         is trained here completely, loss included."""
@@ -574,7 +655,7 @@ class BladSchedule(GroupSchedule):
         assert plan is not None and channel is not None
         queue: deque[list[State] | None] = deque()
         total = 0.0
-        for index, pairs in zip(plan.mine(), batches):
+        for index, pairs in zip(indices, batches):
             group = list(trainer.data.group_of(plan.targets[index]))
             k = int(plan.p1_steps[index])
             if k >= len(group):
@@ -605,13 +686,13 @@ class BladSchedule(GroupSchedule):
         if pairs:
             torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
 
-    def _second_process(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
-                        timer: PhaseTimer) -> float:
+    def _second_process(self, trainer: DiscreteTrainer, indices: list[int], batches: list[list[PairBatch]],
+                        total_pairs: int, timer: PhaseTimer) -> float:
         """p2: receive sg_i^a's state, forward and backward sg_i^b with the loss, return the gradient."""
         plan, channel = self.plan, self.channel
         assert plan is not None and channel is not None
         total = 0.0
-        for index, pairs in zip(plan.mine(), batches):
+        for index, pairs in zip(indices, batches):
             group = list(trainer.data.group_of(plan.targets[index]))
             k = int(plan.p1_steps[index])
             if k >= len(group):  # p1 trains this group alone
@@ -631,8 +712,9 @@ class BladSchedule(GroupSchedule):
         device, per group p1 splits, its state after p1's snapshots forward and the floating part of it
         back. State sizes are read off a no-grad forward of the model over k snapshots (k = 1..L-1)."""
         plan = self._ready(trainer)
+        out = self._gradient_elements(trainer)
         if plan.procs == 1:
-            return {}
+            return out
         sizes: dict[int, tuple[int, int]] = {}
         forward = backward = 0
         for index, k in enumerate(plan.p1_steps.tolist()):
@@ -643,7 +725,20 @@ class BladSchedule(GroupSchedule):
                 sizes[k] = _state_size_after(trainer, group, k)
             forward += sizes[k][0]
             backward += sizes[k][1]
-        return {tag: n for tag, n in (("intra:state", forward), ("intra:state_grad", backward)) if n}
+        return {**out, **{tag: n for tag, n in (("intra:state", forward), ("intra:state_grad", backward)) if n}}
+
+    def _gradient_elements(self, trainer: DiscreteTrainer) -> dict[str, int]:
+        """Under ``--blad-sync group``, per optimiser step: every parameter all-reduced over the devices
+        (their p1s; none with one device) and, with two processes per device, sent p2 -> p1 and back.
+        Under ``epoch`` the loop's one all-reduce over every process (not predicted here, as for every scheme)."""
+        assert self.plan is not None
+        if not self.steps_optimizer():
+            return {}
+        plan, parameters = self.plan, sum(p.numel() for p in trainer.model.parameters())
+        steps = len(plan.steps)
+        across = plan.devices * parameters * steps if plan.devices > 1 else 0
+        inside = {"intra:gradients": 2 * plan.devices * parameters * steps} if plan.procs == 2 else {}
+        return {"gradients": across, **inside}
 
     @torch.no_grad()
     def evaluate(self, trainer: DiscreteTrainer) -> dict[str, dict[str, float]]:
