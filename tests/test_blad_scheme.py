@@ -119,6 +119,14 @@ def test_blad_splits_by_eq2_and_runs_the_exchanged_pairs(runs):
         if scheme == "blad":
             assert report["pairs_exchanged"] > 0, where
             assert report["exchanges_run"] == BASE["epochs"] * report["pairs_exchanged"], where
+            # Fig. 11: both GCN layers keep their (aggregate, update) pair, and Alg. 1 exchanges some of each
+            by_layer = report["pairs_exchanged_by_layer"]
+            assert report["first_layer"] == "pair" and report["operators"][0].startswith("aggregate(") or \
+                model == "evolvegcn-o", where
+            assert set(by_layer) == {"0", "1"} and by_layer["0"] > 0 and by_layer["1"] > 0, where
+            assert report["exchanges_run_by_layer"] == {k: BASE["epochs"] * n for k, n in by_layer.items()}, where
+            # the exchanged orders compute what the model's own order computes, to float tolerance
+            np.testing.assert_allclose(_losses(record), _losses(runs["p2"][("blad-nm", (), model)]), rtol=1e-5)
         else:
             assert report["pairs_exchanged"] == 0 and report["exchanges_run"] == 0, where
 

@@ -60,6 +60,10 @@ class BladOptions(Options):
                                      "inside each device, then across devices (group); or once per epoch over "
                                      "every process at once (epoch: needs --group-batch 0).",
                             choices=("group", "epoch"))
+    first_layer: str = option("pair", "The first GCN layer: an (aggregate, update) pair run every forward pass, which "
+                                      "the topology manager may reorder like the second (pair: Fig. 11), or Ã X⁰ "
+                                      "precomputed once (precomputed: ESDG §5.5, only its update runs).",
+                              choices=("pair", "precomputed"))
     pin: str = option("pair", "Cores: both processes of a device on the device's cores (pair) or as launched (none).",
                       choices=("pair", "none"))
 
@@ -83,8 +87,9 @@ class Layout:
     description: list[str]
 
 
-def model_layout(model: torch.nn.Module, in_features: int) -> Layout:
-    """Read the operators off the model's layers (dgbench.models.recurrent / discrete / attention)."""
+def model_layout(model: torch.nn.Module, in_features: int, first_pair: bool = False) -> Layout:
+    """Read the operators off the model's layers (dgbench.models.recurrent / discrete / attention).
+    ``first_pair``: the first layer's aggregation runs (Fig. 11) instead of being precomputed."""
     slots: list[Slot] = []
     calls: dict[int, int] = {}
     names: list[str] = []
@@ -107,7 +112,7 @@ def model_layout(model: torch.nn.Module, in_features: int) -> Layout:
     for index, layer in enumerate(model.layers):
         kind = type(layer).__name__
         names.append(kind)
-        first = index == 0
+        first = index == 0 and not first_pair
         if kind == "GraphConvolution":
             gcn(*layer.weight.shape, precomputed=first)
         elif kind == "ConvolvedSequence":
@@ -213,7 +218,7 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
     if ctx.world_size % procs:
         raise DgbenchError(f"--procs-per-device {procs}: the world size {ctx.world_size} is not a multiple of it")
     devices = ctx.world_size // procs
-    layout = model_layout(trainer.model, data.in_features)
+    layout = model_layout(trainer.model, data.in_features, first_pair=options.first_layer == "pair")
     started = time.perf_counter()
     step_forward, step_backward, op, provenance = _durations(trainer, layout, options)
     predict_s = time.perf_counter() - started
@@ -275,6 +280,9 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
                    "durations": provenance, "operators": [f"{s.role}({s.width})" for s in layout.slots],
                    "layers": layout.description, "reorder": schedule.reorder,
                    "pairs_exchanged": sum(len(v) for v in plan.exchanged.values()),
+                   "first_layer": options.first_layer,
+                   "pairs_exchanged_by_layer": {str(call): sum(call in v for v in plan.exchanged.values())
+                                                for call in sorted(set(layout.convolve_call.values()))},
                    "overhead_seconds": {"prediction": predict_s, "dp": dp_s, "reordering": reorder_s}}
     return plan
 
@@ -368,8 +376,10 @@ class GroupView(LayoutSequence):
         return self.placement.vertex_rows
 
     def aggregate(self, x: torch.Tensor | None) -> torch.Tensor:
-        if x is None:
+        if x is None and not self.placement.first_pair:
             return self.first_input
+        if x is None:  # the first layer's aggregation, run (Fig. 11) rather than precomputed
+            x = self.input_features()
         steps, rows, width = x.shape
         return spmm(self.operator, x.reshape(steps * rows, width)).view(steps, rows, width)
 
@@ -380,9 +390,12 @@ class GroupView(LayoutSequence):
         call = self._calls
         self._calls += 1
         swap = [call in chosen for chosen in self.exchanged]
+        if x is None and self.placement.first_pair:
+            x = self.input_features()
         if x is None or not any(swap):
             return super().convolve(x, weight, bias)
         self.placement.exchanges_run += sum(swap)
+        self.placement.exchanges_by_layer[call] = self.placement.exchanges_by_layer.get(call, 0) + sum(swap)
         outs = []
         for i, op in enumerate(self.per_step):
             w = weight[i] if weight.dim() == 3 else weight
@@ -412,8 +425,10 @@ class GroupView(LayoutSequence):
 class BladPlacement(Placement):
     """Whole snapshots of the device's groups on each of its processes (§5.1); views built on first use."""
 
-    def __init__(self, ctx: DistContext, data: DiscreteData):
+    def __init__(self, ctx: DistContext, data: DiscreteData, first_pair: bool = False):
         super().__init__(ctx, data, 1)
+        self.first_pair = first_pair  # --first-layer pair: the first aggregation runs in every forward pass
+        self.exchanges_by_layer: dict[int, int] = {}  # convolve call (GCN layer) -> pairs run exchanged
         self._views: dict[tuple[int, int], GroupView] = {}
         self.plan: Plan | None = None
         self.schedule_report: dict[str, Any] = {}
@@ -464,11 +479,15 @@ class BladPlacement(Placement):
     def extra(self) -> dict[str, Any]:
         """The plan and, summed over the ranks (one all-reduce after training, every rank calls this
         once), the GCN pairs run exchanged: epochs × the decided pairs when the manager is on."""
-        ran = torch.tensor([float(self.exchanges_run)], dtype=torch.float64, device=self.ctx.device)
+        layers = sorted(self.plan.report.get("pairs_exchanged_by_layer", {})) if self.plan else []
+        ran = torch.tensor([float(self.exchanges_run)] + [float(self.exchanges_by_layer.get(int(call), 0))
+                                                          for call in layers], dtype=torch.float64,
+                           device=self.ctx.device)
         if self.ctx.world_size > 1:
             self.ctx.comm.all_reduce(ran, tag="blad:report")
         return {"blad": {**(self.plan.report if self.plan else {}), **self.schedule_report,
-                         "exchanges_run": int(ran.item())}}
+                         "exchanges_run": int(ran[0].item()),
+                         "exchanges_run_by_layer": {call: int(n) for call, n in zip(layers, ran[1:].tolist())}}}
 
 
 # --------------------------------------------------------------------------- the channel between a device's processes

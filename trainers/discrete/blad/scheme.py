@@ -31,7 +31,7 @@ class _Blad(DiscreteScheme[BladOptions]):
             raise DgbenchError(f"--procs-per-device {procs}: --nproc {world_size} is not a multiple of it")
 
     def placement(self, ctx: DistContext, data: DiscreteData, options: BladOptions, partition: Partition) -> Placement:
-        return BladPlacement(ctx, data)
+        return BladPlacement(ctx, data, first_pair=options.first_layer == "pair")
 
     def schedule(self, options: BladOptions) -> Schedule:
         return BladSchedule(options, reorder=self.reorder)
@@ -45,7 +45,7 @@ class Blad(_Blad):
     name = "blad"
     summary = "BLAD: snapshot groups per device, two processes per device split by Eq. 2, operator reordering"
     conformance = ({"procs_per_device": 1}, {"balance": "even"}, {"eq2": "paper", "assign": "even"},
-                   {"blad_sync": "epoch", "group_batch": 0})
+                   {"blad_sync": "epoch", "group_batch": 0}, {"first_layer": "precomputed"})
 
 
 @register_scheme
