@@ -113,22 +113,41 @@ def test_blad_splits_by_eq2_and_runs_the_exchanged_pairs(runs):
             continue
         report = record["extra"]["blad"]
         where = f"{scheme} {model}"
-        assert report["devices"] == 1 and report["procs_per_device"] == 2 and report["durations"]["source"] == "proxy"
+        # §4 step 1: the first epoch ran on the proxy's plan, the second on the first epoch's measured durations
+        assert report["devices"] == 1 and report["procs_per_device"] == 2
+        assert report["durations"]["source"] == "profiled" and report["overhead_seconds"]["profiling"] > 0, where
+        decided = report["pairs_exchanged_by_epoch"]
+        assert len(decided) == BASE["epochs"] and decided[-1] == report["pairs_exchanged_by_layer"], where
         assert all(1 <= p <= 3 for p in report["p1_snapshots"]), where  # corrected Eq. 2: p_i in 1..L-1
         assert report["overhead_seconds"]["dp"] > 0
         if scheme == "blad":
             assert report["pairs_exchanged"] > 0, where
-            assert report["exchanges_run"] == BASE["epochs"] * report["pairs_exchanged"], where
+            assert report["exchanges_run"] == sum(n for epoch in decided for n in epoch.values()), where
             # Fig. 11: both GCN layers keep their (aggregate, update) pair, and Alg. 1 exchanges some of each
             by_layer = report["pairs_exchanged_by_layer"]
             assert report["first_layer"] == "pair" and report["operators"][0].startswith("aggregate(") or \
                 model == "evolvegcn-o", where
             assert set(by_layer) == {"0", "1"} and by_layer["0"] > 0 and by_layer["1"] > 0, where
-            assert report["exchanges_run_by_layer"] == {k: BASE["epochs"] * n for k, n in by_layer.items()}, where
+            assert report["exchanges_run_by_layer"] == {k: sum(epoch[k] for epoch in decided) for k in by_layer}, where
             # the exchanged orders compute what the model's own order computes, to float tolerance
             np.testing.assert_allclose(_losses(record), _losses(runs["p2"][("blad-nm", (), model)]), rtol=1e-5)
         else:
             assert report["pairs_exchanged"] == 0 and report["exchanges_run"] == 0, where
+
+
+def test_first_epoch_profile_is_the_default_duration_source_and_proxy_stays_an_option(runs, store):
+    """§4 step 1: without --costmodel the plan of epoch 2 on comes from each snapshot's timed forward and
+    backward in epoch 1 (shared by one all-reduce so every rank plans alike); --durations proxy keeps the
+    operation-count proxy for every epoch. Either way the split changes only who runs what, not the losses."""
+    proxy = run_experiments([_config("blad", "wdgcn", store, 2, durations="proxy")])[0]
+    profiled = runs["p2"][("blad", (), "wdgcn")]
+    assert proxy["extra"]["blad"]["durations"]["source"] == "proxy"
+    assert "profiling" not in proxy["extra"]["blad"]["overhead_seconds"] or \
+        proxy["extra"]["blad"]["overhead_seconds"]["profiling"] == 0
+    report = profiled["extra"]["blad"]
+    assert report["durations"]["forward_seconds_total"] > 0 and report["durations"]["backward_seconds_total"] > 0
+    assert _sent(profiled).get("blad:profile") is None  # the profile's all-reduce is epoch 1's, not the last's
+    np.testing.assert_allclose(_losses(proxy), _losses(profiled), rtol=1e-5)
 
 
 def test_snapshot_partitioning_of_groups_moves_the_esdg_volume_per_group(runs):

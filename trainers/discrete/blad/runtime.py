@@ -55,7 +55,10 @@ class BladOptions(Options):
     assign: str = option("balanced", "Groups to devices (§5.1): contiguous ranges of equal predicted load "
                                      "(balanced) or equal counts (even).", choices=("balanced", "even"))
     costmodel: Path | None = option(None, "Operator predictor fitted here by `dgbench costmodel fit blad` (§5.2.2); "
-                                          "default: an operation-count proxy.")
+                                          "default: --durations.")
+    durations: str = option("profile", "Per-snapshot durations without --costmodel: measured in the first epoch "
+                                       "(profile, §4 step 1; the first epoch runs on the proxy's plan) or the "
+                                       "operation-count proxy throughout (proxy).", choices=("profile", "proxy"))
     blad_sync: str = option("group", "Gradient aggregation (§5.1): after each group batch (--group-batch), summed "
                                      "inside each device, then across devices (group); or once per epoch over "
                                      "every process at once (epoch: needs --group-batch 0).",
@@ -155,6 +158,7 @@ class Plan:
     p1_steps: np.ndarray  # snapshots p1 actually runs per target
     exchanged: dict[tuple[int, int], frozenset[int]]  # (target index, step) -> convolve calls run exchanged
     steps: list[range] = field(default_factory=list)  # target indices of each optimiser step (group sync)
+    profiled: bool = False  # built from the first epoch's measured durations
     report: dict[str, Any] = field(default_factory=dict)
 
     def mine_in(self, step: range) -> list[int]:
@@ -172,10 +176,12 @@ class Plan:
         return 0 if self.p1_steps[index] >= len(group) else 1
 
 
-def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions) -> tuple[np.ndarray, np.ndarray,
-                                                                                         Any, dict[str, Any]]:
+def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions, measured: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, Any, dict[str, Any]]:
     """Per input step: predicted forward and backward seconds (Eq. 2's l and b), and an op-duration
-    function (role, direction, step, width) for Alg. 1."""
+    function (role, direction, step, width) for Alg. 1. ``measured`` [steps, 2]: the first epoch's
+    profile (forward, backward seconds per snapshot), which replaces the proxy's per-snapshot totals; Alg. 1's
+    operators keep the proxy's shares of each snapshot's measured time."""
     data = trainer.data
     vertices = np.full(data.num_steps, data.num_nodes, np.int64)  # full-graph groups: every vertex each step
     edges = data.edges_per_step
@@ -196,9 +202,21 @@ def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions) -
         provenance = proxy_provenance("operation-count", "multiply-adds per operator (aggregation (E+V)·F, update "
                                       "V·F·H, LSTM/GRU V·gates·(F+H)·H); backward = 2x forward")
     every = np.arange(data.num_steps)
-    forward = sum(op(s.role, "forward", every, s.width) for s in layout.slots)
-    backward = sum(op(s.role, "backward", every, s.width) for s in layout.slots)
-    return np.asarray(forward, np.float64), np.asarray(backward, np.float64), op, provenance
+    forward = np.asarray(sum(op(s.role, "forward", every, s.width) for s in layout.slots), np.float64)
+    backward = np.asarray(sum(op(s.role, "backward", every, s.width) for s in layout.slots), np.float64)
+    if measured is None or options.costmodel is not None:
+        return forward, backward, op, provenance
+    proxy_op, scale = op, {"forward": measured[:, 0] / np.maximum(forward, 1e-30),
+                           "backward": measured[:, 1] / np.maximum(backward, 1e-30)}
+
+    def profiled(role: str, direction: str, steps: np.ndarray, width: int) -> np.ndarray:
+        return proxy_op(role, direction, steps, width) * scale[direction][steps]
+    profile = {"source": "profiled", "method": "first epoch (§4 step 1): every snapshot's forward and backward timed "
+               "alone (one snapshot from the initial state, autograd.grad: no gradient kept), the snapshots split "
+               "over the ranks and the seconds shared; operators keep the proxy's shares",
+               "forward_seconds_total": float(measured[:, 0].sum()),
+               "backward_seconds_total": float(measured[:, 1].sum())}
+    return measured[:, 0].astype(np.float64), measured[:, 1].astype(np.float64), profiled, profile
 
 
 def optimiser_steps(options: BladOptions, group_batch: int, targets: int, devices: int) -> list[range]:
@@ -220,7 +238,7 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
     devices = ctx.world_size // procs
     layout = model_layout(trainer.model, data.in_features, first_pair=options.first_layer == "pair")
     started = time.perf_counter()
-    step_forward, step_backward, op, provenance = _durations(trainer, layout, options)
+    step_forward, step_backward, op, provenance = _durations(trainer, layout, options, schedule.profile)
     predict_s = time.perf_counter() - started
     length = data.group_length
     targets = schedule.targets(trainer)
@@ -260,7 +278,8 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
         {d: None for d in range(devices)} if procs == 2 else {}
     pad = (~real).sum(1)
     p1_steps = np.maximum(0, first - pad)
-    plan = Plan(devices, procs, ctx.rank // procs, ctx.rank % procs, targets, device_of, first, p1_steps, {}, steps)
+    plan = Plan(devices, procs, ctx.rank // procs, ctx.rank % procs, targets, device_of, first, p1_steps, {}, steps,
+                schedule.profile is not None)
     reorder_s = 0.0
     if procs == 2 and schedule.reorder:
         started = time.perf_counter()
@@ -283,7 +302,8 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
                    "first_layer": options.first_layer,
                    "pairs_exchanged_by_layer": {str(call): sum(call in v for v in plan.exchanged.values())
                                                 for call in sorted(set(layout.convolve_call.values()))},
-                   "overhead_seconds": {"prediction": predict_s, "dp": dp_s, "reordering": reorder_s}}
+                   "overhead_seconds": {"prediction": predict_s, "dp": dp_s, "reordering": reorder_s,
+                                        "profiling": schedule.profile_seconds}}
     return plan
 
 
@@ -566,16 +586,22 @@ class BladSchedule(GroupSchedule):
         self.options, self.reorder = options, reorder
         self.plan: Plan | None = None
         self.channel: PairChannel | None = None
+        self.profile: np.ndarray | None = None  # [steps, 2] first-epoch seconds (forward, backward) per snapshot
+        self.profile_seconds = 0.0
+        self.epochs_run = 0
         self.process_comm: Comm | None = None  # the device's two processes
         self.device_comm: Comm | None = None  # the devices' first processes (p1s), with two per device
 
     def steps_optimizer(self) -> bool:
         return self.options.blad_sync == "group"
 
-    def _ready(self, trainer: DiscreteTrainer) -> Plan:
+    def _ready(self, trainer: DiscreteTrainer, replan: bool = False) -> Plan:
+        """The plan, made at first use; ``replan`` (an epoch's start): remade once from the first epoch's profile."""
+        placement = trainer.placement
+        assert isinstance(placement, BladPlacement)
+        if self.plan is not None and replan and self.profile is not None and not self.plan.profiled:
+            self.plan = placement.plan = make_plan(trainer, self)
         if self.plan is None:
-            placement = trainer.placement
-            assert isinstance(placement, BladPlacement)
             self.plan = make_plan(trainer, self)
             placement.plan = self.plan
             if self.options.pin == "pair":
@@ -588,7 +614,11 @@ class BladSchedule(GroupSchedule):
 
     def assign(self, trainer: DiscreteTrainer, pairs: list[PairBatch]) -> list[list[PairBatch]]:
         """Per group of this device, in order: the target's pairs on the scoring process, else none."""
-        plan = self._ready(trainer)
+        plan = self._ready(trainer, replan=True)
+        placement = trainer.placement
+        assert isinstance(placement, BladPlacement)
+        placement.schedule_report.setdefault("pairs_exchanged_by_epoch", []).append(
+            plan.report.get("pairs_exchanged_by_layer", {}))
         by_step = {b.step: b for b in pairs}
         self.step_pairs = [sum(len(by_step[plan.targets[i]].src) for i in step) for step in plan.steps]
         out = []
@@ -618,6 +648,11 @@ class BladSchedule(GroupSchedule):
                 self._reduce_gradients(trainer)
                 trainer.optimizer.step()
                 trainer.optimizer.zero_grad(set_to_none=False)
+        self.epochs_run += 1
+        if self.epochs_run == 1 and self.options.costmodel is None and self.options.durations == "profile":
+            started = time.perf_counter()
+            self.profile = _profile_snapshots(trainer, timer)
+            self.profile_seconds = time.perf_counter() - started
         return total
 
     def _reduce_gradients(self, trainer: DiscreteTrainer) -> None:
@@ -776,6 +811,27 @@ class BladSchedule(GroupSchedule):
             gathered = trainer.ctx.comm.all_gather_uneven(torch.cat(rows), tag="evaluation")
             out.update(trainer.split_metrics(split, gathered))  # the run's evaluation sets, as every scheme
         return out
+
+
+def _profile_snapshots(trainer: DiscreteTrainer, timer: PhaseTimer) -> np.ndarray:
+    """§4 step 1: [steps, 2] forward and backward seconds of every input snapshot, each run alone from the
+    initial state (backward by autograd.grad: the parameters' gradients are left alone). Rank r times the
+    snapshots t ≡ r (mod P); one all-reduce (``blad:profile``) gives every rank the same table, so every
+    rank computes the same plan from it."""
+    ctx, model = trainer.ctx, trainer.model
+    seconds = torch.zeros((trainer.data.num_steps, 2), dtype=torch.float64, device=ctx.device)
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    for t in range(ctx.rank, trainer.data.num_steps, ctx.world_size):
+        view = trainer.placement.view_of(range(t, t + 1), timer).for_forward([frozenset()])
+        started = time.perf_counter()
+        halves, _ = model.forward_block(view, trainer.initial_state())
+        forward = time.perf_counter() - started
+        started = time.perf_counter()
+        torch.autograd.grad(halves.sum(), parameters, allow_unused=True)
+        seconds[t, 0], seconds[t, 1] = forward, time.perf_counter() - started
+    if ctx.world_size > 1:
+        ctx.comm.all_reduce(seconds, tag="blad:profile")
+    return seconds.cpu().numpy()
 
 
 @torch.no_grad()
