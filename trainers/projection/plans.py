@@ -88,6 +88,8 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
     float_bytes = next(trainer.model.parameters()).element_size()
     counter = TagCounter(world, 1)
     for tag, elements in sorted(predicted.items()):
+        if tag in DISCRETE_EXTRA_TAGS:  # all-reduces, counted below
+            continue
         pattern = shape.patterns.get(tag)
         kind = UNIFORM if pattern is None or not pattern.sum() else shape.pattern
         pairs_matrix, exact = _scaled(to_every_other(world) if kind == UNIFORM else pattern, int(elements))
@@ -114,8 +116,11 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
         if world > 1:
             counter.matrix(tag, shape.kinds.get(tag, ALL_TO_ALL), INT_BYTES, matrix, len(units), PLAN)
     if world > 1:
-        for rank in range(world):
-            counter.reduce("gradients", float_bytes, 0, rank, parameters)
+        for rank in range(world):  # the loop's one flat all-reduce, or the schedule's per-step ones
+            reduced = parameters if "gradients" not in predicted else predicted["gradients"] // world
+            reduced = reduced if shape.gradients is None else int(shape.gradients[rank])
+            if reduced:
+                counter.reduce("gradients", float_bytes, 0, rank, reduced)
             counter.reduce("loss", 8, 0, rank, 1)
     if shape.pattern == UNIFORM:
         notes.append(f"{type(trainer.placement).__name__}: its comm_shape reads no plan; every tag spread evenly over "

@@ -493,8 +493,20 @@ class BladPlacement(Placement):
                 control[first, second] += dims
         spread = np.repeat(np.arange(plan.devices), plan.procs)
         point_to_point = {"intra:state": POINT_TO_POINT, "intra:state_grad": POINT_TO_POINT, "counts": POINT_TO_POINT}
-        return CommShape({"intra:state": state, "intra:state_grad": grads}, {"counts": control} if dims else {},
-                         edges[spread], cells[spread], steps[spread], PLAN, point_to_point)
+        patterns, reduced = {"intra:state": state, "intra:state_grad": grads}, None
+        syncs = len(plan.steps) if plan.report.get("sync", {}).get("mode") == "group" else 0
+        if syncs:  # per optimiser step: p2 -> p1 -> p2 inside each device, an all-reduce over the p1s (§5.1)
+            parameters = sum(p.numel() for p in trainer.model.parameters())
+            reduced = np.zeros(world, np.int64)
+            reduced[::plan.procs] = syncs * parameters if plan.devices > 1 else 0
+            if plan.procs == 2:
+                inside = np.zeros((world, world), np.int64)
+                for device in range(plan.devices):
+                    inside[2 * device, 2 * device + 1] = inside[2 * device + 1, 2 * device] = syncs * parameters
+                patterns["intra:gradients"] = inside
+                point_to_point["intra:gradients"] = POINT_TO_POINT
+        return CommShape(patterns, {"counts": control} if dims else {}, edges[spread], cells[spread], steps[spread],
+                         PLAN, point_to_point, reduced)
 
     def extra(self) -> dict[str, Any]:
         """The plan and, summed over the ranks (one all-reduce after training, every rank calls this
