@@ -69,13 +69,20 @@ def _element_bytes(tag: str, float_bytes: int) -> int:
     return INT_BYTES if tag.endswith(":ids") or tag in CONTROL_TAGS else float_bytes
 
 
-def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: int) -> DryRun:
-    """One training epoch of a discrete-time scheme (see the module docstring)."""
+def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: int,
+                   blad_plan: dict[str, Any] | None = None) -> DryRun:
+    """One training epoch of a discrete-time scheme (see the module docstring). ``blad_plan``: a BLAD run's
+    recorded plan, when it came from run-time measurements (its first epoch's profile)."""
     from trainers.discrete import family
     from trainers.discrete.data import TRAIN
     from trainers.discrete.placement import CommProfile
     notes: list[str] = []
     trainer = family.build_rank(dry_context(0, world), run, partition, problem)
+    if blad_plan is not None:
+        from trainers.discrete.blad.runtime import BladSchedule
+        if isinstance(trainer.schedule, BladSchedule):
+            trainer.schedule.given_plan = blad_plan
+            notes.append("BLAD: the plan its run made from the first epoch's profile (given)")
     units, passes = trainer.schedule.units(trainer)
     calls, kinds = _probe_forward(trainer, units[0], notes)
     pairs = LazyPairs(problem, TRAIN, epoch)  # built only if the placement scores pairs across ranks

@@ -276,10 +276,13 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
                 predicted_steps.setdefault(d, []).append(value)
     predicted = {d: sum(values) for d, values in predicted_steps.items()} if options.balance == "dp" else \
         {d: None for d in range(devices)} if procs == 2 else {}
+    if schedule.given_plan is not None:  # a dry run of a run whose plan came from its profile
+        device_of = np.asarray(schedule.given_plan["device_of_target"], np.int64)
+        first = np.asarray(schedule.given_plan["p1_snapshots"], np.int64)
     pad = (~real).sum(1)
     p1_steps = np.maximum(0, first - pad)
     plan = Plan(devices, procs, ctx.rank // procs, ctx.rank % procs, targets, device_of, first, p1_steps, {}, steps,
-                schedule.profile is not None)
+                schedule.profile is not None or schedule.given_plan is not None)
     reorder_s = 0.0
     if procs == 2 and schedule.reorder:
         started = time.perf_counter()
@@ -600,6 +603,7 @@ class BladSchedule(GroupSchedule):
         self.channel: PairChannel | None = None
         self.profile: np.ndarray | None = None  # [steps, 2] first-epoch seconds (forward, backward) per snapshot
         self.profile_seconds = 0.0
+        self.given_plan: dict[str, Any] | None = None  # a recorded plan (dry runs of a profiled run)
         self.epochs_run = 0
         self.process_comm: Comm | None = None  # the device's two processes
         self.device_comm: Comm | None = None  # the devices' first processes (p1s), with two per device
