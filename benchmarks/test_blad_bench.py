@@ -111,21 +111,29 @@ def test_reordering_overhead_per_batch(benchmark, predictor, snapshots):
 # --------------------------------------------------------------------------- end to end (BLAD §7.2-7.5 on CPU)
 #
 # ``.venv/bin/python -m pytest benchmarks/test_blad_bench.py -s -p no:cacheprovider -k end_to_end``
-# Epoch time and bytes of blad / blad-nm / BLAD-Even / snapshot / vertex at P = 2 under the same group
-# protocol (§3.1, L = 4, no smoothing), on a static-to-dynamic store whose edge counts follow an
-# AS-733-like shape and on SNAP CollegeMsg in weekly snapshots. Every run of a store is launched
-# together (one run of the benchmark: ratios only). On 2 shared CPU cores P = 2 is one "device" with two
-# processes for blad, and two ranks for snapshot / vertex: what this shows is bytes (exact counts),
-# pipeline balance (per-process busy = compute seconds) and CPU emulation times, not GPU overlap.
+# Epoch time and bytes of blad / blad-nm / BLAD-Even / snapshot / vertex under the same group protocol
+# (§3.1, L = 4, no smoothing, an optimiser step every 2 groups: BLAD's defaults), on a static-to-dynamic
+# store whose edge counts follow an AS-733-like shape and on SNAP CollegeMsg in weekly snapshots. Two
+# tables: at equal *devices* (BLAD §7's comparison: BLAD runs 2·G processes on G devices, the baselines G
+# processes) and at equal *processes* (every scheme on 2). On this CPU host a device is a core; G = 1 is
+# what fits the 2 cores (DGBENCH_BLAD_BENCH_DEVICES), so the equal-device table is BLAD's two processes
+# against each baseline on one process. Runs of one process count are launched together (ratios only);
+# what this shows is bytes (exact counts), pipeline balance (per-process busy = compute seconds) and CPU
+# emulation times, not GPU overlap.
 
-E2E_NODES = int(os.environ.get("DGBENCH_BLAD_BENCH_NODES", "2048"))
-E2E_SNAPSHOTS = int(os.environ.get("DGBENCH_BLAD_BENCH_SNAPSHOTS", "24"))
-E2E_EPOCHS = int(os.environ.get("DGBENCH_BLAD_BENCH_EPOCHS", "3"))
-E2E_MODELS = os.environ.get("DGBENCH_BLAD_BENCH_MODELS", "wdgcn,evolvegcn-o").split(",")
+QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))  # CI's pass (scripts/bench_quick.sh): small, one model
+E2E_NODES = int(os.environ.get("DGBENCH_BLAD_BENCH_NODES", "512" if QUICK else "2048"))
+E2E_SNAPSHOTS = int(os.environ.get("DGBENCH_BLAD_BENCH_SNAPSHOTS", "12" if QUICK else "24"))
+E2E_EPOCHS = int(os.environ.get("DGBENCH_BLAD_BENCH_EPOCHS", "2" if QUICK else "3"))
+E2E_MODELS = os.environ.get("DGBENCH_BLAD_BENCH_MODELS", "wdgcn" if QUICK else "wdgcn,evolvegcn-o").split(",")
+E2E_DEVICES = int(os.environ.get("DGBENCH_BLAD_BENCH_DEVICES", "1"))  # G: a device is a core here
+E2E_GROUP_BATCH = 2  # BLAD's protocol default (--group-batch), given to every scheme: the same optimiser steps
 # a predictor fitted here by `dgbench costmodel fit blad` (§5.2.2); unset: blad's operation-count proxy
 E2E_COSTMODEL = os.environ.get("DGBENCH_BLAD_COSTMODEL") or None
-E2E_SCHEMES = [("blad", {}), ("blad", {"balance": "even"}), ("blad-nm", {}), ("blad", {"procs_per_device": 1}),
-               ("snapshot", {}), ("vertex", {"partition": "auto"})]
+BLAD_VARIANTS = [("blad", {}), ("blad", {"balance": "even"}), ("blad-nm", {})]
+BASELINES = [("snapshot", {}), ("vertex", {"partition": "auto"})]
+# equal processes (2·G): BLAD on G devices of two, BLAD on 2·G devices of one, the baselines on 2·G
+E2E_SCHEMES = [*BLAD_VARIANTS, ("blad", {"procs_per_device": 1}), *BASELINES]
 TABLE3_KIND = {"blad": "group", "blad-nm": "group", "snapshot": "snapshot", "vertex": "vertex"}
 
 
@@ -153,8 +161,8 @@ def _elements(record: dict) -> dict[str, int]:
     return out
 
 
-def _table3_features(scheme: str, model: str, store: Path, options: dict) -> int:
-    """Table 3's feature column (one direction) for the scheme's partition kind on ``store`` at P = 2
+def _table3_features(scheme: str, model: str, store: Path, options: dict, ranks: int) -> int:
+    """Table 3's feature column (one direction) for the scheme's partition kind on ``store`` at P = ``ranks``
     (trainers.discrete.blad.table3): from the model's widths, the groups and (vertex) the run's partitioner."""
     from dgbench.registry import MODELS
     from trainers.discrete.blad.table3 import halo_rows, table3
@@ -165,10 +173,10 @@ def _table3_features(scheme: str, model: str, store: Path, options: dict) -> int
     net = MODELS[f"discrete:{model}"].build(in_features=data.in_features, hidden=HIDDEN)
     split, groups = parameter_split(net), [data.group_of(s) for s in data.steps_of(TRAIN)]
     kind, halos = TABLE3_KIND[scheme], None
-    if kind == "vertex":
-        owner = partition_owner(data, 2, options["partition"], data.seed).owner
+    if kind == "vertex" and ranks > 1:  # one rank has no halo
+        owner = partition_owner(data, ranks, options["partition"], data.seed).owner
         halos = [halo_rows(edges, owner) for edges in data.input_edge_lists()]
-    return table3(kind, ranks=2, w_gnn=split["gnn"], w_rnn=split["rnn"], w_scorer=split["scorer"],
+    return table3(kind, ranks=ranks, w_gnn=split["gnn"], w_rnn=split["rnn"], w_scorer=split["scorer"],
                   group_lengths=[len(g) for g in groups], n_vertex=data.num_nodes,
                   temporal_widths=net.feature_widths(), spatial_width=sum(sum(w) for w in net.spatial_widths() or []),
                   halo_rows_per_step=halos, groups=groups).features
@@ -188,44 +196,84 @@ def _row(record: dict) -> dict:
             "bytes": record["epochs"][-1]["comm_bytes"], "gradients": sent.get("gradients", 0),
             "features_as_table3": features, "scores": scores, "intra": intra,
             "busy_s": [round(b, 4) for b in busy], "busy_max_over_min": max(busy) / max(min(busy), 1e-9),
-            "table3": blad.get("table3"), "p1_snapshots": blad.get("p1_snapshots"),
+            "table3": blad.get("table3"), "p1_snapshots": blad.get("p1_snapshots"), "nproc": record["world_size"],
+            "optimiser_steps": (blad.get("sync") or {}).get("optimiser_steps"),
             "durations": (blad.get("durations") or {}).get("source"),
             "overhead_s": blad.get("overhead_seconds"), "pairs_exchanged": blad.get("pairs_exchanged"),
             "fingerprint": record.get("dataset", {}).get("fingerprint") if isinstance(record.get("dataset"), dict)
             else None}
 
 
-def _compare(benchmark, store: Path, models: list[str], label: str) -> dict:
+def _name(scheme: str, options: dict) -> str:
+    return scheme + ("-even" if options.get("balance") == "even" else "") + \
+        ("-1proc" if options.get("procs_per_device") == 1 else "")
+
+
+def _launch(store: Path, keys: list[tuple], nproc: int) -> list[dict]:
     from trainers.config import RunConfig
     from trainers.experiment import run_experiments
-    keys = [(scheme, tuple(sorted(o.items())), model) for scheme, o in E2E_SCHEMES for model in models]
-    configs = [RunConfig(scheme, model, store, nproc=2, epochs=E2E_EPOCHS, hidden=HIDDEN, seed=0, group_length=GROUP,
-                         smoothing="none", out=store.parent / "runs", **dict(o),
+    configs = [RunConfig(scheme, model, store, nproc=nproc, epochs=E2E_EPOCHS, hidden=HIDDEN, seed=0,
+                         group_length=GROUP, smoothing="none", group_batch=E2E_GROUP_BATCH, out=store.parent / "runs",
+                         **dict(o),
                          **({"costmodel": Path(E2E_COSTMODEL)} if E2E_COSTMODEL and scheme.startswith("blad") else {}))
                for scheme, o, model in keys]
-    records = benchmark.pedantic(run_experiments, args=(configs,), rounds=1, iterations=1)
-    rows = {key: _row(record) for key, record in zip(keys, records)}
-    for (scheme, options, model), row in rows.items():
-        row["table3_features"] = _table3_features(scheme, model, store, dict(options))
-    print(f"\n{label}, P = 2, L = {GROUP}, {E2E_EPOCHS} epochs (median of epochs 2..); shared 2-core CPU; "
-          f"durations: {rows[keys[0]]['durations']}; store {rows[keys[0]]['fingerprint']}")
-    print(f"{'scheme':<14}{'model':<13}{'epoch s':>9}{'vs blad':>9}{'bytes/epoch':>13}{'gradient el':>13}"
+    return run_experiments(configs)
+
+
+def _print_table(title: str, rows: dict, base_key) -> None:
+    print(f"\n{title}")
+    print(f"{'scheme':<14}{'model':<13}{'procs':>6}{'epoch s':>9}{'vs blad':>9}{'bytes/epoch':>13}{'gradient el':>13}"
           f"{'feature el':>12}{'Table 3':>10}{'scores el':>10}{'intra el':>10}{'busy max/min':>14}")
     for (scheme, options, model), row in rows.items():
-        name = scheme + ("-even" if dict(options).get("balance") == "even" else "") + \
-            ("-1proc" if dict(options).get("procs_per_device") == 1 else "")
-        base = rows[("blad", (), model)]["epoch_s"]
-        print(f"{name:<14}{model:<13}{row['epoch_s']:>9.3f}{row['epoch_s'] / base:>9.2f}{row['bytes']:>13,}"
-              f"{row['gradients']:>13,}{row['features_as_table3']:>12,}{row['table3_features']:>10,}{row['scores']:>10,}"
-              f"{row['intra']:>10,}{row['busy_max_over_min']:>14.3f}")
-    for (scheme, options, model), row in rows.items():
+        base = rows[base_key(model)]["epoch_s"]
+        print(f"{_name(scheme, dict(options)):<14}{model:<13}{row['nproc']:>6}{row['epoch_s']:>9.3f}"
+              f"{row['epoch_s'] / base:>9.2f}{row['bytes']:>13,}{row['gradients']:>13,}{row['features_as_table3']:>12,}"
+              f"{row['table3_features']:>10,}{row['scores']:>10,}{row['intra']:>10,}{row['busy_max_over_min']:>14.3f}")
+
+
+def _blad_of(model: str) -> tuple:
+    return ("blad", (), model)
+
+
+def _compare(benchmark, store: Path, models: list[str], label: str) -> dict:
+    """Two launch sets: 2·G processes (BLAD on G devices, BLAD on 2·G devices of one process, the baselines
+    on 2·G) and G processes (the baselines at equal devices); printed as the equal-device and the
+    equal-process table."""
+    devices, both = E2E_DEVICES, 2 * E2E_DEVICES
+    wide = [(scheme, tuple(sorted(o.items())), model) for scheme, o in E2E_SCHEMES for model in models]
+    narrow = [(scheme, tuple(sorted(o.items())), model) for scheme, o in BASELINES for model in models]
+
+    def run() -> tuple[list[dict], list[dict]]:
+        return _launch(store, wide, both), _launch(store, narrow, devices)
+
+    wide_records, narrow_records = benchmark.pedantic(run, rounds=1, iterations=1)
+    rows = {"wide": {key: _row(r) for key, r in zip(wide, wide_records)},
+            "narrow": {key: _row(r) for key, r in zip(narrow, narrow_records)}}
+    for width, ranks in (("wide", both), ("narrow", devices)):
+        for (scheme, options, model), row in rows[width].items():
+            row["table3_features"] = _table3_features(scheme, model, store, dict(options), ranks)
+    first = rows["wide"][wide[0]]
+    header = (f"{label}, L = {GROUP}, group batch {E2E_GROUP_BATCH}, {E2E_EPOCHS} epochs (median of epochs 2..); "
+              f"shared 2-core CPU, a device = a core; durations: {first['durations']}; store {first['fingerprint']}")
+    print("\n" + header)
+    equal_devices = {k: rows["wide"][k] for k in wide if k[0].startswith("blad") and dict(k[1]).get(
+        "procs_per_device") != 1}
+    equal_devices.update(rows["narrow"])
+    _print_table(f"Equal devices: G = {devices} (BLAD {both} processes on {devices} device(s), baselines {devices} "
+                 f"process(es){'; G = 1 is what fits this 2-core host' if devices == 1 else ''})", equal_devices,
+                 _blad_of)
+    _print_table(f"Equal processes: {both} (BLAD {devices} device(s) x 2 and {both} x 1, baselines {both})",
+                 rows["wide"], _blad_of)
+    for (scheme, options, model), row in rows["wide"].items():
         if scheme.startswith("blad"):
             print(f"  {scheme}{dict(options)} {model}: busy s per rank {row['busy_s']}, p_i {row['p1_snapshots']}, "
                   f"pairs exchanged {row['pairs_exchanged']}, overhead s {row['overhead_s']}")
     for model in models:
-        blad = rows[("blad", (), model)]
-        assert blad["features_as_table3"] == 0 and blad["gradients"] == blad["table3"]["gradients_total"]
-    benchmark.extra_info.update({f"{s}{dict(o)}/{m}": r for (s, o, m), r in rows.items()})
+        blad = rows["wide"][_blad_of(model)]
+        assert blad["features_as_table3"] == 0
+        assert blad["gradients"] == blad["optimiser_steps"] * blad["table3"]["gradients_total"]
+    benchmark.extra_info.update({f"{w}:{s}{dict(o)}/{m}": r for w, table in rows.items()
+                                 for (s, o, m), r in table.items()})
     return rows
 
 

@@ -14,7 +14,8 @@ from trainers.config import RunConfig
 from trainers.experiment import resolve, run_experiments
 
 MODELS = ("wdgcn", "tgcn", "evolvegcn-o")  # BLAD §7.1's three models
-BASE = dict(epochs=2, hidden=6, seed=5, group_length=4, smoothing="none")  # BLAD's protocol (its defaults)
+BASE = dict(epochs=2, hidden=6, seed=5, group_length=4, smoothing="none", group_batch=2)  # BLAD's protocol defaults
+STEPS = 3  # optimiser steps per epoch: 6 training targets (8 input steps), group_batch 2
 CONTROL = {"counts", "loss", "evaluation", "blad:report"}  # shapes and scalars, not model data
 FEATURE_TAGS = ("to_vertex", "to_time", "halo")  # Table 3's feature column
 
@@ -29,7 +30,7 @@ def store(tmp_path_factory) -> Path:
 
 
 def _config(scheme: str, model: str, store: Path, nproc: int, **options) -> RunConfig:
-    return RunConfig(scheme, model, store, nproc=nproc, out=store.parent / "runs", **BASE, **options)
+    return RunConfig(scheme, model, store, nproc=nproc, out=store.parent / "runs", **{**BASE, **options})
 
 
 CASES = [("blad", {}, MODELS), ("blad-nm", {}, MODELS), ("blad", {"procs_per_device": 1}, MODELS),
@@ -67,7 +68,7 @@ def test_every_scheme_follows_single_under_the_group_protocol(runs):
         predicted = record["extra"].get("predicted_comm_elements") or {}
         sent = _sent(record)
         for tag, elements in predicted.items():
-            assert sent[tag] == elements, f"{where}: {tag}"
+            assert sent.get(tag, 0) == elements, f"{where}: {tag}"
 
 
 def test_blad_moves_only_gradients_across_devices_and_the_state_inside_one(runs):
@@ -78,16 +79,32 @@ def test_blad_moves_only_gradients_across_devices_and_the_state_inside_one(runs)
             continue
         where = f"{scheme} {dict(options)} {model}"
         table3, sent = record["extra"]["blad"]["table3"], _sent(record)
-        assert table3["features"] == 0 and sent["gradients"] == table3["gradients_total"], where
+        parameters = record["extra"]["parameters"]
+        assert record["extra"]["blad"]["sync"]["optimiser_steps"] == STEPS, where
+        assert table3["features"] == 0 and sent.get("gradients", 0) == STEPS * table3["gradients_total"], where
         assert table3["gradients_total"] == table3["gnn_param"] + table3["rnn_param"] + table3["scorer_param"]
         model_data = {tag for tag, n in sent.items() if n and tag not in CONTROL and not tag.endswith(":wait")}
         if dict(options).get("procs_per_device") == 1:  # two devices, one process each: nothing but gradients
-            assert model_data == {"gradients"}, where
-        else:  # one device, two processes: the hand-over inside it
+            assert model_data == {"gradients"} and sent["gradients"] == STEPS * 2 * parameters, where
+        else:  # one device, two processes: the hand-over and the gradient sum inside it, nothing across devices
             predicted = record["extra"]["predicted_comm_elements"]
-            assert model_data == {"gradients", "intra:state", "intra:state_grad"}, where
+            assert model_data == {"intra:gradients", "intra:state", "intra:state_grad"}, where
             assert sent["intra:state"] == predicted["intra:state"] > 0, where
+            assert sent["intra:gradients"] == STEPS * 2 * parameters and table3["gradients_total"] == 0, where
         assert not {"to_vertex:forward", "to_time:forward", "halo:forward"} & set(sent), where
+
+
+def test_group_sync_steps_after_each_group_batch_and_epoch_sync_keeps_one_step(runs, store):
+    """§5.1: an optimiser step after every group batch changes the trajectory (not one step per epoch), and
+    `single` taking the same steps is followed; ``--blad-sync epoch`` keeps the one flat all-reduce."""
+    per_epoch = run_experiments([_config("single", "wdgcn", store, 1, group_batch=0)]) + \
+        run_experiments([_config("blad", "wdgcn", store, 2, blad_sync="epoch", group_batch=0)])
+    stepped = runs["p2"][("blad", (), "wdgcn")]
+    assert not np.allclose(_losses(stepped), _losses(per_epoch[0]), rtol=1e-5)
+    np.testing.assert_allclose(_losses(per_epoch[1]), _losses(per_epoch[0]), rtol=1e-5)
+    assert _sent(per_epoch[1])["gradients"] == 2 * per_epoch[1]["extra"]["parameters"]  # every process, once
+    assert per_epoch[1]["extra"]["blad"]["sync"] == {**per_epoch[1]["extra"]["blad"]["sync"], "mode": "epoch",
+                                                     "optimiser_steps": 1}
 
 
 def test_blad_splits_by_eq2_and_runs_the_exchanged_pairs(runs):
@@ -96,14 +113,41 @@ def test_blad_splits_by_eq2_and_runs_the_exchanged_pairs(runs):
             continue
         report = record["extra"]["blad"]
         where = f"{scheme} {model}"
-        assert report["devices"] == 1 and report["procs_per_device"] == 2 and report["durations"]["source"] == "proxy"
+        # §4 step 1: the first epoch ran on the proxy's plan, the second on the first epoch's measured durations
+        assert report["devices"] == 1 and report["procs_per_device"] == 2
+        assert report["durations"]["source"] == "profiled" and report["overhead_seconds"]["profiling"] > 0, where
+        decided = report["pairs_exchanged_by_epoch"]
+        assert len(decided) == BASE["epochs"] and decided[-1] == report["pairs_exchanged_by_layer"], where
         assert all(1 <= p <= 3 for p in report["p1_snapshots"]), where  # corrected Eq. 2: p_i in 1..L-1
         assert report["overhead_seconds"]["dp"] > 0
         if scheme == "blad":
             assert report["pairs_exchanged"] > 0, where
-            assert report["exchanges_run"] == BASE["epochs"] * report["pairs_exchanged"], where
+            assert report["exchanges_run"] == sum(n for epoch in decided for n in epoch.values()), where
+            # Fig. 11: both GCN layers keep their (aggregate, update) pair, and Alg. 1 exchanges some of each
+            by_layer = report["pairs_exchanged_by_layer"]
+            assert report["first_layer"] == "pair" and report["operators"][0].startswith("aggregate(") or \
+                model == "evolvegcn-o", where
+            assert set(by_layer) == {"0", "1"} and by_layer["0"] > 0 and by_layer["1"] > 0, where
+            assert report["exchanges_run_by_layer"] == {k: sum(epoch[k] for epoch in decided) for k in by_layer}, where
+            # the exchanged orders compute what the model's own order computes, to float tolerance
+            np.testing.assert_allclose(_losses(record), _losses(runs["p2"][("blad-nm", (), model)]), rtol=1e-5)
         else:
             assert report["pairs_exchanged"] == 0 and report["exchanges_run"] == 0, where
+
+
+def test_first_epoch_profile_is_the_default_duration_source_and_proxy_stays_an_option(runs, store):
+    """§4 step 1: without --costmodel the plan of epoch 2 on comes from each snapshot's timed forward and
+    backward in epoch 1 (shared by one all-reduce so every rank plans alike); --durations proxy keeps the
+    operation-count proxy for every epoch. Either way the split changes only who runs what, not the losses."""
+    proxy = run_experiments([_config("blad", "wdgcn", store, 2, durations="proxy")])[0]
+    profiled = runs["p2"][("blad", (), "wdgcn")]
+    assert proxy["extra"]["blad"]["durations"]["source"] == "proxy"
+    assert "profiling" not in proxy["extra"]["blad"]["overhead_seconds"] or \
+        proxy["extra"]["blad"]["overhead_seconds"]["profiling"] == 0
+    report = profiled["extra"]["blad"]
+    assert report["durations"]["forward_seconds_total"] > 0 and report["durations"]["backward_seconds_total"] > 0
+    assert _sent(profiled).get("blad:profile") is None  # the profile's all-reduce is epoch 1's, not the last's
+    np.testing.assert_allclose(_losses(proxy), _losses(profiled), rtol=1e-5)
 
 
 def test_snapshot_partitioning_of_groups_moves_the_esdg_volume_per_group(runs):
@@ -119,7 +163,7 @@ def test_snapshot_partitioning_of_groups_moves_the_esdg_volume_per_group(runs):
     assert sent["to_vertex:forward"] == sent["to_time:forward"] == sent["to_vertex:backward"] == expected
 
 
-def _table3(kind: str, model: str, store: Path, **measured_inputs) -> dict:
+def _table3(kind: str, model: str, store: Path, ranks: int = 2) -> dict:
     """Table 3's row for ``kind`` on the test store at P = 2 (trainers.discrete.blad.table3), from the model's
     parameters and widths and the store's groups: the inputs, not the schemes' own volume models."""
     from dgbench.registry import MODELS as REGISTERED
@@ -136,7 +180,7 @@ def _table3(kind: str, model: str, store: Path, **measured_inputs) -> dict:
         from trainers.discrete.placement import partition_owner
         owner = partition_owner(data, 2, "range", data.seed).owner
         halos = [halo_rows(edges, owner) for edges in data.input_edge_lists()]
-    return table3(kind, ranks=2, w_gnn=split["gnn"], w_rnn=split["rnn"], w_scorer=split["scorer"],
+    return table3(kind, ranks=ranks, w_gnn=split["gnn"], w_rnn=split["rnn"], w_scorer=split["scorer"],
                   group_lengths=[len(g) for g in groups], n_vertex=data.num_nodes,
                   temporal_widths=net.feature_widths(), spatial_width=spatial, halo_rows_per_step=halos,
                   groups=groups).as_dict()
@@ -153,7 +197,12 @@ def test_measured_bytes_equal_table3_per_partition_kind(runs, store):
         for key in keys:
             row, sent = _table3(kind, key[2], store), _sent(runs["p2"][key])
             where = f"{kind}: {key}"
-            assert row["gradients"] > 0 and sent["gradients"] == row["gradients"], where
+            if kind == "group":  # Table 3's p = the devices in the all-reduce (one here: nothing crosses devices)
+                devices = runs["p2"][key]["extra"]["blad"]["devices"]
+                row = _table3(kind, key[2], store, ranks=devices)
+                assert sent.get("gradients", 0) == STEPS * row["gradients"], where
+            else:  # one flat all-reduce per optimiser step
+                assert row["gradients"] > 0 and sent["gradients"] == STEPS * row["gradients"], where
             if kind == "group":
                 assert row["features"] == 0 and not {t for t in sent if t.split(":")[0] in FEATURE_TAGS}, where
             elif kind == "snapshot":
@@ -174,14 +223,16 @@ def test_four_ranks_follow_single_two_devices_or_four(runs, store):
         where = f"{scheme} {options} {model} P=4"
         np.testing.assert_allclose(_losses(record), _losses(runs["single"][model]), rtol=1e-5, err_msg=where)
         report, sent = record["extra"]["blad"], _sent(record)
-        assert sent["gradients"] == report["table3"]["gradients_total"] and report["table3"]["ranks"] == 4, where
+        assert sent.get("gradients", 0) == STEPS * report["table3"]["gradients_total"], where
+        assert report["table3"]["ranks"] == report["devices"], where
         for tag, elements in record["extra"]["predicted_comm_elements"].items():
-            assert sent[tag] == elements, f"{where}: {tag}"
+            assert sent.get(tag, 0) == elements, f"{where}: {tag}"
         procs = options.get("procs_per_device", 2)
         assert (report["devices"], report["procs_per_device"]) == (4 // procs, procs), where
         if scheme == "blad" and procs == 2:
-            assert report["pairs_exchanged"] > 0 and report["exchanges_run"] == BASE["epochs"] * report[
-                "pairs_exchanged"], where
+            decided = report["pairs_exchanged_by_epoch"]  # epoch 1 on the proxy's plan, then on the profile's
+            assert report["pairs_exchanged"] > 0 and report["exchanges_run"] == sum(
+                n for epoch in decided for n in epoch.values()), where
 
 
 def test_refusals_are_one_line(store):
@@ -191,8 +242,12 @@ def test_refusals_are_one_line(store):
         resolve(RunConfig("blad", "wdgcn", store, nproc=3, procs_per_device=2))
     with pytest.raises(DgbenchError, match="runs each group whole"):
         resolve(RunConfig("snapshot", "wdgcn", store, nproc=2, group_length=3, blocks=2))
+    with pytest.raises(DgbenchError, match="need the group protocol"):
+        resolve(RunConfig("single", "wdgcn", store, nproc=1, group_batch=2))
+    with pytest.raises(DgbenchError, match="--blad-sync epoch steps once per epoch"):
+        run_experiments([_config("blad", "wdgcn", store, 1, blad_sync="epoch")])
     run = resolve(RunConfig("blad", "evolvegcn-o", store, nproc=2))
-    assert run.task.group_length == 4 and run.task.smoothing == "none"  # BLAD's protocol defaults
+    assert run.task.group_length == 4 and run.task.smoothing == "none" and run.task.group_batch == 2  # defaults
 
 
 @pytest.mark.slow  # 16-23 s (profiling + two launches); the predictor's own tests run by default

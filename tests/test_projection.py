@@ -5,7 +5,8 @@ board section.
 The exactness test trains every registered scheme (one launch per world size, P = 2 and 4) and compares
 the dry run's bytes per tag with what the ranks counted, tag by tag, the control tag included; a new
 scheme is covered by registering it. Sven's default (n from Eq. 12 at run time) is dry-run with the n
-its run chose; a steady-state epoch (the second) is compared, as the dry run describes.
+its run chose, and BLAD's default (its plan from the first epoch's profile) with the plan its run made; a
+steady-state epoch (the second) is compared, as the dry run describes.
 """
 from __future__ import annotations
 
@@ -110,7 +111,9 @@ def _compare(runs: list[tuple[RunConfig, dict]], world: int) -> None:
             missing.add(config.scheme)
             continue
         eq12 = (record["extra"].get("microbatches") or {}).get("n") if record["family"] == "continuous" else None
-        dry = dry_run(config, eq12_n=eq12)
+        blad = record["extra"].get("blad") if record["family"] == "discrete" else None
+        profiled = blad if blad and blad["durations"]["source"] == "profiled" else None  # the plan it measured
+        dry = dry_run(config, eq12_n=eq12, blad_plan=profiled)
         where = f"{config.scheme} {config.options} {config.model} P={world}"
         assert _nonzero(dry.bytes_by_tag()) == _nonzero(measured_by_tag(record)), where
         if record["family"] == "continuous" and "scheme_predicted_bytes" in dry.extra:  # its Eq. 7-9 form too

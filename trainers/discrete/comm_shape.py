@@ -29,6 +29,9 @@ class CommShape:
     steps: np.ndarray  # [P] timesteps run (per-step overheads: kernel launches, the models' step loops)
     pattern: str = PLAN
     kinds: dict[str, str] = dataclasses.field(default_factory=dict)  # tags that are not all-to-alls
+    # [P] gradient elements each rank all-reduces per epoch when not every rank reduces every parameter
+    # once (BLAD's per-step sync over the devices' first processes); None: the loop's one flat all-reduce
+    gradients: np.ndarray | None = None
 
 
 def to_every_other(world: int) -> np.ndarray:

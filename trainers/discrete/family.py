@@ -53,6 +53,9 @@ class TaskOptions(Options):
     group_length: int = option(0, "Snapshot-group protocol (BLAD §3.1, Eq. 1): each target step is an independent "
                                   "sample, its L most recent snapshots run from a fresh state, loss on the last; "
                                   "0 = the whole-sequence protocol (ESDG §6.4).", minimum=0)
+    group_batch: int = option(0, "Under the group protocol: groups per optimiser step, consecutive targets in step "
+                                 "order (BLAD §5.1 aggregates gradients after each group); 0 = one step per epoch.",
+                              minimum=0)
     negatives: str = negatives_option()
     extra_negatives: str | None = extra_negatives_option()
     eval_negatives: int = eval_negatives_option()
@@ -97,6 +100,9 @@ def check(run: ResolvedRun) -> None:
                            f"the whole-sequence protocol only")
     if not task.group_length and isinstance(schedule, GroupSchedule):
         raise DgbenchError(f"scheme '{name}' trains snapshot groups (BLAD §3.1): give --group-length L >= 1")
+    if task.group_batch and not task.group_length:
+        raise DgbenchError(f"--group-batch {task.group_batch}: optimiser steps per group batch need the group "
+                           f"protocol (--group-length L >= 1)")
     blocks = getattr(run.scheme_options, "blocks", 1)
     if task.group_length and blocks > 1:
         raise DgbenchError(f"--blocks {blocks}: the group protocol (--group-length {task.group_length}) runs each "
@@ -162,9 +168,11 @@ def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
     torch.manual_seed(run.config.seed)  # same initial parameters on every rank and in every scheme
     model = run.model.build(run.model_options, in_features=data.in_features, hidden=run.task.hidden).to(ctx.device)
     schedule = scheme.schedule(run.scheme_options)
+    from trainers.discrete.blad.groups import GroupSchedule
     if run.task.group_length and schedule is None:
-        from trainers.discrete.blad.groups import GroupSchedule
         schedule = GroupSchedule()
+    if isinstance(schedule, GroupSchedule):
+        schedule.group_batch = run.task.group_batch
     trainer = DiscreteTrainer(ctx, data, placement, model, lr=run.config.lr,  # type: ignore[arg-type]
                               schedule=schedule)
     if run.task.task == NODE_CLASSIFICATION:

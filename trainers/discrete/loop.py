@@ -101,8 +101,9 @@ class DiscreteTrainer:
         batches = self.schedule.assign(self, every)
         with self.activations.watching():
             local_loss = self.schedule.forward_backward(self, batches, total_pairs, timer)
-        self.gradients.synchronise()
-        self.optimizer.step()
+        if not self.schedule.steps_optimizer():
+            self.gradients.synchronise()
+            self.optimizer.step()
         self.transfer_per_epoch.append({mode: moved - moved_before[mode]
                                         for mode, moved in self.placement.transfer_bytes().items()})
         summed = self.ctx.comm.all_reduce(torch.tensor([local_loss], dtype=torch.float64, device=self.ctx.device),

@@ -49,6 +49,11 @@ class Schedule(ABC):
         """How many times each block's forward pass runs per epoch (the backward runs once), for the
         schemes' volume predictions."""
 
+    def steps_optimizer(self) -> bool:
+        """True: :meth:`forward_backward` synchronises gradients and steps the optimiser itself (several
+        steps per epoch); False: the loop does it once after it."""
+        return False
+
     def units(self, trainer: DiscreteTrainer) -> tuple[list[range], list[int]]:
         """The ranges of steps this schedule runs as units of work, and how many forward passes each gets."""
         blocks = trainer.placement.blocks

@@ -68,16 +68,19 @@ class DryRun:
 
 # --------------------------------------------------------------------------- driver
 
-def dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, problem: Any = None) -> DryRun:
+def dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, problem: Any = None,
+            blad_plan: dict[str, Any] | None = None) -> DryRun:
     """Count one training epoch of ``config`` (see :func:`_dry_run`), without the run's evaluation sets."""
     with without_evaluation_sets():  # a dry run scores nothing (dgbench/tasks/options.py)
-        return _dry_run(config, epoch, eq12_n, problem)
+        return _dry_run(config, epoch, eq12_n, problem, blad_plan)
 
 
-def _dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, problem: Any = None) -> DryRun:
+def _dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, problem: Any = None,
+             blad_plan: dict[str, Any] | None = None) -> DryRun:
     """Count one training epoch of ``config`` (a :class:`trainers.config.RunConfig`) at ``config.nproc``
     ranks. ``epoch``: which epoch's sampled pairs (discrete; default the run's last). ``eq12_n``: the
-    micro-batch count a run chose by Eq. 12 at run time (Sven with ``--microbatches 0``). ``problem``: the
+    micro-batch count a run chose by Eq. 12 at run time (Sven with ``--microbatches 0``). ``blad_plan``: the
+    plan a BLAD run made from its first epoch's profile (its record's ``extra.blad``). ``problem``: the
     family's partition problem of this same store, model and protocol, when the caller loaded it already
     (:func:`partition_problem`); loading the store dominates large dry runs."""
     from trainers.experiment import family_hooks, resolve
@@ -91,7 +94,8 @@ def _dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, p
     partitioned = time.perf_counter()
     if run.family == "discrete":
         from trainers.projection.plans import discrete_epoch
-        result = discrete_epoch(run, problem, partition, world, config.epochs - 1 if epoch is None else epoch)
+        result = discrete_epoch(run, problem, partition, world, config.epochs - 1 if epoch is None else epoch,
+                                blad_plan)
     else:
         from trainers.projection.plans import continuous_epoch
         result = continuous_epoch(run, problem, partition, world, eq12_n)

@@ -69,13 +69,20 @@ def _element_bytes(tag: str, float_bytes: int) -> int:
     return INT_BYTES if tag.endswith(":ids") or tag in CONTROL_TAGS else float_bytes
 
 
-def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: int) -> DryRun:
-    """One training epoch of a discrete-time scheme (see the module docstring)."""
+def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: int,
+                   blad_plan: dict[str, Any] | None = None) -> DryRun:
+    """One training epoch of a discrete-time scheme (see the module docstring). ``blad_plan``: a BLAD run's
+    recorded plan, when it came from run-time measurements (its first epoch's profile)."""
     from trainers.discrete import family
     from trainers.discrete.data import TRAIN
     from trainers.discrete.placement import CommProfile
     notes: list[str] = []
     trainer = family.build_rank(dry_context(0, world), run, partition, problem)
+    if blad_plan is not None:
+        from trainers.discrete.blad.runtime import BladSchedule
+        if isinstance(trainer.schedule, BladSchedule):
+            trainer.schedule.given_plan = blad_plan
+            notes.append("BLAD: the plan its run made from the first epoch's profile (given)")
     units, passes = trainer.schedule.units(trainer)
     calls, kinds = _probe_forward(trainer, units[0], notes)
     pairs = LazyPairs(problem, TRAIN, epoch)  # built only if the placement scores pairs across ranks
@@ -88,6 +95,8 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
     float_bytes = next(trainer.model.parameters()).element_size()
     counter = TagCounter(world, 1)
     for tag, elements in sorted(predicted.items()):
+        if tag in DISCRETE_EXTRA_TAGS:  # all-reduces, counted below
+            continue
         pattern = shape.patterns.get(tag)
         kind = UNIFORM if pattern is None or not pattern.sum() else shape.pattern
         pairs_matrix, exact = _scaled(to_every_other(world) if kind == UNIFORM else pattern, int(elements))
@@ -114,8 +123,11 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
         if world > 1:
             counter.matrix(tag, shape.kinds.get(tag, ALL_TO_ALL), INT_BYTES, matrix, len(units), PLAN)
     if world > 1:
-        for rank in range(world):
-            counter.reduce("gradients", float_bytes, 0, rank, parameters)
+        for rank in range(world):  # the loop's one flat all-reduce, or the schedule's per-step ones
+            reduced = parameters if "gradients" not in predicted else predicted["gradients"] // world
+            reduced = reduced if shape.gradients is None else int(shape.gradients[rank])
+            if reduced:
+                counter.reduce("gradients", float_bytes, 0, rank, reduced)
             counter.reduce("loss", 8, 0, rank, 1)
     if shape.pattern == UNIFORM:
         notes.append(f"{type(trainer.placement).__name__}: its comm_shape reads no plan; every tag spread evenly over "

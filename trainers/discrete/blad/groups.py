@@ -6,8 +6,10 @@ h_{S-l-1} undefined; GUESS: the model's initial state, zeros for an RNN), and on
 :class:`GroupSchedule` runs the groups one after another on a scheme's own placement — `single` on one
 rank, `snapshot` with each group's steps split over the ranks by time interval (what BLAD §7.1 calls
 ESDG), `vertex` with each group's halos — accumulating gradients over the groups (one optimiser step
-per epoch, as the whole-sequence protocol), so every scheme trains exactly the same work and follows
-`single`'s trajectory under the same protocol. BLAD's own schedule (trainers/discrete/blad/runtime.py) is one too.
+per epoch, as the whole-sequence protocol; or, with ``--group-batch B``, one step after every B
+consecutive targets, the loss of a step its pairs' mean BCE), so every scheme trains exactly the same
+work and follows `single`'s trajectory under the same protocol. BLAD's own schedule
+(trainers/discrete/blad/runtime.py) is one too.
 
 Evaluation follows the protocol: the validation and test targets are scored from their own groups.
 Not done: §3.1's vertex mini-batches with sampled neighbours (steps 1, 2, 5); groups run on the full
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
 
 def group_loss(trainer: DiscreteTrainer, view: Any, state: Any, pairs: list[PairBatch], total_pairs: int,
                connected: bool) -> torch.Tensor:
-    """Forward of one view from ``state``; the summed BCE of ``pairs`` over the global pair count.
+    """Forward of one view from ``state``; the summed BCE of ``pairs`` over ``total_pairs`` (every rank's
+    pairs of the optimiser step).
     ``connected``: keep the graph attached to every output (collectives in the backward pass)."""
     halves, _ = trainer.model.forward_block(view, state)
     logits = trainer.placement.score(view, halves, pairs, trainer.model.scorer.bias)
@@ -42,8 +45,35 @@ def group_loss(trainer: DiscreteTrainer, view: Any, state: Any, pairs: list[Pair
     return loss + 0.0 * halves.sum() if connected else loss
 
 
+def step_ranges(targets: int, group_batch: int) -> list[range]:
+    """Indices of the targets each optimiser step trains: consecutive runs of ``group_batch`` (0: all)."""
+    size = group_batch or max(targets, 1)
+    return [range(start, min(start + size, targets)) for start in range(0, targets, size)]
+
+
+def step_pair_counts(pairs: list[PairBatch], group_batch: int) -> list[int]:
+    """Every rank's training pairs per optimiser step (the loss divisor of each step)."""
+    return [sum(len(pairs[i].src) for i in step) for step in step_ranges(len(pairs), group_batch)]
+
+
+def optimiser_step(trainer: DiscreteTrainer) -> None:
+    """The loop's end-of-epoch work, run after each group batch: sum the gradients, step, zero them."""
+    trainer.gradients.synchronise()
+    trainer.optimizer.step()
+    trainer.optimizer.zero_grad(set_to_none=False)
+
+
 class GroupSchedule(Schedule):
     """Every training target's group, in step order, on the scheme's placement (see the module)."""
+
+    group_batch = 0  # --group-batch: groups per optimiser step (0: one step per epoch), set by the family
+
+    def steps_optimizer(self) -> bool:
+        return self.group_batch > 0
+
+    def optimiser_steps(self, trainer: DiscreteTrainer) -> int:
+        """Optimiser steps per epoch."""
+        return len(step_ranges(len(self.targets(trainer)), self.group_batch))
 
     def targets(self, trainer: DiscreteTrainer) -> list[int]:
         return trainer.data.steps_of(TRAIN)
@@ -51,18 +81,25 @@ class GroupSchedule(Schedule):
     def assign(self, trainer: DiscreteTrainer, pairs: list[PairBatch]) -> list[list[PairBatch]]:
         """One unit per target, on every rank (views may be collectives): this rank's pairs of S."""
         data = trainer.data
+        self.step_pairs = step_pair_counts(pairs, self.group_batch)
         return [[trainer.placement.owned_in(batch, data.group_of(batch.step))] for batch in pairs]
 
     def forward_backward(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
                          timer: PhaseTimer) -> float:
+        """Each group in step order; with a group batch, a synchronised optimiser step after each batch
+        (the loss divided by the batch's pairs; the returned loss is the epoch's mean BCE all the same)."""
         total = 0.0
         connected = trainer.ctx.world_size > 1
-        for pairs in batches:
-            view = trainer.placement.view_of(trainer.data.group_of(pairs[0].step), timer)
-            loss = group_loss(trainer, view, trainer.initial_state(), pairs, total_pairs,
-                              connected or not len(pairs[0].src))
-            loss.backward()
-            total += loss.item()
+        for step, divisor in zip(step_ranges(len(batches), self.group_batch), self.step_pairs):
+            divisor = divisor if self.group_batch else total_pairs
+            for pairs in (batches[i] for i in step):
+                view = trainer.placement.view_of(trainer.data.group_of(pairs[0].step), timer)
+                loss = group_loss(trainer, view, trainer.initial_state(), pairs, divisor,
+                                  connected or not len(pairs[0].src))
+                loss.backward()
+                total += loss.item() * divisor / max(total_pairs, 1) if self.group_batch else loss.item()
+            if self.group_batch:
+                optimiser_step(trainer)
         return total
 
     def forward_passes(self, blocks: int) -> list[int]:
@@ -78,7 +115,12 @@ class GroupSchedule(Schedule):
     def predicted_elements(self, trainer: DiscreteTrainer, profile: CommProfile, pairs: list[PairBatch]
                            ) -> dict[str, int] | None:
         groups = self.groups(trainer)
-        return trainer.placement.predicted_elements(profile, [1] * len(groups), pairs, blocks=groups)
+        predicted = trainer.placement.predicted_elements(profile, [1] * len(groups), pairs, blocks=groups)
+        if predicted is not None and self.group_batch and trainer.ctx.world_size > 1:
+            # one flat all-reduce of every parameter per step (the loop's one per epoch is not predicted)
+            parameters = sum(p.numel() for p in trainer.model.parameters())
+            predicted["gradients"] = self.optimiser_steps(trainer) * trainer.ctx.world_size * parameters
+        return predicted
 
     @torch.no_grad()
     def evaluate(self, trainer: DiscreteTrainer, which: tuple[str, ...] = (VAL, TEST)

@@ -30,13 +30,18 @@ from trainers.discrete.blad.reorder import Slot, manage_topology, operators_for
 from trainers.discrete.blad.table3 import table3
 from trainers.discrete.comm_shape import CommShape
 from trainers.discrete.data import TEST, VAL, DiscreteData, PairBatch
-from trainers.discrete.blad.groups import GroupSchedule
+from trainers.discrete.blad.groups import GroupSchedule, step_ranges
 from trainers.discrete.placement import CommProfile, Placement, pair_logits
 
 if TYPE_CHECKING:
     from trainers.discrete.loop import DiscreteTrainer
 
 DEFAULT_GROUP_LENGTH = 4  # GUESS: §3.1 gives no l; the notes' default (l + 1 = 4)
+# GUESS: §5.1 aggregates "after the GPU completes training one snapshot group", i.e. a step per group per
+# device (B = devices); a protocol needs one B for every scheme and device count (its reference, `single`,
+# has no devices): 2 is §5.1 literally on two devices, and on one device it leaves p1 a successor group
+# to pipeline with inside the step (docs/blad.md, "Gradient aggregation")
+DEFAULT_GROUP_BATCH = 2
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,18 @@ class BladOptions(Options):
     assign: str = option("balanced", "Groups to devices (§5.1): contiguous ranges of equal predicted load "
                                      "(balanced) or equal counts (even).", choices=("balanced", "even"))
     costmodel: Path | None = option(None, "Operator predictor fitted here by `dgbench costmodel fit blad` (§5.2.2); "
-                                          "default: an operation-count proxy.")
+                                          "default: --durations.")
+    durations: str = option("profile", "Per-snapshot durations without --costmodel: measured in the first epoch "
+                                       "(profile, §4 step 1; the first epoch runs on the proxy's plan) or the "
+                                       "operation-count proxy throughout (proxy).", choices=("profile", "proxy"))
+    blad_sync: str = option("group", "Gradient aggregation (§5.1): after each group batch (--group-batch), summed "
+                                     "inside each device, then across devices (group); or once per epoch over "
+                                     "every process at once (epoch: needs --group-batch 0).",
+                            choices=("group", "epoch"))
+    first_layer: str = option("pair", "The first GCN layer: an (aggregate, update) pair run every forward pass, which "
+                                      "the topology manager may reorder like the second (pair: Fig. 11), or Ã X⁰ "
+                                      "precomputed once (precomputed: ESDG §5.5, only its update runs).",
+                              choices=("pair", "precomputed"))
     pin: str = option("pair", "Cores: both processes of a device on the device's cores (pair) or as launched (none).",
                       choices=("pair", "none"))
 
@@ -74,8 +90,9 @@ class Layout:
     description: list[str]
 
 
-def model_layout(model: torch.nn.Module, in_features: int) -> Layout:
-    """Read the operators off the model's layers (dgbench.models.recurrent / discrete / attention)."""
+def model_layout(model: torch.nn.Module, in_features: int, first_pair: bool = False) -> Layout:
+    """Read the operators off the model's layers (dgbench.models.recurrent / discrete / attention).
+    ``first_pair``: the first layer's aggregation runs (Fig. 11) instead of being precomputed."""
     slots: list[Slot] = []
     calls: dict[int, int] = {}
     names: list[str] = []
@@ -98,7 +115,7 @@ def model_layout(model: torch.nn.Module, in_features: int) -> Layout:
     for index, layer in enumerate(model.layers):
         kind = type(layer).__name__
         names.append(kind)
-        first = index == 0
+        first = index == 0 and not first_pair
         if kind == "GraphConvolution":
             gcn(*layer.weight.shape, precomputed=first)
         elif kind == "ConvolvedSequence":
@@ -140,7 +157,13 @@ class Plan:
     first: np.ndarray  # Eq. 2's p_i per target (counting a short group's padding)
     p1_steps: np.ndarray  # snapshots p1 actually runs per target
     exchanged: dict[tuple[int, int], frozenset[int]]  # (target index, step) -> convolve calls run exchanged
+    steps: list[range] = field(default_factory=list)  # target indices of each optimiser step (group sync)
+    profiled: bool = False  # built from the first epoch's measured durations
     report: dict[str, Any] = field(default_factory=dict)
+
+    def mine_in(self, step: range) -> list[int]:
+        """This device's groups of one optimiser step, in order."""
+        return [i for i in step if self.device_of[i] == self.device]
 
     def mine(self) -> list[int]:
         """Indices (into targets) of this device's groups, in order."""
@@ -153,10 +176,12 @@ class Plan:
         return 0 if self.p1_steps[index] >= len(group) else 1
 
 
-def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions) -> tuple[np.ndarray, np.ndarray,
-                                                                                         Any, dict[str, Any]]:
+def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions, measured: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, Any, dict[str, Any]]:
     """Per input step: predicted forward and backward seconds (Eq. 2's l and b), and an op-duration
-    function (role, direction, step, width) for Alg. 1."""
+    function (role, direction, step, width) for Alg. 1. ``measured`` [steps, 2]: the first epoch's
+    profile (forward, backward seconds per snapshot), which replaces the proxy's per-snapshot totals; Alg. 1's
+    operators keep the proxy's shares of each snapshot's measured time."""
     data = trainer.data
     vertices = np.full(data.num_steps, data.num_nodes, np.int64)  # full-graph groups: every vertex each step
     edges = data.edges_per_step
@@ -177,9 +202,32 @@ def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions) -
         provenance = proxy_provenance("operation-count", "multiply-adds per operator (aggregation (E+V)·F, update "
                                       "V·F·H, LSTM/GRU V·gates·(F+H)·H); backward = 2x forward")
     every = np.arange(data.num_steps)
-    forward = sum(op(s.role, "forward", every, s.width) for s in layout.slots)
-    backward = sum(op(s.role, "backward", every, s.width) for s in layout.slots)
-    return np.asarray(forward, np.float64), np.asarray(backward, np.float64), op, provenance
+    forward = np.asarray(sum(op(s.role, "forward", every, s.width) for s in layout.slots), np.float64)
+    backward = np.asarray(sum(op(s.role, "backward", every, s.width) for s in layout.slots), np.float64)
+    if measured is None or options.costmodel is not None:
+        return forward, backward, op, provenance
+    proxy_op, scale = op, {"forward": measured[:, 0] / np.maximum(forward, 1e-30),
+                           "backward": measured[:, 1] / np.maximum(backward, 1e-30)}
+
+    def profiled(role: str, direction: str, steps: np.ndarray, width: int) -> np.ndarray:
+        return proxy_op(role, direction, steps, width) * scale[direction][steps]
+    profile = {"source": "profiled", "method": "first epoch (§4 step 1): every snapshot's forward and backward timed "
+               "alone (one snapshot from the initial state, autograd.grad: no gradient kept), the snapshots split "
+               "over the ranks and the seconds shared; operators keep the proxy's shares",
+               "forward_seconds_total": float(measured[:, 0].sum()),
+               "backward_seconds_total": float(measured[:, 1].sum())}
+    return measured[:, 0].astype(np.float64), measured[:, 1].astype(np.float64), profiled, profile
+
+
+def optimiser_steps(options: BladOptions, group_batch: int, targets: int, devices: int) -> list[range]:
+    """Target indices per optimiser step: consecutive group batches under ``--blad-sync group`` (§5.1's
+    aggregation after each device's group), every target at once under ``epoch``. A step with fewer groups
+    than devices gives one group each to its first devices."""
+    if options.blad_sync == "epoch":
+        if group_batch:
+            raise DgbenchError(f"--blad-sync epoch steps once per epoch: give --group-batch 0, not {group_batch}")
+        return step_ranges(targets, 0)
+    return step_ranges(targets, group_batch)  # a step with fewer groups than devices leaves some idle (recorded)
 
 
 def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
@@ -188,9 +236,9 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
     if ctx.world_size % procs:
         raise DgbenchError(f"--procs-per-device {procs}: the world size {ctx.world_size} is not a multiple of it")
     devices = ctx.world_size // procs
-    layout = model_layout(trainer.model, data.in_features)
+    layout = model_layout(trainer.model, data.in_features, first_pair=options.first_layer == "pair")
     started = time.perf_counter()
-    step_forward, step_backward, op, provenance = _durations(trainer, layout, options)
+    step_forward, step_backward, op, provenance = _durations(trainer, layout, options, schedule.profile)
     predict_s = time.perf_counter() - started
     length = data.group_length
     targets = schedule.targets(trainer)
@@ -201,16 +249,21 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
     real = members >= 0
     forward = np.where(real, step_forward[np.maximum(members, 0)], 0.0)
     backward = np.where(real, step_backward[np.maximum(members, 0)], 0.0)
-    ranges = assign_groups((forward + backward).sum(1), devices, options.assign)
+    steps = optimiser_steps(options, schedule.group_batch, len(targets), devices)
     device_of = np.zeros(len(targets), np.int64)
-    for d, r in enumerate(ranges):
-        device_of[list(r)] = d
     first = np.full(len(targets), length, np.int64)  # procs = 1: the whole group on the one process
-    dp_s, predicted = 0.0, {}
-    if procs == 2:
-        variant = CORRECTED if options.eq2 == "corrected" else PAPER
+    dp_s = 0.0
+    predicted_steps: dict[int, list[float]] = {}  # Eq. 2's value of each step's pipeline, per device
+    variant = CORRECTED if options.eq2 == "corrected" else PAPER
+    for step in steps:  # each step's groups over the devices, then Eq. 2 per device (the pipeline drains per step)
+        loads = (forward + backward).sum(1)[list(step)]
+        ranges = assign_groups(loads, devices, options.assign) if len(step) >= devices \
+            else [range(i, i + 1) for i in range(len(step))]
         for d, r in enumerate(ranges):
-            mine = list(r)
+            mine = [step[i] for i in r]
+            device_of[mine] = d
+            if procs != 2 or not mine:
+                continue
             started = time.perf_counter()
             if options.balance == "dp":
                 split = balance_split(forward[mine], backward[mine], variant)
@@ -219,23 +272,41 @@ def make_plan(trainer: DiscreteTrainer, schedule: BladSchedule) -> Plan:
                 first[mine] = even_split(len(mine), length)
                 value = None
             dp_s += time.perf_counter() - started
-            predicted[d] = value
+            if value is not None:
+                predicted_steps.setdefault(d, []).append(value)
+    predicted = {d: sum(values) for d, values in predicted_steps.items()} if options.balance == "dp" else \
+        {d: None for d in range(devices)} if procs == 2 else {}
+    if schedule.given_plan is not None:  # a dry run of a run whose plan came from its profile
+        device_of = np.asarray(schedule.given_plan["device_of_target"], np.int64)
+        first = np.asarray(schedule.given_plan["p1_snapshots"], np.int64)
     pad = (~real).sum(1)
     p1_steps = np.maximum(0, first - pad)
-    plan = Plan(devices, procs, ctx.rank // procs, ctx.rank % procs, targets, device_of, first, p1_steps, {})
+    plan = Plan(devices, procs, ctx.rank // procs, ctx.rank % procs, targets, device_of, first, p1_steps, {}, steps,
+                schedule.profile is not None or schedule.given_plan is not None)
     reorder_s = 0.0
     if procs == 2 and schedule.reorder:
         started = time.perf_counter()
         plan.exchanged = _topology_decisions(plan, trainer, layout, op)
         reorder_s = time.perf_counter() - started
-    plan.report = {"table3": table3_group(trainer.model, ctx.world_size), "devices": devices,
+    grouped = options.blad_sync == "group"
+    plan.report = {"table3": table3_group(trainer.model, devices if grouped else ctx.world_size),
+                   "sync": {"mode": options.blad_sync, "optimiser_steps": len(steps) if grouped else 1,
+                            "group_batch": schedule.group_batch,
+                            "idle_device_steps": sum(max(0, devices - len(step)) for step in steps),
+                            "order": "inside each device (p2 -> p1), across devices (p1s), back (p1 -> p2)"
+                            if grouped else "one all-reduce over every process"},
+                   "devices": devices,
                    "procs_per_device": procs, "group_length": length,
                    "device_of_target": device_of.tolist(), "p1_snapshots": first.tolist(),
                    "p1_real_snapshots": p1_steps.tolist(), "eq2_predicted_seconds": predicted,
                    "durations": provenance, "operators": [f"{s.role}({s.width})" for s in layout.slots],
                    "layers": layout.description, "reorder": schedule.reorder,
                    "pairs_exchanged": sum(len(v) for v in plan.exchanged.values()),
-                   "overhead_seconds": {"prediction": predict_s, "dp": dp_s, "reordering": reorder_s}}
+                   "first_layer": options.first_layer,
+                   "pairs_exchanged_by_layer": {str(call): sum(call in v for v in plan.exchanged.values())
+                                                for call in sorted(set(layout.convolve_call.values()))},
+                   "overhead_seconds": {"prediction": predict_s, "dp": dp_s, "reordering": reorder_s,
+                                        "profiling": schedule.profile_seconds}}
     return plan
 
 
@@ -328,8 +399,10 @@ class GroupView(LayoutSequence):
         return self.placement.vertex_rows
 
     def aggregate(self, x: torch.Tensor | None) -> torch.Tensor:
-        if x is None:
+        if x is None and not self.placement.first_pair:
             return self.first_input
+        if x is None:  # the first layer's aggregation, run (Fig. 11) rather than precomputed
+            x = self.input_features()
         steps, rows, width = x.shape
         return spmm(self.operator, x.reshape(steps * rows, width)).view(steps, rows, width)
 
@@ -340,9 +413,12 @@ class GroupView(LayoutSequence):
         call = self._calls
         self._calls += 1
         swap = [call in chosen for chosen in self.exchanged]
+        if x is None and self.placement.first_pair:
+            x = self.input_features()
         if x is None or not any(swap):
             return super().convolve(x, weight, bias)
         self.placement.exchanges_run += sum(swap)
+        self.placement.exchanges_by_layer[call] = self.placement.exchanges_by_layer.get(call, 0) + sum(swap)
         outs = []
         for i, op in enumerate(self.per_step):
             w = weight[i] if weight.dim() == 3 else weight
@@ -372,8 +448,10 @@ class GroupView(LayoutSequence):
 class BladPlacement(Placement):
     """Whole snapshots of the device's groups on each of its processes (§5.1); views built on first use."""
 
-    def __init__(self, ctx: DistContext, data: DiscreteData):
+    def __init__(self, ctx: DistContext, data: DiscreteData, first_pair: bool = False):
         super().__init__(ctx, data, 1)
+        self.first_pair = first_pair  # --first-layer pair: the first aggregation runs in every forward pass
+        self.exchanges_by_layer: dict[int, int] = {}  # convolve call (GCN layer) -> pairs run exchanged
         self._views: dict[tuple[int, int], GroupView] = {}
         self.plan: Plan | None = None
         self.schedule_report: dict[str, Any] = {}
@@ -418,17 +496,33 @@ class BladPlacement(Placement):
                 control[first, second] += dims
         spread = np.repeat(np.arange(plan.devices), plan.procs)
         point_to_point = {"intra:state": POINT_TO_POINT, "intra:state_grad": POINT_TO_POINT, "counts": POINT_TO_POINT}
-        return CommShape({"intra:state": state, "intra:state_grad": grads}, {"counts": control} if dims else {},
-                         edges[spread], cells[spread], steps[spread], PLAN, point_to_point)
+        patterns, reduced = {"intra:state": state, "intra:state_grad": grads}, None
+        syncs = len(plan.steps) if plan.report.get("sync", {}).get("mode") == "group" else 0
+        if syncs:  # per optimiser step: p2 -> p1 -> p2 inside each device, an all-reduce over the p1s (§5.1)
+            parameters = sum(p.numel() for p in trainer.model.parameters())
+            reduced = np.zeros(world, np.int64)
+            reduced[::plan.procs] = syncs * parameters if plan.devices > 1 else 0
+            if plan.procs == 2:
+                inside = np.zeros((world, world), np.int64)
+                for device in range(plan.devices):
+                    inside[2 * device, 2 * device + 1] = inside[2 * device + 1, 2 * device] = syncs * parameters
+                patterns["intra:gradients"] = inside
+                point_to_point["intra:gradients"] = POINT_TO_POINT
+        return CommShape(patterns, {"counts": control} if dims else {}, edges[spread], cells[spread], steps[spread],
+                         PLAN, point_to_point, reduced)
 
     def extra(self) -> dict[str, Any]:
         """The plan and, summed over the ranks (one all-reduce after training, every rank calls this
         once), the GCN pairs run exchanged: epochs × the decided pairs when the manager is on."""
-        ran = torch.tensor([float(self.exchanges_run)], dtype=torch.float64, device=self.ctx.device)
+        layers = sorted(self.plan.report.get("pairs_exchanged_by_layer", {})) if self.plan else []
+        ran = torch.tensor([float(self.exchanges_run)] + [float(self.exchanges_by_layer.get(int(call), 0))
+                                                          for call in layers], dtype=torch.float64,
+                           device=self.ctx.device)
         if self.ctx.world_size > 1:
             self.ctx.comm.all_reduce(ran, tag="blad:report")
         return {"blad": {**(self.plan.report if self.plan else {}), **self.schedule_report,
-                         "exchanges_run": int(ran.item())}}
+                         "exchanges_run": int(ran[0].item()),
+                         "exchanges_run_by_layer": {call: int(n) for call, n in zip(layers, ran[1:].tolist())}}}
 
 
 # --------------------------------------------------------------------------- the channel between a device's processes
@@ -507,24 +601,42 @@ class BladSchedule(GroupSchedule):
         self.options, self.reorder = options, reorder
         self.plan: Plan | None = None
         self.channel: PairChannel | None = None
+        self.profile: np.ndarray | None = None  # [steps, 2] first-epoch seconds (forward, backward) per snapshot
+        self.profile_seconds = 0.0
+        self.given_plan: dict[str, Any] | None = None  # a recorded plan (dry runs of a profiled run)
+        self.epochs_run = 0
+        self.process_comm: Comm | None = None  # the device's two processes
+        self.device_comm: Comm | None = None  # the devices' first processes (p1s), with two per device
 
-    def _ready(self, trainer: DiscreteTrainer) -> Plan:
+    def steps_optimizer(self) -> bool:
+        return self.options.blad_sync == "group"
+
+    def _ready(self, trainer: DiscreteTrainer, replan: bool = False) -> Plan:
+        """The plan, made at first use; ``replan`` (an epoch's start): remade once from the first epoch's profile."""
+        placement = trainer.placement
+        assert isinstance(placement, BladPlacement)
+        if self.plan is not None and replan and self.profile is not None and not self.plan.profiled:
+            self.plan = placement.plan = make_plan(trainer, self)
         if self.plan is None:
-            placement = trainer.placement
-            assert isinstance(placement, BladPlacement)
             self.plan = make_plan(trainer, self)
             placement.plan = self.plan
             if self.options.pin == "pair":
                 placement.schedule_report["cores"] = _pin(self.plan)
             if self.plan.procs == 2:
                 mesh = make_mesh(trainer.ctx, device=self.plan.devices, process=2)
-                self.channel = PairChannel(mesh.comm("process"), trainer.initial_state())
+                self.process_comm, self.device_comm = mesh.comm("process"), mesh.comm("device")
+                self.channel = PairChannel(self.process_comm, trainer.initial_state())
         return self.plan
 
     def assign(self, trainer: DiscreteTrainer, pairs: list[PairBatch]) -> list[list[PairBatch]]:
         """Per group of this device, in order: the target's pairs on the scoring process, else none."""
-        plan = self._ready(trainer)
+        plan = self._ready(trainer, replan=True)
+        placement = trainer.placement
+        assert isinstance(placement, BladPlacement)
+        placement.schedule_report.setdefault("pairs_exchanged_by_epoch", []).append(
+            plan.report.get("pairs_exchanged_by_layer", {}))
         by_step = {b.step: b for b in pairs}
+        self.step_pairs = [sum(len(by_step[plan.targets[i]].src) for i in step) for step in plan.steps]
         out = []
         for index in plan.mine():
             batch = by_step[plan.targets[index]]
@@ -534,12 +646,51 @@ class BladSchedule(GroupSchedule):
 
     def forward_backward(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
                          timer: PhaseTimer) -> float:
+        """Per optimiser step (one per epoch under ``--blad-sync epoch``): this device's groups of the step,
+        whole or through the pipeline, the loss divided by the step's pairs; under ``group`` the gradients
+        are then summed hierarchically and the optimiser steps (the pipeline drains at each step)."""
         plan = self._ready(trainer)
-        if plan.procs == 1:
-            return self._whole_groups(trainer, batches, total_pairs, timer)
-        if plan.slot == 0:
-            return self._first_process(trainer, batches, total_pairs, timer)
-        return self._second_process(trainer, batches, total_pairs, timer)
+        grouped = self.steps_optimizer()
+        run = self._whole_groups if plan.procs == 1 else self._first_process if plan.slot == 0 \
+            else self._second_process
+        of_index = dict(zip(plan.mine(), batches))
+        total = 0.0
+        for step, pairs in zip(plan.steps, self.step_pairs):
+            mine = plan.mine_in(step)
+            divisor = pairs if grouped else total_pairs
+            loss = run(trainer, mine, [of_index[i] for i in mine], divisor, timer)
+            total += loss * divisor / max(total_pairs, 1) if grouped else loss
+            if grouped:
+                self._reduce_gradients(trainer)
+                trainer.optimizer.step()
+                trainer.optimizer.zero_grad(set_to_none=False)
+        self.epochs_run += 1
+        if self.epochs_run == 1 and self.options.costmodel is None and self.options.durations == "profile":
+            started = time.perf_counter()
+            self.profile = _profile_snapshots(trainer, timer)
+            self.profile_seconds = time.perf_counter() - started
+        return total
+
+    def _reduce_gradients(self, trainer: DiscreteTrainer) -> None:
+        """§5.1's aggregation, hierarchical: p2's gradients to p1 inside the device (``intra:gradients``),
+        an all-reduce over the devices' p1s (``gradients``), the sum back to p2 (``intra:gradients``).
+        With one process per device: an all-reduce over the devices."""
+        assert self.plan is not None
+        if self.plan.procs == 1:
+            trainer.gradients.synchronise()
+            return
+        assert self.process_comm is not None and self.device_comm is not None
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                          for p in trainer.model.parameters()])
+        if self.plan.slot == 1:
+            self.process_comm.send_async(flat, 0, "intra:gradients")()
+            self.process_comm.recv(flat, 0, "intra:gradients")
+        else:
+            flat += self.process_comm.recv(torch.empty_like(flat), 1, "intra:gradients")
+            if self.plan.devices > 1:
+                self.device_comm.all_reduce(flat, "gradients")
+            self.process_comm.send_async(flat, 1, "intra:gradients")()
+        trainer.gradients.load(flat)
 
     def _view(self, trainer: DiscreteTrainer, index: int, steps: list[int], timer: PhaseTimer) -> GroupView:
         assert self.plan is not None
@@ -553,11 +704,11 @@ class BladSchedule(GroupSchedule):
         labels = torch.from_numpy(np.concatenate([b.label for b in pairs])).to(logits.device)
         return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / max(total_pairs, 1)
 
-    def _whole_groups(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
-                      timer: PhaseTimer) -> float:
+    def _whole_groups(self, trainer: DiscreteTrainer, indices: list[int], batches: list[list[PairBatch]],
+                      total_pairs: int, timer: PhaseTimer) -> float:
         assert self.plan is not None
         total = 0.0
-        for index, pairs in zip(self.plan.mine(), batches):
+        for index, pairs in zip(indices, batches):
             steps = list(trainer.data.group_of(self.plan.targets[index]))
             loss = self._loss(trainer, self._view(trainer, index, steps, timer), trainer.initial_state(), pairs,
                               total_pairs)
@@ -565,8 +716,8 @@ class BladSchedule(GroupSchedule):
             total += loss.item()
         return total
 
-    def _first_process(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
-                       timer: PhaseTimer) -> float:
+    def _first_process(self, trainer: DiscreteTrainer, indices: list[int], batches: list[list[PairBatch]],
+                       total_pairs: int, timer: PhaseTimer) -> float:
         """p1: forward(sg_i^a), hand over, forward(sg_{i+1}^a), then backward(sg_i^a) when its gradient
         arrives (the queue q of Fig. 9b). A group p1 holds whole (Eq. 2 as printed allows p_i = group)
         is trained here completely, loss included."""
@@ -574,7 +725,7 @@ class BladSchedule(GroupSchedule):
         assert plan is not None and channel is not None
         queue: deque[list[State] | None] = deque()
         total = 0.0
-        for index, pairs in zip(plan.mine(), batches):
+        for index, pairs in zip(indices, batches):
             group = list(trainer.data.group_of(plan.targets[index]))
             k = int(plan.p1_steps[index])
             if k >= len(group):
@@ -605,13 +756,13 @@ class BladSchedule(GroupSchedule):
         if pairs:
             torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
 
-    def _second_process(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
-                        timer: PhaseTimer) -> float:
+    def _second_process(self, trainer: DiscreteTrainer, indices: list[int], batches: list[list[PairBatch]],
+                        total_pairs: int, timer: PhaseTimer) -> float:
         """p2: receive sg_i^a's state, forward and backward sg_i^b with the loss, return the gradient."""
         plan, channel = self.plan, self.channel
         assert plan is not None and channel is not None
         total = 0.0
-        for index, pairs in zip(plan.mine(), batches):
+        for index, pairs in zip(indices, batches):
             group = list(trainer.data.group_of(plan.targets[index]))
             k = int(plan.p1_steps[index])
             if k >= len(group):  # p1 trains this group alone
@@ -631,8 +782,9 @@ class BladSchedule(GroupSchedule):
         device, per group p1 splits, its state after p1's snapshots forward and the floating part of it
         back. State sizes are read off a no-grad forward of the model over k snapshots (k = 1..L-1)."""
         plan = self._ready(trainer)
+        out = self._gradient_elements(trainer)
         if plan.procs == 1:
-            return {}
+            return out
         sizes: dict[int, tuple[int, int]] = {}
         forward = backward = 0
         for index, k in enumerate(plan.p1_steps.tolist()):
@@ -643,7 +795,20 @@ class BladSchedule(GroupSchedule):
                 sizes[k] = _state_size_after(trainer, group, k)
             forward += sizes[k][0]
             backward += sizes[k][1]
-        return {tag: n for tag, n in (("intra:state", forward), ("intra:state_grad", backward)) if n}
+        return {**out, **{tag: n for tag, n in (("intra:state", forward), ("intra:state_grad", backward)) if n}}
+
+    def _gradient_elements(self, trainer: DiscreteTrainer) -> dict[str, int]:
+        """Under ``--blad-sync group``, per optimiser step: every parameter all-reduced over the devices
+        (their p1s; none with one device) and, with two processes per device, sent p2 -> p1 and back.
+        Under ``epoch`` the loop's one all-reduce over every process (not predicted here, as for every scheme)."""
+        assert self.plan is not None
+        if not self.steps_optimizer():
+            return {}
+        plan, parameters = self.plan, sum(p.numel() for p in trainer.model.parameters())
+        steps = len(plan.steps)
+        across = plan.devices * parameters * steps if plan.devices > 1 else 0
+        inside = {"intra:gradients": 2 * plan.devices * parameters * steps} if plan.procs == 2 else {}
+        return {"gradients": across, **inside}
 
     @torch.no_grad()
     def evaluate(self, trainer: DiscreteTrainer, which: tuple[str, ...] = (VAL, TEST)
@@ -663,6 +828,27 @@ class BladSchedule(GroupSchedule):
             gathered = trainer.ctx.comm.all_gather_uneven(torch.cat(rows), tag="evaluation")
             out.update(trainer.split_metrics(split, gathered))  # the run's evaluation sets, as every scheme
         return out
+
+
+def _profile_snapshots(trainer: DiscreteTrainer, timer: PhaseTimer) -> np.ndarray:
+    """§4 step 1: [steps, 2] forward and backward seconds of every input snapshot, each run alone from the
+    initial state (backward by autograd.grad: the parameters' gradients are left alone). Rank r times the
+    snapshots t ≡ r (mod P); one all-reduce (``blad:profile``) gives every rank the same table, so every
+    rank computes the same plan from it."""
+    ctx, model = trainer.ctx, trainer.model
+    seconds = torch.zeros((trainer.data.num_steps, 2), dtype=torch.float64, device=ctx.device)
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    for t in range(ctx.rank, trainer.data.num_steps, ctx.world_size):
+        view = trainer.placement.view_of(range(t, t + 1), timer).for_forward([frozenset()])
+        started = time.perf_counter()
+        halves, _ = model.forward_block(view, trainer.initial_state())
+        forward = time.perf_counter() - started
+        started = time.perf_counter()
+        torch.autograd.grad(halves.sum(), parameters, allow_unused=True)
+        seconds[t, 0], seconds[t, 1] = forward, time.perf_counter() - started
+    if ctx.world_size > 1:
+        ctx.comm.all_reduce(seconds, tag="blad:profile")
+    return seconds.cpu().numpy()
 
 
 @torch.no_grad()

@@ -11,7 +11,8 @@ from typing import Any
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
 from trainers.contract import DiscreteScheme, Partition, register_scheme
-from trainers.discrete.blad.runtime import DEFAULT_GROUP_LENGTH, BladOptions, BladPlacement, BladSchedule
+from trainers.discrete.blad.runtime import (DEFAULT_GROUP_BATCH, DEFAULT_GROUP_LENGTH, BladOptions, BladPlacement,
+                                            BladSchedule)
 from trainers.discrete.data import DiscreteData
 from trainers.discrete.placement import Placement
 from trainers.discrete.schedule import Schedule
@@ -20,7 +21,8 @@ from trainers.discrete.schedule import Schedule
 class _Blad(DiscreteScheme[BladOptions]):
     Options = BladOptions
     # §3.1's groups; BLAD §7.1 trains on the snapshots as they are (no ESDG Table 1 smoothing)
-    protocol_defaults = {"group_length": DEFAULT_GROUP_LENGTH, "smoothing": "none"}
+    # §5.1: an optimiser step after the devices' groups (--blad-sync group): DEFAULT_GROUP_BATCH groups a step
+    protocol_defaults = {"group_length": DEFAULT_GROUP_LENGTH, "smoothing": "none", "group_batch": DEFAULT_GROUP_BATCH}
     reorder = True
 
     def validate(self, options: BladOptions, world_size: int) -> None:
@@ -29,7 +31,7 @@ class _Blad(DiscreteScheme[BladOptions]):
             raise DgbenchError(f"--procs-per-device {procs}: --nproc {world_size} is not a multiple of it")
 
     def placement(self, ctx: DistContext, data: DiscreteData, options: BladOptions, partition: Partition) -> Placement:
-        return BladPlacement(ctx, data)
+        return BladPlacement(ctx, data, first_pair=options.first_layer == "pair")
 
     def schedule(self, options: BladOptions) -> Schedule:
         return BladSchedule(options, reorder=self.reorder)
@@ -42,7 +44,8 @@ class _Blad(DiscreteScheme[BladOptions]):
 class Blad(_Blad):
     name = "blad"
     summary = "BLAD: snapshot groups per device, two processes per device split by Eq. 2, operator reordering"
-    conformance = ({"procs_per_device": 1}, {"balance": "even"}, {"eq2": "paper", "assign": "even"})
+    conformance = ({"procs_per_device": 1}, {"balance": "even"}, {"eq2": "paper", "assign": "even"},
+                   {"blad_sync": "epoch", "group_batch": 0}, {"first_layer": "precomputed"})
 
 
 @register_scheme
