@@ -96,6 +96,8 @@ class Evaluator:
     own negatives with ties averaged, as TGB's and OGB's evaluators do, and returns ``mrr`` and
     ``hits@k`` (k <= K), the 1:1 ``ap``/``auc``/``accuracy`` and counts: the keys and values a record's
     ``final_metrics[split]`` has for the same scores. Scores in empty slots are ignored.
+    ``negatives="tgb"`` scores the TGB negative set imported beside the store (`dgbench prepare tgbl-*`,
+    :func:`dgbench.import_tgb_negatives`); ``eval_negatives`` does not apply to it.
     """
 
     def __init__(self, store: str | Path, *, split: str = "test", negatives: str = "random",
@@ -104,7 +106,11 @@ class Evaluator:
         if split not in EVAL_SPLITS:
             raise DgbenchError(f"split {split!r}: evaluation sets have {', '.join(EVAL_SPLITS)}")
         self.split = split
-        self.set = link_prediction_set(store, negatives, eval_negatives, max_events=max_events)
+        if negatives == "tgb":  # TGB's own negatives, imported beside the store (loaders/tgb.py)
+            from loaders.tgb import tgb_set_of
+            self.set = tgb_set_of(store)
+        else:
+            self.set = link_prediction_set(store, negatives, eval_negatives, max_events=max_events)
 
     @property
     def fingerprint(self) -> str:

@@ -5,7 +5,7 @@ Range request (a server that ignores Range restarts it cleanly), is retried a fe
 renamed into place only after its sha256 matches the registered one (when one is registered).
 Where none is published, the first download's sha256 is pinned in ``NAME.sha256`` and a cached file
 is checked against it before every reuse, so a damaged or swapped cache is caught. Without network the
-error says in one line where to get the file and how to pass it (--raw).
+error says in one line where to get the file, where in the cache to put it, and how to pass it (--raw).
 """
 from __future__ import annotations
 
@@ -76,10 +76,10 @@ def fetch(remote: RemoteFile, folder: Path, *, attempts: int = ATTEMPTS, retry_w
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             last_error = exc
             if _is_offline(exc) or attempt == attempts - 1:
-                raise _unreachable(remote, exc) from exc
+                raise _unreachable(remote, exc, target) from exc
             time.sleep(retry_wait_s)
     else:  # pragma: no cover - the loop either breaks or raises
-        raise _unreachable(remote, last_error)
+        raise _unreachable(remote, last_error, target)
     digest = file_sha256(part)
     if remote.sha256 is not None and digest != remote.sha256:
         part.unlink()
@@ -123,8 +123,10 @@ def _is_offline(exc: Exception) -> bool:
     return isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, (socket.gaierror, ConnectionRefusedError))
 
 
-def _unreachable(remote: RemoteFile, exc: Exception | None) -> DgbenchError:
+def _unreachable(remote: RemoteFile, exc: Exception | None, target: Path) -> DgbenchError:
+    """One line: what could not be downloaded, where to get it, and where to put it (or --raw)."""
     where = remote.page or remote.url
     reason = getattr(exc, "reason", exc)
-    return DgbenchError(f"cannot download {remote.url} ({reason}); get {remote.filename} from {where} "
-                        f"and pass it with --raw PATH (the file or its archive)")
+    return DgbenchError(f"cannot download {remote.url} ({reason}); get {remote.filename} from {where} and put it "
+                        f"at {target} (checked against its sha256), or pass it with --raw PATH (the file or its "
+                        f"archive)")

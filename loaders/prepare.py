@@ -66,7 +66,7 @@ DATASETS = {d.name: d for d in (
             tuple(RemoteFile(f"{TGL_DOWNLOADS}/GDELT/{f}", f, page="https://github.com/amazon-research/tgl (down.sh)")
                   for f in ("edges.csv", "edge_features.pt", "node_features.pt")), "."),
     Dataset("lastfm", "jodie", "stream", "LastFM (JODIE): 980 users + 1,000 items, 1,293,103 events",
-            (RemoteFile("http://snap.stanford.edu/jodie/lastfm.csv", "lastfm.csv",
+            (RemoteFile("https://snap.stanford.edu/jodie/lastfm.csv", "lastfm.csv",
                         page="https://snap.stanford.edu/jodie/"),), "lastfm.csv", also=("tgl",)),
 )}
 

@@ -313,6 +313,16 @@ class SnapshotStore(_OpenStore):
         """Vertex features of snapshot t, shape (N, F), or None when the store has none."""
         return self.read("node_features", t, t + 1)[0] if self.has("node_features") else None
 
+    def to_pyg(self) -> list[Any]:
+        """One PyG ``Data`` per snapshot (:func:`dgbench.store.pyg.to_pyg_snapshots`; needs torch-geometric)."""
+        from dgbench.store.pyg import to_pyg_snapshots
+        return to_pyg_snapshots(self)
+
+    def to_pgt(self) -> Any:
+        """PGT's ``DynamicGraphTemporalSignal`` of the snapshots (:func:`dgbench.store.pyg.to_pgt_signal`)."""
+        from dgbench.store.pyg import to_pgt_signal
+        return to_pgt_signal(self)
+
 
 class EdgeStreamStore(_OpenStore):
     """A continuous-time store of time-sorted events with a stored chronological split."""
@@ -334,6 +344,12 @@ class EdgeStreamStore(_OpenStore):
         """Columns of events [start, stop): src, dst, t and, when present, edge_features and label."""
         names = [n for n in EDGE_COLUMNS[STREAM] if self.has(n)]
         return {n: self.read(n, start, stop) for n in names}
+
+    def to_temporal_data(self, start: int = 0, stop: int | None = None) -> Any:
+        """Events [start, stop) as PyG ``TemporalData`` (:func:`dgbench.store.pyg.to_temporal_data`;
+        needs torch-geometric)."""
+        from dgbench.store.pyg import to_temporal_data
+        return to_temporal_data(self, start, stop)
 
 
 def read_attrs(path: str | Path) -> dict[str, Any]:

@@ -131,3 +131,24 @@ def check_replaceable(path: Path, overwrite: bool) -> None:
         raise StoreError(f"{path}: already exists and is {reason}; choose another --out")
     if reason is not None:
         raise StoreError(f"{path}: is {reason}; --overwrite replaces only a dgbench store")
+
+
+def install_store(new: Path, final: Path, overwrite: bool) -> None:
+    """Move the finished store ``new`` to ``final`` in one atomic step: never over anything unless
+    ``overwrite`` and ``final`` is a dgbench store, which is then exchanged for the new one (and deleted)."""
+    try:
+        rename_no_replace(new, final)
+        return
+    except FileExistsError:
+        if not overwrite:
+            raise StoreError(f"{final}: another writer created a store here while this one was writing; "
+                             f"it is kept (pass --overwrite to replace it)") from None
+    check_replaceable(final, overwrite=True)
+    if not _exchange(new, final):
+        _replace_in_two_renames(new, final)
+        return
+    replaced = not_a_store(new)  # ``new`` now holds what was at the path
+    if replaced is not None:  # it changed since the check: put it back untouched
+        _exchange(new, final)
+        raise StoreError(f"{final}: became {replaced} while the store was written; it is kept")
+    shutil.rmtree(new, ignore_errors=True)

@@ -183,22 +183,7 @@ class _StoreWriter:
 
     def _install(self) -> None:
         """Move the finished store to its path in one atomic step (see the module docstring)."""
-        try:
-            replace.rename_no_replace(self.tmp, self.path)
-            return
-        except FileExistsError:
-            if not self.overwrite:
-                raise StoreError(f"{self.path}: another writer created a store here while this one was writing; "
-                                 f"it is kept (pass --overwrite to replace it)") from None
-        replace.check_replaceable(self.path, overwrite=True)
-        if not replace._exchange(self.tmp, self.path):
-            replace._replace_in_two_renames(self.tmp, self.path)
-            return
-        replaced = replace.not_a_store(self.tmp)  # self.tmp now holds what was at the path
-        if replaced is not None:  # it changed since the check: put it back untouched
-            replace._exchange(self.tmp, self.path)
-            raise StoreError(f"{self.path}: became {replaced} while the store was written; it is kept")
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        replace.install_store(self.tmp, self.path, self.overwrite)
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
