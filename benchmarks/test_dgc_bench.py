@@ -11,8 +11,9 @@ aggregation's accuracy / traffic trade-off (Tables 2-3), and the partitioning ov
   and collective-transfer seconds (the record's ``busy_s`` / ``wait_s`` / ``collective_transfer_s``),
   and (b) the critical-path model at P = 8 (trainers/discrete/dgc/critical_path.py) priced on the
   ``dgc-v100`` profile (DGC §7.1: 8 × V100), computed on the generator's lifetime V_t. The measured
-  runs use ``--presence edges`` (the trainers read V_t from edges; stores carry no presence flags),
-  so they see only the instances an edge touches — both ratios are printed. Bytes per training epoch
+  runs use ``--presence lifetime`` (``MEASURED_PRESENCE``: the trainers read the same V_t from the
+  store's ``vertex_lifetime``), so they see the §7.3.1 instance/edge ratio; the ratio by the vertices
+  an edge touches (what ``--presence edges`` would see) is printed beside it. Bytes per training epoch
   (every tag but gradients, loss, counts and stale control) are a column, with λ = max/min per-rank
   compute seconds (§2.2.2). The verdict is PGC against the paper's baselines: PSS in both layouts
   (``--pss-layout``), PTS and PSS-TS (`snapshot`); `vertex` is reported as a stronger reference the
@@ -63,6 +64,7 @@ MODEL_WORLD, MODEL_PROFILE = 8, "dgc-v100"  # DGC §7.1: eight V100 GPUs
 MODEL_WIDTH = int(os.environ.get("DGC_MODEL_WIDTH", "6"))  # the harness's default --hidden (the paper gives none)
 MODEL_SCHEMES = ("pss", "pss-interleaved", "pts", "pss-ts", "dgc")
 GRID_EPOCHS = 2 if QUICK else 4  # the first is warm-up
+MEASURED_PRESENCE = "lifetime"  # V_t of the measured runs: the stored lifetimes, as the model's (§7.3.1's ratio)
 GRID_MODEL = os.environ.get("DGC_GRID_MODEL", "tgcn")
 GRID_CELLS = os.environ.get("DGC_GRID_CELLS")  # e.g. "600:0.6,900:0.2" to run only those cells
 STALE_SETTINGS = ("off", "adaptive") if QUICK else ("off", "0", "0.1", "0.3", "0.5", "0.7", "0.9", "adaptive")
@@ -146,14 +148,15 @@ def _snapshots(store_path: Path) -> SnapshotStore:
 
 
 def instance_ratios(store_path: Path) -> dict[str, float]:
-    """Vertex instances per edge: Σ_t|V_t| by the stored lifetimes (the paper's V_t), and by the
-    vertices an edge touches (what ``--presence edges`` runs see)."""
+    """Vertex instances per edge: Σ_t|V_t| by the stored lifetimes (the paper's V_t, what the measured
+    ``--presence lifetime`` runs see), and by the vertices an edge touches (``--presence edges``)."""
     from generators.nonuniform import lifetime_presence
     store = _snapshots(store_path)
     edges = max(1, int(store.edges_per_snapshot().sum()))
     touched = sum([int(np.unique(np.concatenate([s.src, s.dst])).size) for s in store.snapshots()])
-    return {"lifetime": float(lifetime_presence(store).sum()) / edges, "touched": touched / edges,
-            "nodes": store.num_nodes}
+    alive = lifetime_presence(store)
+    return {"lifetime": float(alive.sum()) / edges, "touched": touched / edges, "nodes": store.num_nodes,
+            "input_instances": int(alive[:-1].sum())}  # the runs' instances: every snapshot but the target-only last
 
 
 def modelled_cell(store_path: Path) -> dict[str, dict[str, Any]]:
@@ -201,17 +204,18 @@ def test_nonuniformity_grid(benchmark, tmp_path_factory):
             models.append({**cell, **instance_ratios(store), "model": modelled_cell(store)})
             for world in GRID_WORLDS:
                 configs = [RunConfig(scheme, GRID_MODEL, store, nproc=world, epochs=GRID_EPOCHS, seed=0,
-                                     presence="edges", out=folder / "runs", options=options)
+                                     presence=MEASURED_PRESENCE, out=folder / "runs", options=options)
                            for _, scheme, options in GRID_RUNS]
                 records = run_experiments(configs)
                 for (label, scheme, _), record in zip(GRID_RUNS, records):
-                    row = {**cell, "world": world, "scheme": label,
+                    row = {**cell, "world": world, "scheme": label, "presence": MEASURED_PRESENCE,
                            **epoch_figures(record), "bytes_per_epoch": scheme_bytes(record),
                            "bytes_by_tag": bytes_by_tag(record), "lambda": balance(record)}
                     if scheme == "dgc":
                         chunking = record["extra"]["partition"]["chunking"]
                         row.update(overhead(record), chunks=chunking["chunks"], lpa_converged=chunking["converged"],
-                                   lpa_iterations=chunking["iterations"])
+                                   lpa_iterations=chunking["iterations"],
+                                   instances=record["extra"]["partition"]["instances"])
                     rows.append(row)
 
     benchmark.pedantic(run_grid, rounds=1, iterations=1)
@@ -219,6 +223,9 @@ def test_nonuniformity_grid(benchmark, tmp_path_factory):
     benchmark.extra_info.update(rows=rows, models=models, verdicts=verdicts)
     _keep(rows + models, f"grid-{GRID_MODEL}-{GRID_RATIO}-{GRID_STEPS}-{GRID_MEAN}")
     assert all(r["bytes_per_epoch"] >= 0 and r["epoch_s"] > 0 for r in rows)
+    for row in (r for r in rows if r["scheme"] == "dgc"):  # the measured runs saw the lifetimes' V_t
+        cell = next(m for m in models if (m["std_edges"], m["min_presence"]) == (row["std_edges"], row["min_presence"]))
+        assert row["instances"] == cell["input_instances"], row
     assert all(m["model"][label]["epoch_s"] > 0 for m in models for label in MODEL_SCHEMES)
 
 
@@ -232,7 +239,7 @@ def _verdict_line(what: str, verdict: dict[str, Any]) -> str:
 def _print_grid(rows: list[dict[str, Any]], models: list[dict[str, Any]]) -> list[dict[str, Any]]:
     labels = [label for label, _, _ in GRID_RUNS]
     print(f"\n{GRID_MODEL}, T={GRID_STEPS}, {GRID_MEAN} edges per snapshot, {GRID_RATIO} instances per edge; "
-          f"measured: presence edges, {GRID_EPOCHS} epochs (median after the first), P = "
+          f"measured: presence {MEASURED_PRESENCE}, {GRID_EPOCHS} epochs (median after the first), P = "
           f"{', '.join(map(str, GRID_WORLDS))} processes on {os.cpu_count()} cores"
           + ("  (P > cores: oversubscribed, times are pessimistic)"
              if max(GRID_WORLDS) > (os.cpu_count() or 1) else ""))
@@ -256,7 +263,7 @@ def _print_grid(rows: list[dict[str, Any]], models: list[dict[str, Any]]) -> lis
                 f"{cell[label]['transfer_s']:.3f}] {cell[label]['bytes_per_epoch'] / 1e6:.3f}MB "
                 f"λ{cell[label]['lambda']:.2f}" for label in labels))
             print(_verdict_line(f"measured P={world}", verdict)
-                  + f"; LPA converged: {cell['dgc'].get('lpa_converged')}")
+                  + f"; LPA converged: {cell['dgc'].get('lpa_converged')}; instances {cell['dgc'].get('instances')}")
         paths = model["model"]
         print(f"  P={MODEL_WORLD} model:    " + " | ".join(
             f"{label} {1e3 * paths[label]['epoch_s']:.3f}ms [{1e3 * paths[label]['structure_s']:.3f}/"

@@ -39,7 +39,8 @@ OPTIONS = [
                  help="Shortest vertex lifetime as a fraction of T (1 = every vertex always present)."),
     click.Option(["--presence"], type=click.Choice(PRESENCES), default="edges", show_default=True,
                  help="lifetime: store the vertex lifetimes (array vertex_lifetime), V_t = the vertices alive "
-                      "at t; edges: store edges only (the older store, V_t by the edges)."),
+                      "at t (the trainers' --presence lifetime reads this V_t); edges: store edges only (the older "
+                      "store, V_t by the edges)."),
     click.Option(["--instances-per-edge"], type=click.FloatRange(0, min_open=True), default=None,
                  help=f"With --presence lifetime: size N so that Σ_t|V_t| / Σ_t|E_t| is this (DGC §7.3.1: "
                       f"{PAPER_INSTANCES_PER_EDGE}); default: use --nodes."),

@@ -31,6 +31,7 @@ from trainers.contract import DiscreteScheme, Partition
 from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData
 from trainers.discrete.placement import CommProfile
 from trainers.discrete.loop import DiscreteTrainer
+from trainers.discrete.presence import PRESENCE_CHOICES, stored_lifetimes
 from trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
 from loaders.smoothing import EDGE_LIFE, M_PRODUCT, MODEL_SMOOTHING, RAW, store_smoothing
 
@@ -48,8 +49,11 @@ class TaskOptions(Options):
     theta: float = option(0.1, "Fraction of each target snapshot's edges used as positives (ESDG §6.4).",
                           positive=True, upper=1.0)
     presence: str = option("all", "Which vertex instances exist (DGC §2.1's V_t): all = every vertex in every "
-                                  "snapshot; edges = the vertices with an edge in it (trainers/discrete/presence.py).",
-                           choices=("all", "edges"))
+                                  "snapshot; edges = the vertices with an edge in it; lifetime = the vertices alive "
+                                  "in it by the store's vertex_lifetime array (the V_t of `prepare nonuniform "
+                                  "--presence lifetime`; refused for a store without it) "
+                                  "(trainers/discrete/presence.py).",
+                           choices=PRESENCE_CHOICES)
     group_length: int = option(0, "Snapshot-group protocol (BLAD §3.1, Eq. 1): each target step is an independent "
                                   "sample, its L most recent snapshots run from a fresh state, loss on the last; "
                                   "0 = the whole-sequence protocol (ESDG §6.4).", minimum=0)
@@ -109,6 +113,8 @@ def check(run: ResolvedRun) -> None:
                            f"group whole; leave --blocks at 1")
     check_eval_every(run.config.eval_every, task.task)
     check_task(task.task, task.extra_negatives)
+    if task.presence == "lifetime":  # refused before any rank starts: the store must carry its lifetimes
+        stored_lifetimes(open_store(run.config.dataset, kind=SNAPSHOTS, fingerprint=run.fingerprint))
     if task.task == NODE_CLASSIFICATION and (task.group_length or is_baseline(run) or schedule is not None):
         raise DgbenchError(f"--task {task.task}: {name}/{run.model.name} has no whole-sequence embeddings to decode "
                            f"(baselines, the group protocol and schemes with their own schedule score link "

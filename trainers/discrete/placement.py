@@ -175,7 +175,7 @@ class TimeView(LayoutSequence):
         return [b - a for a, b in self.placement.local_ranges(self.block)]
 
     def sequence_mask(self) -> SequenceMask | None:
-        """``--presence edges``: which (step, vertex) of this rank's vertex range exist (DGC §2.1's V_t)."""
+        """``--presence edges|lifetime``: which (step, vertex) of this rank's vertex range exist (DGC §2.1's V_t)."""
         present = getattr(self.placement.data, "present", None)
         if present is None:
             return None
@@ -418,7 +418,7 @@ class VertexView(LayoutSequence):
         return z
 
     def sequence_mask(self) -> SequenceMask | None:
-        """``--presence edges``: which (step, own vertex) instances exist (DGC §2.1's V_t)."""
+        """``--presence edges|lifetime``: which (step, own vertex) instances exist (DGC §2.1's V_t)."""
         present = getattr(self.placement.data, "present", None)
         if present is None:
             return None

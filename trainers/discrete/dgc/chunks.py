@@ -13,9 +13,10 @@
 
 Choices where the paper says nothing (also in docs/discrete-schemes.md, DGC section):
 
-* V_t: with ``presence="edges"`` (stores carry no vertex-presence flags) V_t is the set of vertices
-  with an edge (either end) in snapshot t; ``presence="all"`` is every vertex in every snapshot (the
-  harness's all-vertex layout, instance id t·N + i).
+* V_t: with ``presence="edges"`` V_t is the set of vertices with an edge (either end) in snapshot t;
+  ``presence="all"`` is every vertex in every snapshot (the harness's all-vertex layout, instance id
+  t·N + i); ``alive`` (presence ``lifetime``, e.g. a `nonuniform` store's vertex lifetimes, see
+  trainers/discrete/presence.py) gives V_t explicitly.
 * Temporal edges link consecutive appearances only (also for attention, which reads every earlier
   instance: the prediction :func:`cut_rows` counts what attention really reads; LPA's super-graph
   keeps the consecutive links). Their weight is what cutting that link moves (§4.1, weights as "the

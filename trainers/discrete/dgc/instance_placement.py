@@ -32,7 +32,7 @@ from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
 from dgbench.models.contract import Dependency, SequenceModule, State
 from dgbench.models.sparse import graph_attention
-from trainers.discrete.dgc.chunks import SuperGraph, build_supergraph
+from trainers.discrete.dgc.chunks import PRESENCE_EDGES, PRESENCE_LIFETIME, SuperGraph, build_supergraph
 from trainers.discrete.dgc.fusion import fuse_chunks
 from trainers.discrete.dgc.instance_exec import (GroupOperator, aggregate_groups, group_operators, run_attention,
                                                  run_round)
@@ -47,15 +47,20 @@ from trainers.discrete.presence import input_edges
 
 def instance_graph(data: DiscreteData) -> SuperGraph:
     """The instance super-graph of the run's inputs (the edges the model aggregates, smoothed when the run
-    smooths) under its ``--presence`` (DGC §2.1's V_t)."""
-    return build_supergraph(input_edges(data), presence=getattr(data, "presence", "all"), num_vertices=data.num_nodes)
+    smooths) under its ``--presence`` (DGC §2.1's V_t; ``lifetime`` gives V_t explicitly, the run's mask)."""
+    presence = getattr(data, "presence", "all")
+    alive = data.present if presence == PRESENCE_LIFETIME else None
+    return build_supergraph(input_edges(data), presence=presence if alive is None else PRESENCE_EDGES,
+                            num_vertices=data.num_nodes, alive=alive)
 
 
 def check_presence(data: DiscreteData, ends_with_time_encoder: bool | None) -> None:
-    """Under ``--presence edges`` a pair is scored with its vertices' latest present instances, which is
-    what ``single`` computes only when the model's output is a time encoder's (absent steps repeat it)."""
-    if getattr(data, "presence", "all") == "edges" and ends_with_time_encoder is False:
-        raise DgbenchError("--presence edges: this model's output is not a time encoder's, so an absent vertex "
+    """Under ``--presence edges`` or ``lifetime`` a pair is scored with its vertices' latest present
+    instances, which is what ``single`` computes only when the model's output is a time encoder's (absent
+    steps repeat it)."""
+    presence = getattr(data, "presence", "all")
+    if presence != "all" and ends_with_time_encoder is False:
+        raise DgbenchError(f"--presence {presence}: this model's output is not a time encoder's, so an absent vertex "
                            "has no latest-instance embedding; run it with --presence all")
 
 

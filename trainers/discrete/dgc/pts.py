@@ -27,7 +27,7 @@ class PTSOptions(Options):
 
 def equal_sequence_owner(data: DiscreteData, parts: int) -> np.ndarray:
     """Owner of every vertex: the vertices that have a sequence (every vertex under ``--presence all``;
-    those present in some step under ``edges``) split into ``parts`` contiguous ranges of equal counts;
+    those present in some step under ``edges`` or ``lifetime``) split into ``parts`` contiguous ranges of equal counts;
     a vertex without one goes with the range of the next vertex that has one (it moves nothing)."""
     present = getattr(data, "present", None)
     has_sequence = np.ones(data.num_nodes, bool) if present is None else present.any(axis=0)
