@@ -246,6 +246,9 @@ def test_refusals_are_one_line(store):
         resolve(RunConfig("single", "wdgcn", store, nproc=1, group_batch=2))
     with pytest.raises(DgbenchError, match="--blad-sync epoch steps once per epoch"):
         run_experiments([_config("blad", "wdgcn", store, 1, blad_sync="epoch")])
+    for scheme in ("blad", "blad-nm"):  # BLAD's groups have no V_t mask: a presence would be silently ignored
+        with pytest.raises(DgbenchError, match="trains every vertex of every snapshot"):
+            resolve(RunConfig(scheme, "tgcn", store, nproc=2, presence="edges"))
     run = resolve(RunConfig("blad", "evolvegcn-o", store, nproc=2))
     assert run.task.group_length == 4 and run.task.smoothing == "none" and run.task.group_batch == 2  # defaults
 

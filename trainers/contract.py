@@ -117,6 +117,7 @@ class DiscreteScheme(Scheme[OptionsT, "DiscreteData"]):
     """A scheme of the discrete-time (snapshot) family."""
 
     family: ClassVar[Family] = "discrete"
+    honours_presence: ClassVar[bool] = True  # False: trains every vertex of every snapshot whatever --presence says
 
     def partition(self, problem: DiscreteData, parts: int, options: OptionsT) -> Partition:
         return NO_PARTITION

@@ -113,6 +113,9 @@ def check(run: ResolvedRun) -> None:
                            f"group whole; leave --blocks at 1")
     check_eval_every(run.config.eval_every, task.task)
     check_task(task.task, task.extra_negatives)
+    if task.presence != "all" and not run.scheme.honours_presence:
+        raise DgbenchError(f"--presence {task.presence}: scheme '{name}' trains every vertex of every snapshot; "
+                           f"run it with --presence all")
     if task.presence == "lifetime":  # refused before any rank starts: the store must carry its lifetimes
         stored_lifetimes(open_store(run.config.dataset, kind=SNAPSHOTS, fingerprint=run.fingerprint))
     if task.task == NODE_CLASSIFICATION and (task.group_length or is_baseline(run) or schedule is not None):

@@ -24,6 +24,7 @@ class _Blad(DiscreteScheme[BladOptions]):
     # §5.1: an optimiser step after the devices' groups (--blad-sync group): DEFAULT_GROUP_BATCH groups a step
     protocol_defaults = {"group_length": DEFAULT_GROUP_LENGTH, "smoothing": "none", "group_batch": DEFAULT_GROUP_BATCH}
     reorder = True
+    honours_presence = False  # groups run whole snapshots: BladPlacement has no V_t mask
 
     def validate(self, options: BladOptions, world_size: int) -> None:
         procs = options.procs_per_device
