@@ -20,6 +20,7 @@ from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
 from dgbench.memory import peak_rss_bytes
 from dgbench.options import Options, option
+from dgbench.record_types import DiscreteExtra
 from dgbench.records import build_record, dataset_entry
 from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
 from dgbench.tasks.baselines import Baseline, evaluate_baseline
@@ -232,10 +233,9 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
                           "targets": "raw next snapshot", "features_smoothed": applied == M_PRODUCT}
     extra["training_pairs"] = "fixed (ESDG §6.4)" if task.paper_protocol else "redrawn every epoch"
     main = per_rank[0]
-    result = build_record(family="discrete", task=record_task(task.task), scheme=run.scheme.name, model=run.model.name,
-                          dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
-                          world_size=main["world_size"], backend=main["backend"], device=torch.device(main["device"]),
-                          epochs=epochs, final_metrics=epochs[-1]["metrics"] if epochs else {}, started_at=started,
-                          extra=extra)
-    result["evaluation"] = evaluation_block(_evaluation(run))  # the sets every figure above scored
-    return result
+    return build_record(family="discrete", task=record_task(task.task), scheme=run.scheme.name, model=run.model.name,
+                        dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
+                        world_size=main["world_size"], backend=main["backend"], device=torch.device(main["device"]),
+                        epochs=epochs, final_metrics=epochs[-1]["metrics"] if epochs else {}, started_at=started,
+                        extra=DiscreteExtra.from_json(extra),
+                        evaluation=evaluation_block(_evaluation(run)))  # the sets every figure above scored
