@@ -1,5 +1,5 @@
-"""A discrete schedule sees its rank only through ScheduleHost: the trainer is one, and the default and
-DGC stale schedules run an epoch (one graph, checkpointed blocks) on an object that has nothing else."""
+"""A discrete schedule sees its rank only through ScheduleHost: the trainer is one, and the default, DGC
+stale and BLAD group schedules run, predict and evaluate an epoch on an object that has nothing else."""
 from __future__ import annotations
 
 import typing
@@ -10,8 +10,10 @@ import torch
 
 from dgbench.dist import Comm, DistContext, PhaseTimer
 from trainers.config import RunConfig
+from trainers.discrete.blad.groups import GroupSchedule
 from trainers.discrete.data import TRAIN
 from trainers.discrete.dgc.stale_schedule import StaleSchedule
+from trainers.discrete.placement import CommProfile
 from trainers.discrete.schedule import BlockSchedule, ScheduleHost
 
 
@@ -50,7 +52,7 @@ def epoch_loss(host: Any, trainer: Any) -> float:
 
 @pytest.mark.parametrize("scheme, options, schedule, blocks", [
     ("single", {}, BlockSchedule, 1), ("checkpoint", {"blocks": 3}, BlockSchedule, 3),
-    ("dgc", {"stale": "adaptive"}, StaleSchedule, None)])
+    ("dgc", {"stale": "adaptive"}, StaleSchedule, None), ("single", {"group_length": 2}, GroupSchedule, None)])
 def test_a_schedule_needs_only_the_host(esdg_store, scheme, options, schedule, blocks):
     trainer = trainer_for(esdg_store, scheme, **options)
     assert isinstance(trainer, ScheduleHost) and type(trainer.schedule) is schedule
@@ -59,5 +61,12 @@ def test_a_schedule_needs_only_the_host(esdg_store, scheme, options, schedule, b
     assert "optimizer" not in OnlyTheHost.MEMBERS and "schedule" not in OnlyTheHost.MEMBERS
     whole = epoch_loss(trainer, trainer)
     assert epoch_loss(OnlyTheHost(trainer), trainer) == whole
+    pairs = trainer.data.split_pairs(TRAIN, 0)
+    profile = CommProfile.of(trainer.model)
+    host = OnlyTheHost(trainer)
+    assert trainer.schedule.predicted_elements(host, profile, pairs) == \
+        trainer.schedule.predicted_elements(trainer, profile, pairs)
+    assert trainer.schedule.units(host) == trainer.schedule.units(trainer)
+    assert trainer.schedule.evaluate(host) == trainer.schedule.evaluate(trainer)  # the group protocol's own
     with pytest.raises(AttributeError, match="ScheduleHost does not offer"):
         OnlyTheHost(trainer).optimizer
