@@ -78,6 +78,7 @@ class Spec:
     key: str | None = None  # the JSON key when it is no Python name (``lambda``)
     check: Callable[[Any], str | None] | None = None
     type_text: str | None = None  # the docs' type column when the generated one says too little
+    non_empty: bool = True  # a text field: refuse a blank string before its ``check``
 
 
 def _field(kind: str, meaning: str, **spec: Any) -> Any:
@@ -142,12 +143,12 @@ class Reader:
         if not self.quiet:
             self.problems.append(Problem(path, reason))
 
-    def value(self, data: dict[str, Any], key: str, where: str, spec: Spec, record: dict[str, Any]) -> Any:
+    def value(self, data: dict[str, Any], key: str, where: str, spec: Spec) -> Any:
         """``data[key]`` read as ``spec`` says; None (and a problem) when it is not what the spec allows."""
         path = _join(where, key)
         raw = data[key]
         if not spec.checked:
-            return _read_unchecked(raw, path, spec, record)
+            return _read_unchecked(raw, path, spec)
         if raw is None and spec.nullable:
             return None
         kinds = _JSON_KINDS[spec.kind]
@@ -155,7 +156,7 @@ class Reader:
             self.fail(path, f"is {_describe(raw)}, expected {' or '.join(_kind_name(k) for k in kinds)}"
                             + (" or null" if spec.nullable else ""))
             return None
-        if spec.kind == "text" and not raw.strip():
+        if spec.kind == "text" and spec.non_empty and not raw.strip():
             self.fail(path, "is empty")
             return None
         if spec.kind in ("integer", "number") and not self._in_bounds(raw, path, spec):
@@ -166,16 +167,16 @@ class Reader:
             self.fail(path, reason)
             return None
         if spec.kind == "part":
-            return spec.part.read(raw, path, self, record)
+            return spec.part.read(raw, path, self)
         if spec.kind == "parts":
-            return [self._element(spec.part, item, f"{path}[{index}]", record) for index, item in enumerate(raw)]
+            return [self._element(spec.part, item, f"{path}[{index}]") for index, item in enumerate(raw)]
         return raw
 
-    def _element(self, kind: type[RecordPart], item: Any, path: str, record: dict[str, Any]) -> Any:
+    def _element(self, kind: type[RecordPart], item: Any, path: str) -> Any:
         if not isinstance(item, dict):
             self.fail(path, f"is {_describe(item)}, expected an object")
             return item
-        return kind.read(item, path, self, record)
+        return kind.read(item, path, self)
 
     def _in_bounds(self, value: int | float, path: str, spec: Spec) -> bool:
         if isinstance(value, int) and abs(value) > MAX_SAFE_INTEGER:
@@ -202,17 +203,16 @@ class Reader:
             for name, score in scores.items():
                 bounded = name.lower() in BOUNDED_METRICS
                 self.value(scores, name, f"{path}.{split}",
-                           Spec("number", "", nullable=True, low=0 if bounded else None, high=1 if bounded else None),
-                           {})
+                           Spec("number", "", nullable=True, low=0 if bounded else None, high=1 if bounded else None))
 
 
-def _read_unchecked(raw: Any, path: str, spec: Spec, record: dict[str, Any]) -> Any:
+def _read_unchecked(raw: Any, path: str, spec: Spec) -> Any:
     """A field the schema does not check: typed when it has its documented shape, else kept as it is."""
     quiet = Reader(quiet=True)
     if spec.kind == "part" and isinstance(raw, dict):
-        return spec.part.read(raw, path, quiet, record)
+        return spec.part.read(raw, path, quiet)
     if spec.kind == "parts" and isinstance(raw, list):
-        return [spec.part.read(item, path, quiet, record) if isinstance(item, dict) else item for item in raw]
+        return [spec.part.read(item, path, quiet) if isinstance(item, dict) else item for item in raw]
     return raw
 
 
@@ -246,6 +246,16 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-9)
 
 
+def _as_float(value: Any) -> float | None:
+    """``value`` as a float when it is a JSON number a float can hold (10**400 is not); else None."""
+    if not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -266,7 +276,7 @@ class RecordPart:
                 for f in dataclasses.fields(cls) if "spec" in f.metadata]  # type: ignore[arg-type]
 
     @classmethod
-    def read(cls: type[Part], data: dict[str, Any], where: str, reader: Reader, record: dict[str, Any]) -> Part:
+    def read(cls: type[Part], data: dict[str, Any], where: str, reader: Reader) -> Part:
         values: dict[str, Any] = {}
         for name, key, spec in cls.specs():
             if key not in data:
@@ -275,19 +285,19 @@ class RecordPart:
                 continue
             if spec.kind == "extra":
                 spec = dataclasses.replace(spec, kind="part", part=extra_type(values.get("family")))
-            values[name] = reader.value(data, key, where, spec, record)
+            values[name] = reader.value(data, key, where, spec)
         known = {key for _, key, _ in cls.specs()}
         make: Any = cls  # a dataclass: its fields and ``others`` are its keyword arguments
         made = make(**values, others={k: v for k, v in data.items() if k not in known})
-        made.check(reader, where, data, record)
+        made.check(reader, where, data)
         return made
 
     @classmethod
     def from_json(cls: type[Part], data: dict[str, Any]) -> Part:
         """The typed block of ``data`` (whatever its problems: :func:`problems_of` lists them)."""
-        return cls.read(data, "", Reader(quiet=True), data)
+        return cls.read(data, "", Reader(quiet=True))
 
-    def check(self, reader: Reader, where: str, data: dict[str, Any], record: dict[str, Any]) -> None:
+    def check(self, reader: Reader, where: str, data: dict[str, Any]) -> None:
         """Checks across this block's fields (beyond each field's own); ``data``: the block as read."""
 
     def to_json(self) -> dict[str, Any]:
@@ -358,14 +368,14 @@ class RankFigures(RecordPart):
     probe_floor_s: float = number("its fastest probe: what one costs", checked=False, optional=True)
     others: dict[str, Any] = others()
 
-    def check(self, reader: Reader, where: str, data: dict[str, Any], record: dict[str, Any]) -> None:
+    def check(self, reader: Reader, where: str, data: dict[str, Any]) -> None:
         if not any(key in data for key in TIME_SPLIT):
             return
         for key in TIME_SPLIT:
             if key not in data:
                 reader.fail(_join(where, key), "missing")
         split = [self.busy_s, self.wait_s, self.collective_transfer_s]
-        if self.time_s is not None and all(_is_number(s) for s in split) and not _close(sum(split), self.time_s):
+        if _is_number(self.time_s) and all(_is_number(s) for s in split) and not _close(sum(split), self.time_s):
             reader.fail(_join(where, "busy_s"), f"busy + wait + collective transfer = {sum(split)} "
                                                 f"but time_s is {self.time_s}")
 
@@ -413,7 +423,7 @@ class EpochFigures(RecordPart):
                                     "waiting", checked=False, optional=True)
     others: dict[str, Any] = others()
 
-    def check(self, reader: Reader, where: str, data: dict[str, Any], record: dict[str, Any]) -> None:
+    def check(self, reader: Reader, where: str, data: dict[str, Any]) -> None:
         for key in EPOCH_SECONDS:
             part_s = getattr(self, key)
             if _is_number(part_s) and _is_number(self.time_s) and part_s > self.time_s \
@@ -423,21 +433,24 @@ class EpochFigures(RecordPart):
                 and not _close(self.throughput, self.work / self.time_s):
             reader.fail(_join(where, "throughput"), f"is {self.throughput:.6g} but work / time_s = "
                                                     f"{self.work / self.time_s:.6g}")
-        self._check_ranks(reader, where)
+        self._check_ranks(reader, where, data)
 
-    def _check_ranks(self, reader: Reader, where: str) -> None:
+    def _check_ranks(self, reader: Reader, where: str, data: dict[str, Any]) -> None:
+        """The epoch's time is its slowest rank's and its counts the ranks' sums. The epoch's own figures are
+        compared as written (a malformed one is also reported by its field's check)."""
         ranks = self.per_rank if isinstance(self.per_rank, list) else []
         figures = [r for r in ranks if isinstance(r, RankFigures) and _is_number(r.time_s)
                    and all(type(getattr(r, key)) is int for key in RANK_COUNTS)]
         if not figures or len(figures) != len(ranks):
             return
         slowest = max(r.time_s for r in figures)
-        if _is_number(self.time_s) and not _close(self.time_s, slowest):
-            reader.fail(_join(where, "time_s"), f"is {self.time_s} but the slowest rank took {slowest}")
+        time_s = _as_float(data.get("time_s"))
+        if time_s is not None and not _close(time_s, slowest):
+            reader.fail(_join(where, "time_s"), f"is {data['time_s']} but the slowest rank took {slowest}")
         for key in RANK_COUNTS:
             total = sum(getattr(r, key) for r in figures)
-            if type(getattr(self, key)) is int and getattr(self, key) != total:
-                reader.fail(_join(where, key), f"is {getattr(self, key)} but the ranks' {key} sum to {total}")
+            if isinstance(data.get(key), int) and data[key] != total:
+                reader.fail(_join(where, key), f"is {data[key]} but the ranks' {key} sum to {total}")
 
     def check_in_run(self, reader: Reader, where: str, world_size: int | None, most_work: int | None) -> None:
         """Figures a run cannot have produced: more work than the store holds, more edges per second or more
@@ -490,7 +503,7 @@ class Dataset(RecordPart):
                                     "provenance", optional=True, type_text="list of strings or objects")
     others: dict[str, Any] = others()
 
-    def check(self, reader: Reader, where: str, data: dict[str, Any], record: dict[str, Any]) -> None:
+    def check(self, reader: Reader, where: str, data: dict[str, Any]) -> None:
         if self.kind == "snapshots" and "num_snapshots" not in data:
             reader.fail(_join(where, "num_snapshots"), "missing")
         if isinstance(self.transforms, list) and not all(isinstance(t, (str, dict)) for t in self.transforms):
@@ -547,8 +560,8 @@ def _commit(value: str) -> str | None:
 class Code(RecordPart):
     DOC_TITLE: ClassVar[str] = "code"
 
-    commit: str | None = _field("text", "40-hex git commit, or `null` when unknown", nullable=True, check=_commit,
-                                type_text="string, 40 hex, or null")
+    commit: str | None = text("40-hex git commit, or `null` when unknown", nullable=True, check=_commit,
+                              non_empty=False, type_text="string, 40 hex")
     dirty: bool | None = flag("`true` if the working tree had uncommitted changes to tracked files, `null` when "
                               "unknown", nullable=True)
     version: str = text("dgbench's version (since the system block)", checked=False, optional=True)
@@ -762,7 +775,7 @@ class Record(RecordPart):
                                                 "evidence rather than trust it", optional=True, checked=False)
     others: dict[str, Any] = others()
 
-    def check(self, reader: Reader, where: str, data: dict[str, Any], record: dict[str, Any]) -> None:
+    def check(self, reader: Reader, where: str, data: dict[str, Any]) -> None:
         if isinstance(self.started_at, str) and isinstance(self.ended_at, str) and \
                 datetime.datetime.fromisoformat(self.ended_at) < datetime.datetime.fromisoformat(self.started_at):
             reader.fail("ended_at", "is before started_at")
@@ -828,7 +841,7 @@ def most_work(record: dict[str, Any]) -> int | None:
 def read_record(data: dict[str, Any]) -> tuple[Record, list[Problem]]:
     """``data`` as a typed :class:`Record` and every problem the schema finds in it (none: it is valid)."""
     reader = Reader()
-    return Record.read(data, "", reader, data), reader.problems
+    return Record.read(data, "", reader), reader.problems
 
 
 def problems_of(data: dict[str, Any]) -> list[Problem]:

@@ -107,7 +107,7 @@ def test_checks_live_on_the_types():
     assert "epochs[2].per_rank[1].evidence.threads: is 0, must be >= 1" in problems
 
 
-def test_a_written_record_is_what_the_types_write(tmp_path):
+def test_a_built_record_is_what_the_types_write():
     record = make_record(world_size=3)
     assert Record.from_json(record).to_json() == record and validate_record(record) == []
     assert "timing" in record and "system" in record
@@ -135,3 +135,16 @@ def test_typing_a_record_does_not_change_it():
     Record.from_json(record).to_json()
     problems_of(record)
     assert record == before
+
+
+def test_a_huge_epoch_time_is_one_refusal_line_not_a_crash():
+    record = make_record(world_size=2)
+    record["epochs"][0]["time_s"] = 10**400  # compared with the slowest rank, it once raised OverflowError
+    problems = [str(p) for p in validate_record(reseal(record))]
+    assert "epochs[0].time_s: is an integer of 1329 bits, beyond 2^53 (not exact in JSON)" in problems
+
+
+def test_a_blank_commit_is_refused_as_no_commit():
+    record = make_record()
+    record["code"]["commit"] = ""
+    assert [str(p) for p in validate_record(reseal(record))] == ["code.commit: '' is not a 40-digit git commit"]
