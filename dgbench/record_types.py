@@ -622,6 +622,23 @@ class TimingSummary(RecordPart):
 # --------------------------------------------------------------------------- family extras
 
 @dataclass(frozen=True)
+class ModelSelection(RecordPart):
+    """``extra.model_selection``: which state the final metrics are of under ``--eval-every N > 1``."""
+
+    DOC_TITLE: ClassVar[str] = "extra.model_selection"
+
+    eval_every: int = integer("N", checked=False)
+    criterion: str = text("`\"val ap\"`: the split and metric the kept state was chosen by", checked=False)
+    best_epoch: int = integer("0-based index into `epochs` of the kept state (the earliest among ties)",
+                              checked=False)
+    validated: list[dict[str, Any]] = listing("`{\"epoch\": i, \"ap\": val AP or null}` for every epoch validation "
+                                              "was scored on; the full validation figures are `epochs[i].metrics`",
+                                              checked=False, type_text="list of objects")
+    test: str = text("`\"scored once, on the best-validation state\"`", checked=False)
+    others: dict[str, Any] = others()
+
+
+@dataclass(frozen=True)
 class Extra(RecordPart):
     """``extra`` of a family without a registered type: an object, every key kept as it is."""
 
@@ -630,6 +647,8 @@ class Extra(RecordPart):
     parameters: int = integer("the model's parameter count (0 for baselines)", checked=False, optional=True)
     baseline: dict[str, Any] = mapping("a baseline model's settings (`dgbench/tasks/baselines.py`)", checked=False,
                                        optional=True)
+    model_selection: ModelSelection = part(ModelSelection, "the kept state under `--eval-every N > 1` (below)",
+                                           checked=False, optional=True)
     others: dict[str, Any] = others()
 
 
@@ -854,7 +873,7 @@ def problems_of(data: dict[str, Any]) -> list[Problem]:
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "result-record.md"
 DOC_TYPES: dict[str, type[RecordPart]] = {kind.__name__: kind for kind in (
     Record, Dataset, Evaluation, Environment, System, Code, EpochFigures, RankFigures, TimingEvidence,
-    TimingSummary, Extra, DiscreteExtra, ContinuousExtra)}
+    TimingSummary, Extra, DiscreteExtra, ContinuousExtra, ModelSelection)}
 GENERATED = re.compile(r"(<!-- table: (\w+) -->\n).*?(<!-- end table -->)", re.S)
 
 
@@ -872,9 +891,13 @@ def type_text(spec: Spec) -> str:
 
 
 def doc_table(kind: type[RecordPart]) -> str:
-    """The markdown field table of ``kind``, one row per field in reading order."""
+    """The markdown field table of ``kind``, one row per field in reading order (a subtype's own fields only)."""
+    base = kind.__mro__[1]
+    inherited = {f.name for f in dataclasses.fields(base)} if dataclasses.is_dataclass(base) else set()
     rows = ["| field | type | checked | meaning |", "|---|---|---|---|"]
-    for _, key, spec in kind.specs():
+    for name, key, spec in kind.specs():
+        if name in inherited:
+            continue
         rows.append(f"| `{key}` | {type_text(spec)} | {'yes' if spec.checked else 'no'} | {spec.meaning} |")
     return "\n".join(rows) + "\n"
 

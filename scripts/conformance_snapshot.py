@@ -1,7 +1,7 @@
 """Every conformance case's exact per-epoch losses and per-tag bytes, written to JSON, and two such files
 compared: the check that a refactor changed no number (docs/adding-a-scheme.md).
 
-    python scripts/conformance_snapshot.py write OUT.json     # from the repository root; P = 1 and 2
+    python scripts/conformance_snapshot.py write OUT.json [discrete|continuous]  # from the repository root; P = 1, 2
     python scripts/conformance_snapshot.py compare A.json B.json
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COUNTED = ("bytes", "elements", "calls")
 
 
-def write(out: Path) -> None:
+def write(out: Path, only: str | None = None) -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     import torch
     import test_conformance as conformance
@@ -31,6 +31,8 @@ def write(out: Path) -> None:
         for family, store, base, extra in (("discrete", snap, conformance.DISCRETE, None),
                                            ("continuous", events, conformance.CONTINUOUS,
                                             {"dtype": "float64", "prefetch": 2})):
+            if only not in (None, family):
+                continue
             for (scheme, model, options), record in conformance._train(family, store, world, base, extra).items():
                 cases[f"{family}|{scheme}|{model}|{options}|P{world}"] = {
                     "losses": [e["loss"] for e in record["epochs"]],
@@ -58,8 +60,8 @@ def compare(a: Path, b: Path) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["write"] and len(sys.argv) == 3:
-        write(Path(sys.argv[2]))
+    if sys.argv[1:2] == ["write"] and len(sys.argv) in (3, 4):
+        write(Path(sys.argv[2]), *sys.argv[3:])
     elif sys.argv[1:2] == ["compare"] and len(sys.argv) == 4:
         sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
     else:

@@ -79,3 +79,21 @@ def test_pairs_are_deterministic_and_negatives_are_non_edges(esdg_store):
 def test_too_few_snapshots_is_one_clear_error(tmp_path):
     with pytest.raises(DgbenchError, match="at least 4 snapshots"):
         DiscreteData(build(out=tmp_path / "s.zarr", nodes=10, snapshots=3, seed=0))
+
+
+def test_a_streamed_placement_on_a_cpu_device_counts_every_move_and_copies_once(smoothed):
+    """On a CPU the device's memory is the host's: `checkpoint` counts the bytes a GPU run moves per
+    use, as many times as it uses a block, but builds each block's operator once."""
+    from dgbench.dist import Comm, DistContext, PhaseTimer
+    from trainers.discrete.placement import TimePlacement
+    cpu = torch.device("cpu")
+    data = DiscreteData(smoothed)
+    placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), data, blocks=2, streamed=True)
+    timer = PhaseTimer(cpu)
+    first = [placement.view(b, timer) for b in range(2)]
+    once = dict(placement.mover.bytes_by_mode)
+    again = [placement.view(b, timer) for b in range(2)]
+    assert all(a is b for a, b in zip(first, again))  # no second copy of host memory
+    assert placement.mover.bytes_by_mode == {mode: 2 * moved for mode, moved in once.items()}
+    assert once["base"] == sum(20 * len(a.col) for a in data.adjacency)
+    assert placement.extra()["transfer_copies"].startswith("none")

@@ -12,8 +12,8 @@ import pytest
 
 from dgbench.leaderboard.schema import validate_record
 from dgbench.record_types import (ABSENT, DOC_PATH, DOC_TYPES, ContinuousExtra, DiscreteExtra, EpochFigures, Extra,
-                                  RankFigures, Record, System, TimingEvidence, doc_table, main, problems_of,
-                                  render_doc)
+                                  ModelSelection, RankFigures, Record, System, TimingEvidence, doc_table, main,
+                                  problems_of, render_doc)
 from dgbench.records import REPO_ROOT
 from leaderboard_records import make_record, reseal
 
@@ -59,6 +59,11 @@ def test_each_family_contributes_its_typed_extra():
     # a scheme's own keys are kept beside the family's
     assert ContinuousExtra.from_json({"eta1": 0.5, "blad": {"x": 1}}).others == {"blad": {"x": 1}}
     assert type(Record.from_json({**discrete, "family": "quantum"}).extra) is Extra
+    selection = {"eval_every": 2, "criterion": "val ap", "best_epoch": 1, "validated": [{"epoch": 1, "ap": 0.7}],
+                 "test": "scored once, on the best-validation state"}
+    typed = Record.from_json({**discrete, "extra": {**discrete["extra"], "model_selection": selection}})
+    assert isinstance(typed.extra.model_selection, ModelSelection) and typed.extra.model_selection.best_epoch == 1
+    assert typed.extra.to_json()["model_selection"] == selection
 
 
 def test_unknown_fields_and_blocks_are_kept_and_accepted():

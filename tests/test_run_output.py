@@ -121,12 +121,37 @@ def test_a_stream_run_reads_events_per_second_everywhere_it_is_printed(stream_ru
         assert events.search(throughput) and "edges/s" not in throughput, throughput
 
 
+def test_a_stream_scaling_series_reads_events_per_second_on_every_board_format(stream_run, tmp_path):
+    record, _, _ = stream_run
+    board = tmp_path / "board"
+    assert invoke("--quiet", "submit", str(record), "--board", str(board), "--allow-dirty").exit_code == 0
+    events = re.compile(RATE.format(unit="events"))
+    for fmt in ("md", "text", "html"):
+        rendered = invoke("leaderboard", "--board", str(board), "--format", fmt).stdout
+        scaling = rendered.split("Scaling — ", 1)[1].split("Accuracy — ")[0]  # the scaling tables, not the track text
+        assert events.search(scaling) and "edges/s" not in scaling.lower(), (fmt, scaling)
+    data = json.loads(invoke("leaderboard", "--board", str(board), "--format", "json").stdout)
+    assert [s["unit"] for s in data["scaling"]] == ["events/s"]
+
+
 def test_the_epoch_lines_show_validation_never_test(esdg_store, tmp_path, monkeypatch):
     result = loud_run(monkeypatch, "--scheme", "single", "--model", "tmgcn", "--dataset", str(esdg_store),
                       "--epochs", "2", "--out", str(tmp_path / "runs"))
     epoch_lines = [line for line in result.stderr.splitlines() if "single/tmgcn epoch " in line]
     assert epoch_lines and all("val ap" in line and "test" not in line for line in epoch_lines), epoch_lines
     assert re.search(RATE.format(unit="edges"), epoch_lines[-1])
+
+
+def test_eval_every_shows_validation_when_scored_and_names_the_epoch_test_was_scored_on(esdg_store, tmp_path,
+                                                                                      monkeypatch):
+    result = loud_run(monkeypatch, "--scheme", "single", "--model", "tmgcn", "--dataset", str(esdg_store),
+                      "--epochs", "4", "--eval-every", "2", "--out", str(tmp_path / "runs"))
+    assert result.exit_code == 0, result.output
+    epoch_lines = [line for line in result.stderr.splitlines() if "single/tmgcn epoch " in line]
+    assert ["val ap" in line for line in epoch_lines] == [False, True, False, True], epoch_lines
+    assert not re.search(r"test(:\w+)? (ap|auc|mrr|accuracy)", result.stderr), result.stderr  # no test score
+    assert re.search(r"best val ap \d\.\d{4} at epoch [24]/4; test scored once, on that epoch's state", result.stderr)
+    assert "test ap" in result.stdout.splitlines()[-1]  # the result, once, in the summary
 
 
 def test_compare_groups_comparable_runs_and_names_the_rest(stream_run, esdg_store, tmp_path):

@@ -33,6 +33,9 @@ class RunConfig(Options):
     dataset: Path
     nproc: int = option(1, "Ranks to start (ignored under torchrun).", positive=True, record=False)
     epochs: int = option(4, epochs_help(), positive=True)
+    eval_every: int = option(1, "Score validation every N epochs (and after the last); test is then scored once, "
+                                "on the state of the best validation AP (docs/tasks.md). 1 = validation and "
+                                "test after every epoch, the record's final metrics the last epoch's.", positive=True)
     seed: int = option(0, "Seed of parameters, pairs and negatives (a 32-bit unsigned integer).", minimum=0,
                        upper=MAX_SEED)
     lr: float = option(0.01, "Adam learning rate.", positive=True)

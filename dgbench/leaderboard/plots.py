@@ -140,7 +140,8 @@ def _world_axis(ax: plt.Axes, worlds: list[int]) -> None:
 
 def _speedup_axes(ax: plt.Axes, curves: list[ScalingSeries], title: str, empty: str) -> None:
     ax.set_title(title)
-    ax.set_ylabel("speedup (edges/s vs the base: P=1 where run)")
+    units = " / ".join(sorted({FAMILY_UNITS.get(s.family, "edges/s") for s in curves})) or "throughput"
+    ax.set_ylabel(f"speedup ({units} vs the base: P=1 where run)")
     if not curves:
         ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes)
         return

@@ -15,7 +15,7 @@ from dgbench.leaderboard.board import Entry
 from dgbench.leaderboard.figures import RunFigures, mean_std, run_figures
 from dgbench.leaderboard.tracks import ACCURACY_METRICS, MIN_SEEDS, TRACKS, learning_setup, run_setup
 from dgbench.leaderboard.verify import reproduced_label
-from dgbench.units import human, rate
+from dgbench.units import human, rate, work_unit
 
 MB = 1e6
 
@@ -58,6 +58,7 @@ class ScalingSeries:
     points: list[ScalingPoint] = field(default_factory=list)
     base: str = ""  # what speedups are measured against (Base column; see _base)
     base_world: int = 1
+    family: str = "discrete"  # whose work unit its rates are in: edges/s (snapshots) or events/s (streams)
 
     @property
     def label(self) -> str:
@@ -82,6 +83,13 @@ def number(value: float | None, digits: int = 3) -> Cell:
     if value is None:
         return Cell("–", float("-inf"))
     return Cell(f"{value:,.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}", float(value))
+
+
+def _units(families: set[str]) -> str:
+    """The rate units a table's rows are in, for its note: 'edges/s', 'events/s', or both named by family."""
+    if len(families) == 1:
+        return f"{work_unit(next(iter(families)))}/s"
+    return f"({work_unit('discrete')}/s for snapshot stores, {work_unit('continuous')}/s for streams)"
 
 
 def rate_cell(per_second: float, family: str) -> Cell:
@@ -193,7 +201,8 @@ def throughput_table(runs: list[tuple[Entry, RunFigures]], section: str) -> Tabl
     note = _fill_setups(rows, THROUGHPUT_COLUMNS.index("Setup"), setups)
     return Table(f"throughput-{section}", _title("throughput", section), THROUGHPUT_COLUMNS,
                  [c not in TEXT_COLUMNS for c in THROUGHPUT_COLUMNS], rows,
-                 note="Edges/s: the median timed epoch's, ± half the interquartile range of the timed epochs; CV: "
+                 note=f"Throughput: the median timed epoch's {_units({e.record['family'] for e, _ in runs})}, "
+                      "± half the interquartile range of the timed epochs; CV: "
                       "their coefficient of variation. Epoch s and its split (busy + wait for the last rank at "
                       "collectives + collective transfer, the slowest rank's) are the median timed epoch's; λ: "
                       "max / min busy seconds over ranks. Reproduced: re-run by `dgbench verify` (RULES.md, "
@@ -212,7 +221,7 @@ def scaling_series(entries: list[Entry], official: bool) -> list[ScalingSeries]:
         groups[(record["dataset"]["name"], record["family"], record["model"], record["scheme"],
                 record["hardware_class"], json.dumps(run_setup(record), sort_keys=True))].append(entry)
     series = []
-    for (name, _, model, scheme, hardware, setup), members in sorted(groups.items()):
+    for (name, family, model, scheme, hardware, setup), members in sorted(groups.items()):
         by_store: dict[str, list[Entry]] = defaultdict(list)
         for entry in members:
             by_store[entry.record["dataset"]["fingerprint"]].append(entry)
@@ -223,9 +232,10 @@ def scaling_series(entries: list[Entry], official: bool) -> list[ScalingSeries]:
             if len(strong) > 1 or fingerprint not in in_weak:  # a lone point already on a weak curve adds nothing
                 base = _base(strong, _single_p1(entries, store_entries[0], json.loads(setup)))
                 series.append(_series("strong", official, dataset_label(store_entries[0]), model, scheme,
-                                      hardware, setup, strong, base))
+                                      hardware, setup, strong, base, family))
         if weak:
-            series.append(_series("weak", official, name, model, scheme, hardware, setup, weak, _base(weak, [])))
+            series.append(_series("weak", official, name, model, scheme, hardware, setup, weak, _base(weak, []),
+                                  family))
     return series
 
 
@@ -245,7 +255,7 @@ def _single_p1(entries: list[Entry], like: Entry, setup: dict[str, Any]) -> list
 
 
 def _base(by_world: dict[int, list[Entry]], single_p1: list[Entry]) -> tuple[str, int, float]:
-    """(label, world, edges/s) speedups are measured against: the series' own P = 1 point; else the
+    """(label, world, throughput) speedups are measured against: the series' own P = 1 point; else the
     `single` scheme's P = 1 run of the same store, model, hardware and setup; else the smallest world
     that ran, said so (its own speedup is then 1 by definition, not a claim that it scales)."""
     if 1 in by_world:
@@ -285,10 +295,10 @@ def _weak_points(entries: list[Entry]) -> dict[int, list[Entry]]:
 
 
 def _series(mode: str, official: bool, dataset: str, model: str, scheme: str, hardware: str, setup: str,
-            by_world: dict[int, list[Entry]], base: tuple[str, int, float]) -> ScalingSeries:
+            by_world: dict[int, list[Entry]], base: tuple[str, int, float], family: str) -> ScalingSeries:
     label, base_world, base_throughput = base
     series = ScalingSeries(mode, official, dataset, model, scheme, hardware, setup, base=label,
-                           base_world=base_world)
+                           base_world=base_world, family=family)
     for world in sorted(by_world):
         throughput = _median_throughput(by_world[world])
         speedup = throughput / base_throughput if base_throughput > 0 else 0.0
@@ -298,18 +308,20 @@ def _series(mode: str, official: bool, dataset: str, model: str, scheme: str, ha
     return series
 
 
-SCALING_COLUMNS = ["Mode", "Dataset", "Model", "Scheme", "Hardware", "World", "Edges/s", "Speedup", "Efficiency",
+SCALING_COLUMNS = ["Mode", "Dataset", "Model", "Scheme", "Hardware", "World", "Throughput", "Speedup", "Efficiency",
                    "Base", "Comm MB/epoch", "Records", "Setup"]
 
 
 def scaling_table(series: list[ScalingSeries], section: str) -> Table:
+    """One row per point; its throughput cell carries the series' unit (edges/s or events/s)."""
     rows = [[text(s.mode), text(s.dataset), text(s.model), text(s.scheme), text(s.hardware), number(p.world_size),
-             number(p.throughput), number(p.speedup), number(p.efficiency), text(s.base), number(p.comm_bytes / MB),
-             number(p.records), SETUP_PENDING] for s in series for p in s.points]
+             rate_cell(p.throughput, s.family), number(p.speedup), number(p.efficiency), text(s.base),
+             number(p.comm_bytes / MB), number(p.records), SETUP_PENDING] for s in series for p in s.points]
     setups = _fill_setups(rows, SCALING_COLUMNS.index("Setup"), [json.loads(s.setup) for s in series for _ in s.points])
     return Table(f"scaling-{section}", _title("scaling", section), SCALING_COLUMNS,
                  [5 <= c <= 8 or 10 <= c <= 11 for c in range(len(SCALING_COLUMNS))], rows,
-                 note="Speedup: edges/s over the base's edges/s. Base: the series' own P=1 point; else the "
+                 note=f"Throughput: the median timed epoch's {_units({s.family for s in series})}. Speedup: "
+                      "throughput over the base's. Base: the series' own P=1 point; else the "
                       "single scheme's P=1 run of the same store, model, hardware and setup; else the smallest "
                       "world that ran (named so). Efficiency: speedup / (world / base world). " + setups)
 

@@ -27,7 +27,9 @@ ACCURACY_METRICS = ("ap", "auc", "accuracy")
 NON_LEARNING_KEYS = {"seed", "out", "dataset", "timeout_s", "nproc", "backend", "device", "threads"}
 TIMED_TRACKS = ("throughput", "scaling")  # the tracks whose figure is a time
 # ... and those that change what is learned but not the work of an epoch.
-RATE_NEUTRAL_KEYS = {"epochs", "lr"}
+RATE_NEUTRAL_KEYS = {"epochs", "lr", "eval_every"}  # eval_every: scoring is outside the timed epochs
+# Hyper-parameters recorded since a later version, at the value older records ran with (so both group alike).
+LATER_DEFAULTS = {"eval_every": 1}
 
 
 @dataclass(frozen=True)
@@ -112,4 +114,5 @@ def run_setup(record: dict[str, Any]) -> dict[str, Any]:
 
 def learning_setup(record: dict[str, Any]) -> dict[str, Any]:
     """The hyper-parameters that change what is learned (the accuracy track's grouping key)."""
-    return {k: v for k, v in sorted(record["hyperparameters"].items()) if k not in NON_LEARNING_KEYS}
+    given = {**LATER_DEFAULTS, **record["hyperparameters"]}
+    return {k: v for k, v in sorted(given.items()) if k not in NON_LEARNING_KEYS}

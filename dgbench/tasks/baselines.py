@@ -51,8 +51,9 @@ def score_split(baseline: Baseline, evaluation: EvaluationSet, split: str) -> Sp
     return Evaluator(evaluation).score(split, baseline.score(src, dst, when), negative)
 
 
-def evaluate_baseline(baseline: Baseline, sets: list[EvaluationSet]) -> dict[str, dict[str, float]]:
-    """Validation and test metrics of every set, named as the trainers name them (``test``,
+def evaluate_baseline(baseline: Baseline, sets: list[EvaluationSet],
+                      splits: tuple[str, ...] = ("val", "test")) -> dict[str, dict[str, float]]:
+    """Metrics of ``splits`` (validation and test) of every set, named as the trainers name them (``test``,
     ``test:historical``...)."""
     return {split_name(split, index, evaluation): score_split(baseline, evaluation, split).as_metrics()
-            for split in ("val", "test") for index, evaluation in enumerate(sets)}
+            for split in splits for index, evaluation in enumerate(sets)}

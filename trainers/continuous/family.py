@@ -34,7 +34,7 @@ from trainers.continuous.data import EventStream, StreamProblem
 from trainers.continuous.loop import BatchCounters, ContinuousTrainer, LoopOptions
 from trainers.continuous.sampler import STRATEGIES, TemporalSampler
 from trainers.contract import ContinuousScheme, Partition
-from trainers.epochs import merge_rank_epochs, run_epochs
+from trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
 
 if TYPE_CHECKING:
     from trainers.experiment import ResolvedRun
@@ -78,6 +78,7 @@ def check(run: ResolvedRun) -> None:
     if task.sampler_decay and task.sampler != "sis":
         raise DgbenchError(f"--sampler-decay {task.sampler_decay}: time-decay weights are the sis sampler's "
                            f"(--sampler sis), not {task.sampler}'s")
+    check_eval_every(run.config.eval_every, task.task)
     check_task(task.task, task.extra_negatives)
     if task.task == NODE_CLASSIFICATION:  # the decoder reads a trained model's embeddings (dgbench/tasks/node.py)
         probe = _probe(run, 0)
@@ -156,15 +157,18 @@ def _baseline_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, bas
     assert isinstance(task, TaskOptions)
     baseline.index(run.config.dataset, task.max_events)
     sets = _evaluation(run)
+    selection = Selection(run.config.eval_every, validate=lambda: evaluate_baseline(baseline, sets, ("val",)),
+                          test=lambda: evaluate_baseline(baseline, sets, ("test",)),
+                          keep=lambda: None, restore=lambda kept: None)  # a baseline has no trained state
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=lambda epoch, timer: (0.0, 0),
                          evaluate=lambda: evaluate_baseline(baseline, sets),
-                         label=f"{run.scheme.name}/{run.model.name}", unit="events")
+                         label=f"{run.scheme.name}/{run.model.name}", unit="events", selection=selection)
     ctx.comm.barrier()  # no collective keeps ranks in step: none may leave while another still reads the store
     for f in figures:
         f["iterations"] = 0
     return {"figures": figures, "counters": BatchCounters().summary(), "microbatches": {}, "losses": [],
             "state_row_width": 0, "parameters": 0, "partition": partition if ctx.is_main else None,
-            "baseline": baseline.describe()}
+            "baseline": baseline.describe(), "selection": selection.summary() if selection.active else None}
 
 
 def _train(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
@@ -179,8 +183,11 @@ def _train(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: St
     if isinstance(probe, Baseline):
         return _baseline_rank(ctx, run, partition, probe)
     trainer = build_trainer(ctx, run, partition, problem)
+    selection = Selection(run.config.eval_every, validate=lambda: trainer.evaluate(("val",)),
+                          test=lambda: trainer.evaluate(("test",)), keep=trainer.scoring_state,
+                          restore=trainer.restore_scoring_state)
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
-                         label=f"{run.scheme.name}/{run.model.name}", unit="events")
+                         label=f"{run.scheme.name}/{run.model.name}", unit="events", selection=selection)
     train_batches = len(trainer.planner.batch_bounds("train", trainer.options.batch_size))
     for f in figures:
         f.update(trainer.comm_breakdown(f["comm_by_tag"]))
@@ -188,7 +195,8 @@ def _train(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: St
     return {"figures": figures, "counters": trainer.counters.summary(), "microbatches": trainer.microbatch_choice,
             "losses": trainer.losses, "state_row_width": trainer.model.layout.width,
             "parameters": sum(p.numel() for p in trainer.model.parameters()),
-            "partition": partition if ctx.is_main else None}
+            "partition": partition if ctx.is_main else None,
+            "selection": selection.summary() if selection.active else None}
 
 
 def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
@@ -216,9 +224,13 @@ def _per_iteration(rank_figures: list[dict[str, Any]]) -> dict[str, float]:
             "compute_s": max(0.0, slowest["time_s"] - nm - grad - other_comm) / n}
 
 
-def best_validation(epochs: list[dict[str, Any]]) -> dict[str, Any]:
+def best_validation(epochs: list[dict[str, Any]], selection: dict[str, Any] | None = None) -> dict[str, Any]:
     """The epoch with the best validation AP and its test metrics (Sven §5.7 reports the best-validation
-    model; the record's final metrics stay the last epoch's)."""
+    model; the record's final metrics stay the last epoch's). Under ``--eval-every N > 1`` (``selection``):
+    that epoch and the test scored once on its restored state, which are also the final metrics."""
+    if selection:
+        final = selection["final_metrics"]
+        return {"epoch": selection["best_epoch"], "val": final.get("val", {}), "test": final.get("test", {})}
     scored = [(e["metrics"].get("val", {}).get("ap", float("nan")), i) for i, e in enumerate(epochs)]
     scored = [(ap, i) for ap, i in scored if ap == ap]  # not NaN
     if not scored:
@@ -265,17 +277,20 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
              "balance": {**report.get("balance", {}),
                          # next to the Eq. 5 model: what each rank sent last epoch
                          "measured_nm_sent_bytes_per_rank": sent, "measured_max_nm_sent_bytes": max(sent)},
-             "best_validation": best_validation(epochs),
+             "best_validation": best_validation(epochs, per_rank[0].get("selection")),
              "microbatches": per_rank[0]["microbatches"], "state_row_width": per_rank[0]["state_row_width"],
              "parameters": per_rank[0]["parameters"], "events_used": len(stream.src),
              "batch_losses_last_epoch": per_rank[0]["losses"],
              **({"baseline": per_rank[0]["baseline"]} if "baseline" in per_rank[0] else {}),
              **run.scheme.record_extras(run.scheme_options, partition)}
+    final_metrics = last["metrics"]
+    if per_rank[0].get("selection"):  # --eval-every N > 1: best validation, test once on its state
+        extra["model_selection"], final_metrics = model_selection_block(per_rank[0]["selection"])
     backend = run.config.resolved_backend() or default_backend()  # --device cpu is gloo even where CUDA is
     return build_record(family="continuous", task=record_task(task.task), scheme=run.scheme.name,
                         model=run.model.name,
                         dataset=dataset_entry(store), hyperparameters=run.hyperparameters(), world_size=world,
                         backend=backend, device=torch.device("cuda" if backend == "nccl" else "cpu"),
-                        epochs=epochs, final_metrics=last["metrics"], started_at=started,
+                        epochs=epochs, final_metrics=final_metrics, started_at=started,
                         extra=ContinuousExtra.from_json(extra),
                         evaluation=evaluation_block(_evaluation(run)))  # the sets every figure above scored

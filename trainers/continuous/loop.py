@@ -262,23 +262,38 @@ class ContinuousTrainer:
         return (float(np.mean(self.losses)) if self.losses else 0.0), b - a
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, dict[str, float]]:
-        """Validation then test, memory carried on from training (TGL). With evaluation sets, each set is
-        scored from the same post-training memory (restored between sets): its negatives ranked against
-        every positive through the one evaluator of both families (dgbench/tasks/evaluator.py)."""
+    def evaluate(self, which: tuple[str, ...] = ("val", "test")) -> dict[str, dict[str, float]]:
+        """Validation then test (of ``which``), memory carried on from training (TGL). With evaluation sets,
+        each set is scored from the same post-training memory (restored between sets): its negatives ranked
+        against every positive through the one evaluator of both families (dgbench/tasks/evaluator.py).
+        Test alone still carries the memory through the validation events (their scores are not taken)."""
         self.model.eval()
         if self.node_task is not None:
             return self.node_task.figures(*self.source_embeddings()) if self.node_task.due() else {}
+        passes = ("val", "test") if "test" in which else ("val",)
         if not self.evaluation:
-            return {split: self._evaluate_split(split) for split in ("val", "test")}
+            return {split: figures for split in passes
+                    if (figures := self._evaluate_split(split, score=split in which)) is not None}
         trained = self.state.table.clone()
         out = {}
         for index, evaluation in enumerate(self.evaluation):
             self.state.table = trained.clone()
-            for split in ("val", "test"):
-                figures = self._evaluate_set(evaluation, split)
-                out[split_name(split, index, evaluation)] = figures.as_metrics()
+            for split in passes:
+                figures = self._evaluate_set(evaluation, split, score=split in which)
+                if figures is not None:
+                    out[split_name(split, index, evaluation)] = figures.as_metrics()
         return out
+
+    def scoring_state(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """A copy of what the scores depend on: the parameters and this rank's N&M table (the whole
+        replica, or the rows this rank owns where the scheme partitions it)."""
+        return ({name: value.detach().clone() for name, value in self.model.state_dict().items()},
+                self.state.table.clone())
+
+    def restore_scoring_state(self, kept: tuple[dict[str, torch.Tensor], torch.Tensor]) -> None:
+        parameters, table = kept
+        self.model.load_state_dict(parameters)
+        self.state.table = table.clone()
 
     @torch.no_grad()
     def source_embeddings(self) -> tuple[np.ndarray, np.ndarray]:
@@ -309,19 +324,24 @@ class ContinuousTrainer:
         ids = torch.from_numpy(plan.events).to(h.device, torch.float64)[:, None]
         return torch.cat([ids, h.double()], dim=1)
 
-    def _evaluate_set(self, evaluation: EvaluationSet, split: str) -> SplitFigures:
+    def _evaluate_set(self, evaluation: EvaluationSet, split: str, score: bool = True) -> SplitFigures | None:
         """Every positive of ``split`` and its K negatives scored batch by batch (memory updated by each
-        batch's events after scoring it, as in training), gathered from every rank."""
+        batch's events after scoring it, as in training), gathered from every rank. ``score=False``: the
+        same passes for the memory they leave, no figures (None)."""
         negatives = evaluation.get(split, "negatives")
         self.planner.candidates = {split: (evaluation.get(split, "negative_src"), negatives)}
         first = self.stream.ranges[split][0]
         scores = np.full((len(negatives), 1 + negatives.shape[1]), np.nan)
         try:
             for plan in Prefetcher(self.planner, split, self.options.batch_size, self.options.prefetch):
-                rows = self._gather_candidate_scores(plan, self._score_candidates(plan))
-                scores[rows[:, 0].astype(np.int64) - first] = rows[:, 1:]
+                logits = self._score_candidates(plan)
+                if score:
+                    rows = self._gather_candidate_scores(plan, logits)
+                    scores[rows[:, 0].astype(np.int64) - first] = rows[:, 1:]
         finally:
             self.planner.candidates = {}
+        if not score:
+            return None
         negative = np.where(negatives >= 0, scores[:, 1:], np.nan)
         return Evaluator(evaluation).score(split, scores[:, 0], negative)
 
@@ -352,12 +372,16 @@ class ContinuousTrainer:
         local = torch.cat([torch.from_numpy(plan.events).to(logits.device, torch.float64)[:, None], logits], dim=1)
         return self.ctx.comm.all_gather_uneven(local, tag="eval_scores").cpu().numpy()
 
-    def _evaluate_split(self, split: str) -> dict[str, float]:
-        """Without evaluation sets (tests of the loop alone): each batch's random negatives, 1:1."""
+    def _evaluate_split(self, split: str, score: bool = True) -> dict[str, float] | None:
+        """Without evaluation sets (tests of the loop alone): each batch's random negatives, 1:1.
+        ``score=False``: the same passes for the memory they leave, no figures (None)."""
         gathered = []
         for plan in Prefetcher(self.planner, split, self.options.batch_size, self.options.prefetch):
             _, outputs = self._step(plan, train=False, timer=None)
-            gathered.append(self._gather_scores(plan, outputs))
+            if score:
+                gathered.append(self._gather_scores(plan, outputs))
+        if not score:
+            return None
         if not gathered:
             return {"accuracy": float("nan"), "ap": float("nan"), "auc": float("nan")}
         scores = np.concatenate(gathered)

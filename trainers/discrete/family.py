@@ -29,10 +29,10 @@ from dgbench.tasks.options import (check_task, decoder_epochs_option, decoder_lr
                                    evaluation_block, evaluation_sets, extra_negatives_option, negatives_option,
                                    record_task, task_option)
 from trainers.contract import DiscreteScheme, Partition
-from trainers.discrete.data import TRAIN, DiscreteData
+from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData
 from trainers.discrete.placement import CommProfile
 from trainers.discrete.loop import DiscreteTrainer
-from trainers.epochs import merge_rank_epochs, run_epochs
+from trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
 from loaders.smoothing import EDGE_LIFE, M_PRODUCT, MODEL_SMOOTHING, RAW, store_smoothing
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ def check(run: ResolvedRun) -> None:
     if task.group_length and blocks > 1:
         raise DgbenchError(f"--blocks {blocks}: the group protocol (--group-length {task.group_length}) runs each "
                            f"group whole; leave --blocks at 1")
+    check_eval_every(run.config.eval_every, task.task)
     check_task(task.task, task.extra_negatives)
     if task.task == NODE_CLASSIFICATION and (task.group_length or is_baseline(run) or schedule is not None):
         raise DgbenchError(f"--task {task.task}: {name}/{run.model.name} has no whole-sequence embeddings to decode "
@@ -178,8 +179,11 @@ def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
     if is_baseline(run):
         return _baseline_rank(ctx, run, problem)
     trainer = build_rank(ctx, run, partition, problem)
+    selection = Selection(run.config.eval_every, validate=lambda: trainer.evaluate((VAL,)),
+                          test=lambda: trainer.evaluate((TEST,)), keep=trainer.scoring_state,
+                          restore=trainer.restore_scoring_state)
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
-                         label=f"{run.scheme.name}/{run.model.name}", unit="edges")
+                         label=f"{run.scheme.name}/{run.model.name}", unit="edges", selection=selection)
     extra = {"parameters": sum(p.numel() for p in trainer.model.parameters()),  # as the continuous family records
              **trainer.placement.extra(), **trainer.extra(), **run.scheme.record_extras(run.scheme_options, partition)}
     predicted = trainer.schedule.predicted_elements(trainer, CommProfile.of(trainer.model),
@@ -188,7 +192,7 @@ def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
         extra["predicted_comm_elements"] = predicted
     extra["rank_data"] = {**trainer.data.figures(), "peak_rss_bytes": peak_rss_bytes()}
     return {"epochs": figures, "extra": extra, "device": str(ctx.device), "backend": ctx.backend,
-            "world_size": ctx.world_size}
+            "world_size": ctx.world_size, "selection": selection.summary() if selection.active else None}
 
 
 def _baseline_rank(ctx: DistContext, run: ResolvedRun, data: DiscreteData) -> dict[str, Any]:
@@ -197,14 +201,17 @@ def _baseline_rank(ctx: DistContext, run: ResolvedRun, data: DiscreteData) -> di
     baseline = run.model.build(run.model_options, in_features=data.in_features, hidden=2)
     assert isinstance(baseline, Baseline)
     baseline.index(run.config.dataset)
+    selection = Selection(run.config.eval_every, validate=lambda: evaluate_baseline(baseline, data.evaluation, (VAL,)),
+                          test=lambda: evaluate_baseline(baseline, data.evaluation, (TEST,)),
+                          keep=lambda: None, restore=lambda kept: None)  # a baseline has no trained state
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=lambda epoch, timer: (0.0, 0),
                          evaluate=lambda: evaluate_baseline(baseline, data.evaluation),
-                         label=f"{run.scheme.name}/{run.model.name}", unit="edges")
+                         label=f"{run.scheme.name}/{run.model.name}", unit="edges", selection=selection)
     ctx.comm.barrier()  # no collective keeps ranks in step: none may leave while another still reads the store
     extra = {"peak_saved_activation_bytes": 0, "predicted_comm_elements": {}, "parameters": 0,
              "baseline": baseline.describe()}
     return {"epochs": figures, "extra": extra, "device": str(ctx.device), "backend": ctx.backend,
-            "world_size": ctx.world_size}
+            "world_size": ctx.world_size, "selection": selection.summary() if selection.active else None}
 
 
 def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> dict[str, Any]:
@@ -233,9 +240,12 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
                           "targets": "raw next snapshot", "features_smoothed": applied == M_PRODUCT}
     extra["training_pairs"] = "fixed (ESDG §6.4)" if task.paper_protocol else "redrawn every epoch"
     main = per_rank[0]
+    final_metrics = epochs[-1]["metrics"] if epochs else {}
+    if main.get("selection"):  # --eval-every N > 1: best validation, test once on its state
+        extra["model_selection"], final_metrics = model_selection_block(main["selection"])
     return build_record(family="discrete", task=record_task(task.task), scheme=run.scheme.name, model=run.model.name,
                         dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
                         world_size=main["world_size"], backend=main["backend"], device=torch.device(main["device"]),
-                        epochs=epochs, final_metrics=epochs[-1]["metrics"] if epochs else {}, started_at=started,
+                        epochs=epochs, final_metrics=final_metrics, started_at=started,
                         extra=DiscreteExtra.from_json(extra),
                         evaluation=evaluation_block(_evaluation(run)))  # the sets every figure above scored

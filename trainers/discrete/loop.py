@@ -111,17 +111,16 @@ class DiscreteTrainer:
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
-    def evaluate(self) -> dict[str, dict[str, float]]:
-        """Scores of the validation and test pairs (the run's evaluation sets), gathered from every rank."""
+    def evaluate(self, which: tuple[str, ...] = (VAL, TEST)) -> dict[str, dict[str, float]]:
+        """Scores of the validation and/or test pairs (the run's evaluation sets), gathered from every rank."""
         self.model.eval()
         if self.node_task is not None:
             return self.node_task.figures(*self.vertex_embeddings()) if self.node_task.due() else {}
-        own = self.schedule.evaluate(self)
+        own = self.schedule.evaluate(self, which)
         if own is not None:
             return own
-        splits = {split: [self.placement.owned(batch) for batch in self.data.split_pairs(split)]
-                  for split in (VAL, TEST)}
-        scored: dict[str, list[torch.Tensor]] = {VAL: [], TEST: []}
+        splits = {split: [self.placement.owned(batch) for batch in self.data.split_pairs(split)] for split in which}
+        scored: dict[str, list[torch.Tensor]] = {split: [] for split in which}
         timer = PhaseTimer(self.ctx.device)
         state = self.initial_state()
         for b, block in enumerate(self.placement.blocks):
@@ -137,6 +136,14 @@ class DiscreteTrainer:
         for split, rows in scored.items():
             out.update(self.split_metrics(split, self._gather(torch.cat(rows))))
         return out
+
+    def scoring_state(self) -> dict[str, torch.Tensor]:
+        """A copy of what the scores depend on: the parameters (every scoring pass starts from the initial
+        state and exchanges fresh rows, trainers/discrete/dgc/stale.py; the parameters are replicated)."""
+        return {name: value.detach().clone() for name, value in self.model.state_dict().items()}
+
+    def restore_scoring_state(self, kept: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(kept)
 
     @torch.no_grad()
     def vertex_embeddings(self) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ import torch
 
 from dgbench.dist import PhaseTimer
 from dgbench.models.contract import State
-from trainers.discrete.data import PairBatch
+from trainers.discrete.data import TEST, VAL, PairBatch
 
 if TYPE_CHECKING:
     from dgbench.dist import DistContext
@@ -87,9 +87,10 @@ class Schedule(ABC):
         runs (default: per block of the placement)."""
         return [[trainer.placement.owned(b) for b in pairs if b.step in block] for block in trainer.placement.blocks]
 
-    def evaluate(self, trainer: ScheduleHost) -> dict[str, dict[str, float]] | None:
-        """Validation and test metrics when the schedule evaluates differently from the loop's pass
-        over the whole sequence (the group protocol); None: the loop's."""
+    def evaluate(self, trainer: ScheduleHost, which: tuple[str, ...] = (VAL, TEST)
+                 ) -> dict[str, dict[str, float]] | None:
+        """Metrics of the splits ``which`` (validation and/or test) when the schedule evaluates differently
+        from the loop's pass over the whole sequence (the group protocol); None: the loop's."""
         return None
 
     def predicted_elements(self, trainer: ScheduleHost, profile: CommProfile, pairs: list[PairBatch]

@@ -153,10 +153,14 @@ class SnapshotMover:
         keys, _ = torch.sort(torch.cat([previous_keys[keep], new_row * shape[1] + new_col]))
         return _csr_from_keys(keys, val, shape, self.device), keys
 
-    def move(self, steps: range) -> list[CsrArrays]:
-        """The snapshots ``steps`` on the device: the first whole, the rest per ``mode``."""
+    def count(self, steps: range) -> None:
+        """Count a move of ``steps`` in every mode and encoding (what :meth:`move` counts)."""
         for mode, moved in self.bytes_of(steps).items():
             self.bytes_by_mode[mode] += moved
+
+    def move(self, steps: range) -> list[CsrArrays]:
+        """The snapshots ``steps`` on the device: the first whole, the rest per ``mode``."""
+        self.count(steps)
         out: list[CsrArrays] = []
         keys: torch.Tensor | None = None
         for i, t in enumerate(steps):

@@ -77,7 +77,7 @@ from trainers.continuous.tgcn.sampling.reference import METHODS
 from trainers.continuous.tgcn.sampling.sparsify import sparsify_events
 from trainers.continuous.state import NodeState
 from trainers.contract import ContinuousScheme, DrySend, Partition, register_scheme
-from trainers.epochs import run_epochs
+from trainers.epochs import Selection, run_epochs
 from trainers.gradients import GradientSync
 
 if TYPE_CHECKING:
@@ -499,19 +499,35 @@ class GridTrainer:
         return by_position[torch.from_numpy(self.positions)]
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, dict[str, float]]:
-        """Validation then test of every evaluation set from the same trained state (restored between
-        sets), through the evaluator every scheme uses; every rank computes the same."""
+    def evaluate(self, which: tuple[str, ...] = ("val", "test")) -> dict[str, dict[str, float]]:
+        """Validation then test (of ``which``) of every evaluation set from the same trained state (restored
+        between sets), through the evaluator every scheme uses; every rank computes the same. Test alone
+        still carries the state through the validation events (their scores are not taken)."""
         self.model.eval()
         trained = self.full_rows()
         out = {}
         for index, evaluation in enumerate(self.evaluation):
             rows = trained.clone()
-            for split in ("val", "test"):
-                out[split_name(split, index, evaluation)] = self._evaluate_set(evaluation, split, rows).as_metrics()
+            for split in ("val", "test") if "test" in which else ("val",):
+                figures = self._evaluate_set(evaluation, split, rows, score=split in which)
+                if figures is not None:
+                    out[split_name(split, index, evaluation)] = figures.as_metrics()
         return out
 
-    def _evaluate_set(self, evaluation: EvaluationSet, split: str, rows: torch.Tensor) -> SplitFigures:
+    def scoring_state(self) -> tuple[dict[str, torch.Tensor], dict[int, HomeRange]]:
+        """A copy of what the scores depend on: the parameters and this rank's ranges (S-state, G-state
+        and the block it holds; all ranges are home after an epoch)."""
+        homes = {r: HomeRange(home.index, home.s_live.clone(), home.g_copy.clone(),
+                              Block(home.block.index, home.block.g_live.clone(), home.block.s_copy.clone()))
+                 for r, home in self.homes.items()}
+        return {name: value.detach().clone() for name, value in self.model.state_dict().items()}, homes
+
+    def restore_scoring_state(self, kept: tuple[dict[str, torch.Tensor], dict[int, HomeRange]]) -> None:
+        parameters, self.homes = kept
+        self.model.load_state_dict(parameters)
+
+    def _evaluate_set(self, evaluation: EvaluationSet, split: str, rows: torch.Tensor,
+                      score: bool = True) -> SplitFigures | None:
         negatives = evaluation.get(split, "negatives")
         planner = BatchPlanner(self.stream, None, 0, "recent", self.seed, lambda src: np.ones(len(src), dtype=bool),
                                lambda ids: None)
@@ -521,6 +537,8 @@ class GridTrainer:
         for index, (a, b) in enumerate(planner.batch_bounds(split, self.batch_size)):
             plan = planner.plan(split, index, a, b)
             scores[plan.events - first] = self._score_then_update(plan, rows)
+        if not score:  # the passes were for the state they leave in ``rows``
+            return None
         return Evaluator(evaluation).score(split, scores[:, 0], np.where(negatives >= 0, scores[:, 1:], np.nan))
 
     def _score_then_update(self, plan: BatchPlan, rows: torch.Tensor) -> np.ndarray:
@@ -656,8 +674,11 @@ def train_grid(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
     trainer = GridTrainer(ctx, stream, model, options, task.batch_size, run.config.lr, run.config.seed)
     trainer.evaluation = evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives, task.eval_negatives,
                                          task.max_events)
+    selection = Selection(run.config.eval_every, validate=lambda: trainer.evaluate(("val",)),
+                          test=lambda: trainer.evaluate(("test",)), keep=trainer.scoring_state,
+                          restore=trainer.restore_scoring_state)
     figures = run_epochs(ctx, epochs=run.config.epochs, train_epoch=trainer.train_epoch, evaluate=trainer.evaluate,
-                         label=f"tgcn/{run.model.name}", unit="events")
+                         label=f"tgcn/{run.model.name}", unit="events", selection=selection)
     steps = options.intervals * trainer.parts
     for f in figures:
         grad = f["comm_by_tag"].get(GRAD_TAG, {})
@@ -669,4 +690,5 @@ def train_grid(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
                 **trainer.figures.summary(), "tgcn_predicted_bytes": trainer.predicted_bytes()}
     return {"figures": figures, "counters": counters, "microbatches": {}, "losses": trainer.losses,
             "state_row_width": model.layout.width, "parameters": sum(p.numel() for p in model.parameters()),
-            "partition": partition if ctx.is_main else None}
+            "partition": partition if ctx.is_main else None,
+            "selection": selection.summary() if selection.active else None}

@@ -81,11 +81,12 @@ class GroupSchedule(Schedule):
         return trainer.placement.predicted_elements(profile, [1] * len(groups), pairs, blocks=groups)
 
     @torch.no_grad()
-    def evaluate(self, trainer: DiscreteTrainer) -> dict[str, dict[str, float]]:
+    def evaluate(self, trainer: DiscreteTrainer, which: tuple[str, ...] = (VAL, TEST)
+                 ) -> dict[str, dict[str, float]]:
         """Each validation / test target scored from its own group, gathered from every rank."""
         timer = PhaseTimer(trainer.ctx.device)
         out = {}
-        for split in (VAL, TEST):
+        for split in which:
             rows = []
             for batch in trainer.data.split_pairs(split):
                 steps = trainer.data.group_of(batch.step)

@@ -646,11 +646,12 @@ class BladSchedule(GroupSchedule):
         return {tag: n for tag, n in (("intra:state", forward), ("intra:state_grad", backward)) if n}
 
     @torch.no_grad()
-    def evaluate(self, trainer: DiscreteTrainer) -> dict[str, dict[str, float]]:
+    def evaluate(self, trainer: DiscreteTrainer, which: tuple[str, ...] = (VAL, TEST)
+                 ) -> dict[str, dict[str, float]]:
         """Rank 0 scores the validation and test targets from their whole groups; the rows are shared."""
         timer = PhaseTimer(trainer.ctx.device)
         out = {}
-        for split in (VAL, TEST):
+        for split in which:
             rows = [torch.zeros((0, 2), dtype=torch.float64, device=trainer.ctx.device)]
             if trainer.ctx.rank == 0:
                 for batch in trainer.data.split_pairs(split):

@@ -52,6 +52,7 @@ from dgbench.errors import DgbenchError
 from trainers.discrete.partition.edges import EdgeSource, SnapshotEdges, as_snapshot_edges
 
 PRESENCE_EDGES, PRESENCE_ALL = "edges", "all"
+PRESENCE_LIFETIME = "lifetime"  # V_t given by the caller (build_supergraph's ``alive``)
 PRESENCES = (PRESENCE_EDGES, PRESENCE_ALL)
 REACH_PREVIOUS, REACH_ALL = "previous", "all"
 DEFAULT_MAX_ITERATIONS = 50
@@ -145,10 +146,19 @@ def present_vertices(edges: SnapshotEdges, presence: str = PRESENCE_EDGES) -> li
 
 
 def build_supergraph(source: EdgeSource, presence: str = PRESENCE_EDGES,
-                     num_vertices: int | None = None) -> SuperGraph:
-    """The super-graph of §4.1 over the snapshots of ``source``."""
+                     num_vertices: int | None = None, alive: np.ndarray | None = None) -> SuperGraph:
+    """The super-graph of §4.1 over the snapshots of ``source``. ``alive`` ([T, N] bool, e.g. a
+    `nonuniform` store's vertex lifetimes) gives V_t explicitly (presence ``lifetime``): every edge
+    must join alive vertices."""
     edges = as_snapshot_edges(source, num_vertices)
-    present = present_vertices(edges, presence)
+    if alive is None:
+        present = present_vertices(edges, presence)
+    else:
+        present = [np.flatnonzero(row).astype(np.int64) for row in np.asarray(alive, bool)]
+        presence = PRESENCE_LIFETIME
+        if len(present) != edges.num_snapshots or any(not np.asarray(row, bool)[np.r_[s, d]].all()
+                                                      for row, s, d in zip(alive, edges.src, edges.dst)):
+            raise DgbenchError("alive: one row per snapshot, and every edge must join alive vertices")
     offsets = np.r_[0, np.cumsum([len(v) for v in present])].astype(np.int64)
     vertex = np.concatenate(present) if present else np.empty(0, np.int64)
     step = np.repeat(np.arange(edges.num_snapshots, dtype=np.int64), np.diff(offsets))

@@ -339,6 +339,8 @@ class InstancePlacement(Placement):
         other halves asked from their holders (one float per distinct remote instance, and its id)."""
         comm, rank, device = self.ctx.comm, self.ctx.rank, self.ctx.device
         n, steps = self.data.num_nodes, self.plan.steps
+        if self.ctx.world_size == 1 and self.graph.presence == "all":  # every (t, v) is its own cell, in order
+            return halves.reshape(steps, n, 2), 0
         flat = halves.reshape(-1, 2)
         u_keys = _distinct_keys([(b.step, b.src) for b in batches], n)
         v_keys = _distinct_keys([(b.step, b.dst) for b in batches], n)
