@@ -26,6 +26,8 @@ import numpy as np
 if TYPE_CHECKING:  # torch is imported only where a record is built: reading one stays light
     import torch
 
+    from dgbench.record_types import Extra
+
 import dgbench
 from dgbench.errors import DgbenchError
 from dgbench.files import create_new
@@ -212,23 +214,30 @@ def build_record(*, family: str, task: str, scheme: str, model: str, dataset: di
                  hyperparameters: dict[str, Any], world_size: int, backend: str, device: torch.device,
                  epochs: list[dict[str, Any]], final_metrics: dict[str, Any], started_at: str,
                  ended_at: str | None = None, command: list[str] | None = None,
-                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Assemble a record; ``dataset`` needs at least name, fingerprint, kind, num_nodes, num_edges."""
+                 extra: Extra | dict[str, Any] | None = None,
+                 evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Assemble a record as a typed :class:`~dgbench.record_types.Record` and return its JSON; ``dataset``
+    needs at least name, fingerprint, kind, num_nodes, num_edges; ``extra`` is the family's typed extra (a
+    plain object is read as the family's type)."""
+    from dgbench import record_types as types
+    from dgbench.timing import timing_summary
     env = environment(device)
     system = system_description(world_size, device)
-    record = {"schema": RECORD_SCHEMA, "schema_version": RECORD_SCHEMA_VERSION,
-              "family": family, "task": task, "scheme": scheme, "model": model, "dataset": dataset,
-              "hyperparameters": hyperparameters, "world_size": int(world_size), "backend": backend,
-              "environment": env, "system": system, "hardware_class": hardware_class(env, system),
-              "code": code_provenance(),
-              "command": command if command is not None else sys.argv,
-              "started_at": started_at, "ended_at": ended_at or utc_now(),
-              "epochs": epochs, "final_metrics": final_metrics}
-    if extra:
-        record["extra"] = extra
-    from dgbench.timing import timing_summary
-    record["timing"] = timing_summary(epochs, int(world_size))
-    return _plain(record)
+    epochs = _plain(epochs)
+    extra_json = _plain(extra.to_json() if isinstance(extra, types.Extra) else extra)
+    record = types.Record(
+        schema=RECORD_SCHEMA, schema_version=RECORD_SCHEMA_VERSION, family=family, task=task, scheme=scheme,
+        model=model, backend=backend, hardware_class=hardware_class(env, system), world_size=int(world_size),
+        hyperparameters=_plain(hyperparameters),
+        extra=types.extra_type(family).from_json(extra_json) if extra_json else types.ABSENT,
+        command=_plain(command if command is not None else sys.argv), started_at=started_at,
+        ended_at=ended_at or utc_now(), dataset=types.Dataset.from_json(_plain(dataset)),
+        environment=types.Environment.from_json(_plain(env)), system=types.System.from_json(_plain(system)),
+        code=types.Code.from_json(_plain(code_provenance())),
+        epochs=[types.EpochFigures.from_json(epoch) for epoch in epochs], final_metrics=_plain(final_metrics),
+        evaluation=types.Evaluation.from_json(_plain(evaluation)) if evaluation is not None else types.ABSENT,
+        timing=types.TimingSummary.from_json(_plain(timing_summary(epochs, int(world_size)))))
+    return record.to_json()
 
 
 def dataset_entry(store) -> dict[str, Any]:

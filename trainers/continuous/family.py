@@ -21,6 +21,7 @@ from dgbench.dist import DistContext, default_backend
 from dgbench.errors import DgbenchError
 from dgbench.models.temporal import TemporalModel
 from dgbench.options import Options, option
+from dgbench.record_types import ContinuousExtra
 from dgbench.records import build_record, dataset_entry
 from dgbench.store import STREAM, EdgeStreamStore, open_store
 from dgbench.tasks.baselines import Baseline, evaluate_baseline
@@ -286,10 +287,10 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
     if per_rank[0].get("selection"):  # --eval-every N > 1: best validation, test once on its state
         extra["model_selection"], final_metrics = model_selection_block(per_rank[0]["selection"])
     backend = run.config.resolved_backend() or default_backend()  # --device cpu is gloo even where CUDA is
-    result = build_record(family="continuous", task=record_task(task.task), scheme=run.scheme.name,
-                          model=run.model.name,
-                          dataset=dataset_entry(store), hyperparameters=run.hyperparameters(), world_size=world,
-                          backend=backend, device=torch.device("cuda" if backend == "nccl" else "cpu"),
-                          epochs=epochs, final_metrics=final_metrics, started_at=started, extra=extra)
-    result["evaluation"] = evaluation_block(_evaluation(run))  # the sets every figure above scored
-    return result
+    return build_record(family="continuous", task=record_task(task.task), scheme=run.scheme.name,
+                        model=run.model.name,
+                        dataset=dataset_entry(store), hyperparameters=run.hyperparameters(), world_size=world,
+                        backend=backend, device=torch.device("cuda" if backend == "nccl" else "cpu"),
+                        epochs=epochs, final_metrics=final_metrics, started_at=started,
+                        extra=ContinuousExtra.from_json(extra),
+                        evaluation=evaluation_block(_evaluation(run)))  # the sets every figure above scored

@@ -20,6 +20,7 @@ from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
 from dgbench.memory import peak_rss_bytes
 from dgbench.options import Options, option
+from dgbench.record_types import DiscreteExtra
 from dgbench.records import build_record, dataset_entry
 from dgbench.store import SNAPSHOTS, SnapshotStore, open_store
 from dgbench.tasks.baselines import Baseline, evaluate_baseline
@@ -259,9 +260,9 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
     final_metrics = epochs[-1]["metrics"] if epochs else {}
     if main.get("selection"):  # --eval-every N > 1: best validation, test once on its state
         extra["model_selection"], final_metrics = model_selection_block(main["selection"])
-    result = build_record(family="discrete", task=record_task(task.task), scheme=run.scheme.name, model=run.model.name,
-                          dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
-                          world_size=main["world_size"], backend=main["backend"], device=torch.device(main["device"]),
-                          epochs=epochs, final_metrics=final_metrics, started_at=started, extra=extra)
-    result["evaluation"] = evaluation_block(_evaluation(run))  # the sets every figure above scored
-    return result
+    return build_record(family="discrete", task=record_task(task.task), scheme=run.scheme.name, model=run.model.name,
+                        dataset=dataset_entry(store), hyperparameters=run.hyperparameters(),
+                        world_size=main["world_size"], backend=main["backend"], device=torch.device(main["device"]),
+                        epochs=epochs, final_metrics=final_metrics, started_at=started,
+                        extra=DiscreteExtra.from_json(extra),
+                        evaluation=evaluation_block(_evaluation(run)))  # the sets every figure above scored

@@ -5,12 +5,13 @@ epoch's forward and backward passes; it then synchronises gradients and steps, w
 did. :class:`BlockSchedule` is the default: the placement's blocks in order — one autograd graph when
 there is one block, ESDG §3.1's gradient checkpointing when there are several. A scheme whose work is
 ordered differently (BLAD's snapshot groups on two processes per device with reordered operators)
-supplies its own :class:`Schedule`.
+supplies its own :class:`Schedule`. A schedule sees the rank's trainer only through
+:class:`ScheduleHost`: the few members schedules use, not the whole trainer.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
@@ -19,8 +20,35 @@ from dgbench.models.contract import State
 from trainers.discrete.data import TEST, VAL, PairBatch
 
 if TYPE_CHECKING:
-    from trainers.discrete.loop import DiscreteTrainer
-    from trainers.discrete.placement import CommProfile
+    from dgbench.dist import DistContext
+    from dgbench.models.discrete import DynamicGNN
+    from trainers.discrete.data import DiscreteData
+    from trainers.discrete.placement import CommProfile, Placement
+
+
+@runtime_checkable
+class ScheduleHost(Protocol):
+    """What a schedule may use of the rank it runs on (:class:`trainers.discrete.loop.DiscreteTrainer` is
+    one): the rank's context, data, placement and model, the initial state, one block's loss, and the
+    evaluation's per-pair rows and metrics (for schedules that evaluate their own way)."""
+
+    ctx: DistContext
+    data: DiscreteData
+    placement: Placement
+    model: DynamicGNN
+
+    def initial_state(self) -> list[State]:
+        """The state every block sequence starts from (it may hold parameters)."""
+
+    def block_loss(self, block: int, state: list[State], batches: list[PairBatch], total_pairs: int,
+                   timer: PhaseTimer, score: bool = True) -> tuple[torch.Tensor, list[State]]:
+        """Block ``block``'s forward pass from ``state``: its loss share of ``batches`` and the state after."""
+
+    def pair_rows(self, logits: torch.Tensor, batches: list[PairBatch]) -> torch.Tensor:
+        """The evaluation rows of ``batches`` scored with ``logits``."""
+
+    def split_metrics(self, split: str, gathered: torch.Tensor) -> dict[str, dict[str, float]]:
+        """The metrics of ``split`` from every rank's gathered rows."""
 
 
 def _flatten(state: list[State]) -> list[torch.Tensor]:
@@ -39,7 +67,7 @@ class Schedule(ABC):
     """Runs one epoch's forward and backward passes of one rank."""
 
     @abstractmethod
-    def forward_backward(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
+    def forward_backward(self, trainer: ScheduleHost, batches: list[list[PairBatch]], total_pairs: int,
                          timer: PhaseTimer) -> float:
         """Accumulate this rank's gradients for the epoch; ``batches[b]`` are this rank's pairs of
         block b, ``total_pairs`` those of every rank (the loss divisor). Returns this rank's loss."""
@@ -54,23 +82,23 @@ class Schedule(ABC):
         steps per epoch); False: the loop does it once after it."""
         return False
 
-    def units(self, trainer: DiscreteTrainer) -> tuple[list[range], list[int]]:
+    def units(self, trainer: ScheduleHost) -> tuple[list[range], list[int]]:
         """The ranges of steps this schedule runs as units of work, and how many forward passes each gets."""
         blocks = trainer.placement.blocks
         return blocks, self.forward_passes(len(blocks))
 
-    def assign(self, trainer: DiscreteTrainer, pairs: list[PairBatch]) -> list[list[PairBatch]]:
+    def assign(self, trainer: ScheduleHost, pairs: list[PairBatch]) -> list[list[PairBatch]]:
         """This rank's share of the epoch's training pairs, one list per unit of work the schedule
         runs (default: per block of the placement)."""
         return [[trainer.placement.owned(b) for b in pairs if b.step in block] for block in trainer.placement.blocks]
 
-    def evaluate(self, trainer: DiscreteTrainer, which: tuple[str, ...] = (VAL, TEST)
+    def evaluate(self, trainer: ScheduleHost, which: tuple[str, ...] = (VAL, TEST)
                  ) -> dict[str, dict[str, float]] | None:
         """Metrics of the splits ``which`` (validation and/or test) when the schedule evaluates differently
         from the loop's pass over the whole sequence (the group protocol); None: the loop's."""
         return None
 
-    def predicted_elements(self, trainer: DiscreteTrainer, profile: CommProfile, pairs: list[PairBatch]
+    def predicted_elements(self, trainer: ScheduleHost, profile: CommProfile, pairs: list[PairBatch]
                            ) -> dict[str, int] | None:
         """Elements all ranks send in one training epoch, per tag (default: the placement's model for
         this schedule's forward passes); None: no model."""
@@ -80,7 +108,7 @@ class Schedule(ABC):
 class BlockSchedule(Schedule):
     """Blocks in order: one graph for one block; with several, gradient checkpointing (ESDG §3.1)."""
 
-    def forward_backward(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
+    def forward_backward(self, trainer: ScheduleHost, batches: list[list[PairBatch]], total_pairs: int,
                          timer: PhaseTimer) -> float:
         if len(trainer.placement.blocks) == 1:
             loss, _ = trainer.block_loss(0, trainer.initial_state(), batches[0], total_pairs, timer)
@@ -93,7 +121,7 @@ class BlockSchedule(Schedule):
         return [1] if blocks == 1 else [2] * (blocks - 1) + [1]
 
     @staticmethod
-    def _checkpointed_backward(trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
+    def _checkpointed_backward(trainer: ScheduleHost, batches: list[list[PairBatch]], total_pairs: int,
                                timer: PhaseTimer) -> float:
         """ESDG §3.1: keep π_b only, recompute block b in reverse order, chain the gradient of π."""
         states = [trainer.initial_state()]

@@ -6,17 +6,12 @@ loss share to one all-reduce (tag ``stale:loss``, one float) and keeps the sum.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from dgbench.dist import PhaseTimer
 from dgbench.errors import DgbenchError
 from trainers.discrete.data import PairBatch
-from trainers.discrete.schedule import BlockSchedule
-
-if TYPE_CHECKING:
-    from trainers.discrete.loop import DiscreteTrainer
+from trainers.discrete.schedule import BlockSchedule, ScheduleHost
 
 
 class StaleSchedule(BlockSchedule):
@@ -26,7 +21,7 @@ class StaleSchedule(BlockSchedule):
         self.epoch = 0
         self.losses: list[float] = []
 
-    def forward_backward(self, trainer: DiscreteTrainer, batches: list[list[PairBatch]], total_pairs: int,
+    def forward_backward(self, trainer: ScheduleHost, batches: list[list[PairBatch]], total_pairs: int,
                          timer: PhaseTimer) -> float:
         stale = getattr(trainer.placement, "stale", None)
         if stale is None:
