@@ -8,9 +8,20 @@ no zarr).
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 __version__ = "0.1.0"
+
+# dgbench.loaders, dgbench.generators and dgbench.trainers are the repository's top-level folders of those
+# names (docs/packaging.md): the wheel installs them under dgbench/ (pyproject's package-dir mapping, setup.py);
+# run from a checkout (PYTHONPATH=REPO, or an editable install), they are found beside this folder.
+# (Paths, not package names, so scripts/namespace_rewrite.py leaves these lines as they are.)
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CHECKOUT_MARKERS = ("loaders/__init__.py", "trainers/__init__.py")
+if not os.path.isdir(os.path.join(_REPOSITORY, "dgbench/trainers/")) and all(
+        os.path.isfile(os.path.join(_REPOSITORY, marker)) for marker in _CHECKOUT_MARKERS):
+    __path__.append(_REPOSITORY)  # noqa: F821 - a package's __path__ is set before its __init__ runs
 
 _EXPORTS = {
     "prepare": "dgbench.api", "run": "dgbench.api", "Record": "dgbench.api", "Evaluator": "dgbench.api",

@@ -41,11 +41,19 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+MAPPED_FOLDERS = ("loaders/", "generators/", "trainers/")  # installed as dgbench.loaders, ... (setup.py)
+
+
+def in_wheel(name: str) -> str:
+    """Where a tracked file of a package lands in the wheel: the mapped folders go under dgbench/."""
+    return f"dgbench/{name}" if name.startswith(MAPPED_FOLDERS) else name
+
+
 def package_data() -> list[str]:
     """The tracked files the code reads at run time: profiles/*.json and *.cpp inside packages."""
     return [name for name in tracked_files()
             if (re.search(r"/profiles/[^/]+\.json$", name) or name.endswith(".cpp"))
-            and name.split("/")[0] in ("dgbench", "trainers", "loaders", "generators")]
+            and name.startswith(("dgbench/", *MAPPED_FOLDERS))]
 
 
 def test_the_wheel_holds_the_package_data_and_the_license(wheel: Path) -> None:
@@ -53,11 +61,19 @@ def test_the_wheel_holds_the_package_data_and_the_license(wheel: Path) -> None:
     expected = package_data()
     assert "trainers/continuous/tgcn/sampling/sis_kernels.cpp" in expected
     assert any("/profiles/" in name for name in expected)
-    assert not [name for name in expected if name not in names]
+    assert not [name for name in expected if in_wheel(name) not in names]
     info = f"dgbench-{dgbench.__version__}.dist-info"
     assert f"{info}/licenses/LICENSE" in names
     metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
     assert "License-Expression: MIT" in metadata
+
+
+def test_the_wheel_installs_one_namespace(wheel: Path) -> None:
+    """Only dgbench (and its dist-info) at the top of site-packages; every package's modules under dgbench/."""
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names} == {"dgbench", f"dgbench-{dgbench.__version__}.dist-info"}
+    modules = [name for name in tracked_files() if name.startswith(MAPPED_FOLDERS) and name.endswith(".py")]
+    assert modules and not [name for name in modules if in_wheel(name) not in names]
 
 
 def test_license_and_citation_name_the_same_project_and_version() -> None:
