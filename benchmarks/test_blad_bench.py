@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainers.discrete.blad.balance import assign_groups, balance_split, even_split
-from trainers.discrete.blad.pipeline import simulate_pipeline
-from trainers.discrete.blad.predictor import OPERATORS, fit_predictor, grid_loads, profile_operators
-from trainers.discrete.blad.reorder import manage_topology, model_topology, predicted_operators
+from dgbench.trainers.discrete.blad.balance import assign_groups, balance_split, even_split
+from dgbench.trainers.discrete.blad.pipeline import simulate_pipeline
+from dgbench.trainers.discrete.blad.predictor import OPERATORS, fit_predictor, grid_loads, profile_operators
+from dgbench.trainers.discrete.blad.reorder import manage_topology, model_topology, predicted_operators
 
 GROUP, HIDDEN, IN_FEATURES, SEEDS = 4, 6, 2, 3000
 
@@ -148,7 +148,7 @@ def as733_like_trend(snapshots: int, seed: int = 0) -> str:
 
 @pytest.fixture(scope="module")
 def as_like_store(tmp_path_factory) -> Path:
-    from generators.static_to_dynamic import build
+    from dgbench.generators.static_to_dynamic import build
     return build(out=tmp_path_factory.mktemp("blad-e2e") / "as-like.zarr", nodes=E2E_NODES,
                  static_edges=8 * E2E_NODES, snapshots=E2E_SNAPSHOTS, trend=as733_like_trend(E2E_SNAPSHOTS), seed=0)
 
@@ -163,12 +163,12 @@ def _elements(record: dict) -> dict[str, int]:
 
 def _table3_features(scheme: str, model: str, store: Path, options: dict, ranks: int) -> int:
     """Table 3's feature column (one direction) for the scheme's partition kind on ``store`` at P = ``ranks``
-    (trainers.discrete.blad.table3): from the model's widths, the groups and (vertex) the run's partitioner."""
+    (dgbench.trainers.discrete.blad.table3): from the model's widths, the groups and (vertex) the run's partitioner."""
     from dgbench.registry import MODELS
-    from trainers.discrete.blad.table3 import halo_rows, table3
-    from trainers.discrete.blad.runtime import parameter_split
-    from trainers.discrete.data import TRAIN, DiscreteData
-    from trainers.discrete.placement import partition_owner
+    from dgbench.trainers.discrete.blad.table3 import halo_rows, table3
+    from dgbench.trainers.discrete.blad.runtime import parameter_split
+    from dgbench.trainers.discrete.data import TRAIN, DiscreteData
+    from dgbench.trainers.discrete.placement import partition_owner
     data = DiscreteData(store, seed=0, group_length=GROUP, smoothing="none")
     net = MODELS[f"discrete:{model}"].build(in_features=data.in_features, hidden=HIDDEN)
     split, groups = parameter_split(net), [data.group_of(s) for s in data.steps_of(TRAIN)]
@@ -185,7 +185,8 @@ def _table3_features(scheme: str, model: str, store: Path, options: dict, ranks:
 def _row(record: dict) -> dict:
     sent = _elements(record)
     busy = [rank["compute_s"] for rank in record["epochs"][-1]["per_rank"]]
-    # counted as Table 3 counts (trainers.discrete.blad.table3): ESDG's four re-distribution tags together (2·N·T·F),
+    # counted as Table 3 counts (dgbench.trainers.discrete.blad.table3): ESDG's four re-distribution tags together
+    # (2·N·T·F),
     # the vertex halo one direction (T·N_khop·F; the backward moves as much again)
     features = sum(n for tag, n in sent.items() if tag.split(":")[0] in ("to_vertex", "to_time")) + \
         sent.get("halo:forward", 0)
@@ -210,8 +211,8 @@ def _name(scheme: str, options: dict) -> str:
 
 
 def _launch(store: Path, keys: list[tuple], nproc: int) -> list[dict]:
-    from trainers.config import RunConfig
-    from trainers.experiment import run_experiments
+    from dgbench.trainers.config import RunConfig
+    from dgbench.trainers.experiment import run_experiments
     configs = [RunConfig(scheme, model, store, nproc=nproc, epochs=E2E_EPOCHS, hidden=HIDDEN, seed=0,
                          group_length=GROUP, smoothing="none", group_batch=E2E_GROUP_BATCH, out=store.parent / "runs",
                          **dict(o),
@@ -284,7 +285,7 @@ def test_end_to_end_as733_like_static_to_dynamic(benchmark, as_like_store):
 
 @pytest.mark.realdata
 def test_end_to_end_real_collegemsg_weekly(benchmark, shared_data, tmp_path):
-    from loaders.prepare import build_file
+    from dgbench.loaders.prepare import build_file
     raw = shared_data / "snap_CollegeMsg" / "CollegeMsg.txt"
     store = build_file(out=tmp_path / "college.zarr", fmt="snap", raw=raw, to="snapshots", window="7d")
     _compare(benchmark, store, E2E_MODELS[:1], "SNAP CollegeMsg, weekly snapshots")

@@ -17,8 +17,8 @@ import pytest
 
 from dgbench.dist import DistContext
 from dgbench.launch import launch
-from trainers.config import RunConfig
-from trainers.experiment import resolve, run_experiment, train_runs
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import resolve, run_experiment, train_runs
 
 SCHEMES_AT = {1: ("single",), 2: ("depcache", "depcomm", "sven"), 4: ("depcache", "depcomm", "sven")}
 SMALL = dict(epochs=1, batch_size=300, memory_dim=32, neighbors=10, lr=0.001, seed=0)
@@ -50,7 +50,7 @@ def schemes_on_ranks(ctx: DistContext, dataset: Path, model: str, schemes: tuple
 
 @pytest.fixture(scope="module")
 def bench_stream(tmp_path_factory) -> Path:
-    from generators.stream import build
+    from dgbench.generators.stream import build
     return build(out=tmp_path_factory.mktemp("cbench") / "stream.zarr", users=300, items=200, events=1500,
                  edge_dim=8, seed=0)
 

@@ -43,8 +43,8 @@ import numpy as np
 import pytest
 
 from dgbench.store import SnapshotStore, open_store
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
 CONTROL_TAGS = ("gradients", "loss", "counts", "evaluation", "stale:max", "stale:mask", "stale:loss")
 QUICK = os.environ.get("DGBENCH_BENCH_QUICK") == "1"  # CI's quick pass: a corner of each sweep, small
@@ -150,7 +150,7 @@ def _snapshots(store_path: Path) -> SnapshotStore:
 def instance_ratios(store_path: Path) -> dict[str, float]:
     """Vertex instances per edge: Σ_t|V_t| by the stored lifetimes (the paper's V_t, what the measured
     ``--presence lifetime`` runs see), and by the vertices an edge touches (``--presence edges``)."""
-    from generators.nonuniform import lifetime_presence
+    from dgbench.generators.nonuniform import lifetime_presence
     store = _snapshots(store_path)
     edges = max(1, int(store.edges_per_snapshot().sum()))
     touched = sum([int(np.unique(np.concatenate([s.src, s.dst])).size) for s in store.snapshots()])
@@ -162,12 +162,12 @@ def instance_ratios(store_path: Path) -> dict[str, float]:
 def modelled_cell(store_path: Path) -> dict[str, dict[str, Any]]:
     """The critical-path model at P = MODEL_WORLD on MODEL_PROFILE, on the lifetime V_t."""
     from dgbench.registry import model_of
-    from generators.nonuniform import lifetime_presence
-    from trainers.discrete.dgc.chunks import build_supergraph
-    from trainers.discrete.dgc.costmodel import encoders_of
-    from trainers.discrete.dgc.critical_path import DeviceRates, scheme_critical_paths
-    from trainers.discrete.dgc.model_traffic import model_traffic
-    from trainers.projection.hardware import load_profile
+    from dgbench.generators.nonuniform import lifetime_presence
+    from dgbench.trainers.discrete.dgc.chunks import build_supergraph
+    from dgbench.trainers.discrete.dgc.costmodel import encoders_of
+    from dgbench.trainers.discrete.dgc.critical_path import DeviceRates, scheme_critical_paths
+    from dgbench.trainers.discrete.dgc.model_traffic import model_traffic
+    from dgbench.trainers.projection.hardware import load_profile
     store = _snapshots(store_path)
     graph = build_supergraph(store, alive=lifetime_presence(store))
     width, features = MODEL_WIDTH, 2  # in- and out-degree features (§7.1)
@@ -188,7 +188,7 @@ def time_verdict(seconds: dict[str, float]) -> dict[str, Any]:
 
 
 def test_nonuniformity_grid(benchmark, tmp_path_factory):
-    from generators.nonuniform import build
+    from dgbench.generators.nonuniform import build
     folder = tmp_path_factory.mktemp("dgc-grid")
     rows: list[dict[str, Any]] = []
     models: list[dict[str, Any]] = []

@@ -20,9 +20,9 @@ import pytest
 import torch
 
 from _alternate import Timing, alternate, median_epoch, ratio_line, record_epochs, speedups
-from generators.esdg_random import build
-from trainers.config import RunConfig
-from trainers.experiment import run_experiment, run_experiments
+from dgbench.generators.esdg_random import build
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiment, run_experiments
 
 NODES = int(os.environ.get("DGBENCH_BENCH_NODES", "1024"))
 SNAPSHOTS, EPOCHS, MODEL = 9, 3, "cdgcn"
@@ -95,9 +95,9 @@ def test_gd_moves_fewer_bytes_than_base_on_smoothed_store(benchmark, stores, tmp
     raw), checkpointed in nb = 2 blocks; bytes per epoch of GD and base under the paper's (index, value)
     encoding and our compact CSR, both as moved (2 nb - 1 block moves: the last block's forward is fused
     with its rerun) and counted as §3.1 counts them (2 nb), snapshots only; and transfer time."""
-    from trainers.discrete.data import DiscreteData
-    from trainers.discrete.placement import split_range
-    from trainers.discrete.transfer import SnapshotMover, paper_block_transfers
+    from dgbench.trainers.discrete.data import DiscreteData
+    from dgbench.trainers.discrete.placement import split_range
+    from dgbench.trainers.discrete.transfer import SnapshotMover, paper_block_transfers
     blocks = 2
 
     def measure():
@@ -131,8 +131,8 @@ def test_gd_moves_fewer_bytes_than_base_on_smoothed_store(benchmark, stores, tmp
 PEAK_RSS_SCRIPT = """
 import json, sys, torch
 from dgbench.memory import peak_rss_bytes
-from trainers.config import RunConfig
-from trainers.experiment import run_experiment
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiment
 torch.set_num_threads(1)
 record = run_experiment(RunConfig(scheme="checkpoint", model=sys.argv[2], dataset=sys.argv[1], epochs=1,
                                   blocks=int(sys.argv[3]), hidden=int(sys.argv[4]), out=sys.argv[5]))
@@ -179,7 +179,7 @@ def _pgt_epoch_seconds(store: Path, epochs: int) -> list[Timing]:
     process-CPU seconds."""
     EvolveGCNO = _import_pgt_evolvegcno()
 
-    from trainers.discrete.data import TRAIN, DiscreteData
+    from dgbench.trainers.discrete.data import TRAIN, DiscreteData
     data = DiscreteData(store)
     snaps = [data.store.snapshot(t) for t in range(data.num_steps)]
     edge_index = [torch.from_numpy(np.stack([s.src, s.dst]).astype(np.int64)) for s in snaps]

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from loaders.smoothing import M_PRODUCT, RAW
+from dgbench.loaders.smoothing import M_PRODUCT, RAW
 
 WINDOW = 8  # TM-GCN's M-product window in the generated-store benchmark
 
 
 def snapshot_bytes(store: Path, smoothing: str, blocks: int) -> dict[str, int]:
     """Snapshot bytes of one epoch per mode (base / gd, base_csr / gd_csr), 2·nb block transfers."""
-    from trainers.discrete.data import DiscreteData
-    from trainers.discrete.placement import split_range
-    from trainers.discrete.transfer import SnapshotMover, paper_block_transfers
+    from dgbench.trainers.discrete.data import DiscreteData
+    from dgbench.trainers.discrete.placement import split_range
+    from dgbench.trainers.discrete.transfer import SnapshotMover, paper_block_transfers
     data = DiscreteData(store, smoothing=smoothing, smoothing_window=WINDOW)
     mover = SnapshotMover(data.adjacency, torch.device("cpu"))
     per_block = [mover.bytes_of(range(a, b)) for a, b in split_range(0, data.num_steps, blocks)]

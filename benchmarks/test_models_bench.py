@@ -25,9 +25,9 @@ import pytest
 import torch
 from _alternate import Timing, alternate, median_epoch, ratio_line, record_epochs, speedups
 
-from generators.esdg_random import build
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.generators.esdg_random import build
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
 QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))  # CI's pass (scripts/bench_quick.sh): once, small stores
 ZOO_NODES = int(os.environ.get("DGBENCH_BENCH_ZOO_NODES", "1024" if QUICK else "16384"))
@@ -48,7 +48,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def college_msg(shared_data: Path, out: Path) -> Path:
-    from loaders.prepare import build_file
+    from dgbench.loaders.prepare import build_file
     return build_file(out=out, fmt="snap", raw=shared_data / "snap_CollegeMsg" / "CollegeMsg.txt", to="snapshots",
                       window="1d")
 
@@ -172,7 +172,7 @@ def _peer_epochs(store: Path, peer: torch.nn.Module, scorer: torch.nn.Linear, ep
                  ) -> tuple[list[Timing], list[float]]:
     """Epoch (wall, process-CPU) seconds and losses of ``peer`` + our scorer on the same snapshots, features and
     pairs (mean BCE over the epoch's training pairs, one Adam step per epoch, as ours)."""
-    from trainers.discrete.data import TRAIN, DiscreteData
+    from dgbench.trainers.discrete.data import TRAIN, DiscreteData
     data = DiscreteData(store)
     snaps = [data.store.snapshot(t) for t in range(data.num_steps)]
     edges = [torch.from_numpy(np.stack([s.src, s.dst]).astype(np.int64)) for s in snaps]

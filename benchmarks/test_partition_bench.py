@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.discrete.partition import (as_snapshot_edges, available_methods, build_halo_plan, column_net_hypergraph,
-                                         connectivity_volume, partition_vertices_detailed)
+from dgbench.trainers.discrete.partition import (as_snapshot_edges, available_methods, build_halo_plan,
+                                                 column_net_hypergraph, connectivity_volume,
+                                                 partition_vertices_detailed)
 from dgbench.store import open_store
 
 NODES, SNAPSHOTS, EDGE_FACTOR, PARTS = 4096, 16, 3.0, 8
@@ -18,7 +19,7 @@ NODES, SNAPSHOTS, EDGE_FACTOR, PARTS = 4096, 16, 3.0, 8
 
 @pytest.fixture(scope="module")
 def edges(tmp_path_factory):
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     path = build(out=tmp_path_factory.mktemp("partition") / "esdg.zarr", nodes=NODES, snapshots=SNAPSHOTS,
                  edge_factor=EDGE_FACTOR, seed=0)
     return as_snapshot_edges(open_store(path))

@@ -98,7 +98,7 @@ from dgbench.store import open_store
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import Evaluator
 from dgbench.tasks.options import DEFAULT_EVAL_NEGATIVES, evaluation_sets
-from trainers.continuous.data import SPLIT_CODES, EventStream
+from dgbench.trainers.continuous.data import SPLIT_CODES, EventStream
 
 from test_peer_tgn import (BATCH, HEADS, LR, NEIGHBORS, QUICK, SEED, THREADS, ours_tgn, print_sides,  # noqa: E402
                            ratio_summary, side_by_side)

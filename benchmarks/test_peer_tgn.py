@@ -59,10 +59,10 @@ from dgbench.store import open_store
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import Evaluator
 from dgbench.tasks.options import DEFAULT_EVAL_NEGATIVES, evaluation_sets
-from trainers.config import RunConfig
-from trainers.continuous.data import SPLIT_CODES, EventStream
-from trainers.continuous.loop import ContinuousTrainer
-from trainers.experiment import run_experiment
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.continuous.data import SPLIT_CODES, EventStream
+from dgbench.trainers.continuous.loop import ContinuousTrainer
+from dgbench.trainers.experiment import run_experiment
 
 QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))  # CI's pass (scripts/bench_quick.sh): once, small
 EVENTS = int(os.environ.get("DGBENCH_PEER_TGN_EVENTS", "3000" if QUICK else "20000")) or None

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from loaders.prepare import build_file
+from dgbench.loaders.prepare import build_file
 
 ROWS = int(os.environ.get("DGBENCH_BENCH_ROWS", 10_000_000))
 ROUNDS = 1 if os.environ.get("DGBENCH_BENCH_QUICK") else 3
@@ -91,9 +91,9 @@ def test_prepare_edges_vs_bare_read_csv(benchmark, edges_file: Path, tmp_path: P
 
 def test_prepare_guards_cost(benchmark, edges_file: Path, tmp_path: Path, capsys) -> None:
     """`prepare` with the plausibility guards vs ``force=True`` (guards skipped), rounds interleaved."""
-    from loaders.events import normalise
-    from loaders.formats import LoadOptions, get_format
-    from loaders.guards import check_events, check_prepared
+    from dgbench.loaders.events import normalise
+    from dgbench.loaders.formats import LoadOptions, get_format
+    from dgbench.loaders.guards import check_events, check_prepared
 
     out = tmp_path / "guards.zarr"
 

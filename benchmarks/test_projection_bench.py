@@ -33,12 +33,12 @@ from typing import Any
 import pytest
 from _probe import LIMIT_BYTES, PROBE  # benchmarks/_probe.py (pytest puts benchmarks/ on the path)
 
-from trainers.projection.calibrate import CLOCKS, THREADS_PER_RANK, WARMUP_EPOCHS, calibrate_clocks, median_epoch, \
-    run_timed
-from trainers.projection.dryrun import dry_run
-from trainers.projection.hardware import load_profile
-from trainers.projection.projection import project_epoch
-from trainers.config import RunConfig
+from dgbench.trainers.projection.calibrate import (CLOCKS, THREADS_PER_RANK, WARMUP_EPOCHS, calibrate_clocks,
+                                                   median_epoch, run_timed)
+from dgbench.trainers.projection.dryrun import dry_run
+from dgbench.trainers.projection.hardware import load_profile
+from dgbench.trainers.projection.projection import project_epoch
+from dgbench.trainers.config import RunConfig
 
 CASES = {"discrete": ("snapshot", "cdgcn", dict(hidden=6)),
          "continuous": ("sven", "tgn", dict(batch_size=300, memory_dim=32, neighbors=10))}
@@ -51,8 +51,8 @@ WEAK_P = int(os.environ.get("DGBENCH_BENCH_WEAK_P", 2))
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory) -> dict[str, Path]:
-    from generators.esdg_random import build
-    from generators.stream import build as stream
+    from dgbench.generators.esdg_random import build
+    from dgbench.generators.stream import build as stream
     root = tmp_path_factory.mktemp("projection-bench")
     return {"discrete": build(out=root / "snapshots.zarr", nodes=8192, snapshots=17, edge_factor=3.0, seed=1),
             "continuous": stream(out=root / "stream.zarr", users=300, items=200, events=4000, edge_dim=8, seed=1)}
@@ -151,7 +151,7 @@ def test_projected_epoch_time_at_one_and_two_ranks(benchmark, stores, tmp_path):
 
 
 def test_dry_run_memory_on_the_weak_scaling_store(benchmark, tmp_path_factory):
-    from trainers.projection.cli import weak_store
+    from dgbench.trainers.projection.cli import weak_store
     store = weak_store(tmp_path_factory.mktemp("weak"), WEAK_P, 2 ** 14, 256, 3.0, 0)
 
     def probe() -> dict:

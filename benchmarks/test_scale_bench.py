@@ -92,7 +92,7 @@ SWEEP_NODES = [int(n) for n in os.environ.get("DGBENCH_BENCH_SWEEP_NODES", "").s
     ([1_024, 4_096] if QUICK else [16_384, 65_536, 262_144])
 SWEEP_WORLDS = (1, 2) if QUICK else (1, 2, 4)
 SWEEP_SNAPSHOTS = 8 if QUICK else 16
-RANK_IMPORTS = "import torch, zarr, trainers.experiment, trainers.discrete.family"
+RANK_IMPORTS = "import torch, zarr, dgbench.trainers.experiment, dgbench.trainers.discrete.family"
 MEMORY_GOALS = {2: 0.55, 4: 0.30}
 
 
@@ -131,7 +131,7 @@ def _print_row(row: dict, goal: float | None) -> None:
 
 
 def test_snapshot_rank_memory_sweep(benchmark, tmp_path: Path) -> None:
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     floor = interpreter_rss()
 
     def sweep() -> list[dict]:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from generators.esdg_random import build
-from trainers.config import RunConfig
-from trainers.experiment import run_experiment
+from dgbench.generators.esdg_random import build
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiment
 
 NODES = int(os.environ.get("DGBENCH_PARITY_NODES", "1024"))
 MODEL = os.environ.get("DGBENCH_PARITY_MODEL", "tmgcn")

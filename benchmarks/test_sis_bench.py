@@ -31,9 +31,9 @@ import numpy as np
 import pytest
 
 from dgbench.store import open_store
-from trainers.continuous.data import EventStream
-from trainers.continuous.tgcn.sampling import native
-from trainers.continuous.tgcn.sampling.samplers import (StaticGraph, frontier_sample, initial_frontiers,
+from dgbench.trainers.continuous.data import EventStream
+from dgbench.trainers.continuous.tgcn.sampling import native
+from dgbench.trainers.continuous.tgcn.sampling.samplers import (StaticGraph, frontier_sample, initial_frontiers,
                                                         multilayer_sample, sample_without_replacement)
 
 QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))
@@ -70,7 +70,7 @@ def zipf_weights(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def frontier_graph(n: int, rng: np.random.Generator) -> StaticGraph:
     """A power-law graph of 4n vertices for a frontier of n of them (degree weights of Alg. 5)."""
-    from generators.static_to_dynamic import chung_lu_edges
+    from dgbench.generators.static_to_dynamic import chung_lu_edges
     vertices = 4 * n
     edges = chung_lu_edges(vertices, 8 * vertices, 2.5, rng)
     return StaticGraph.from_edges(edges[0], edges[1], vertices, distinct=False)
@@ -254,7 +254,7 @@ def test_end_to_end_sampling_on_real_streams(benchmark, shared_data, tmp_path_fa
 
 
 def test_end_to_end_sampling_on_a_high_degree_stream(benchmark):
-    from generators.static_to_dynamic import chung_lu_edges
+    from dgbench.generators.static_to_dynamic import chung_lu_edges
     vertices = 2_000 if QUICK else 5_000  # ITS-rebuild pays d^2 per Sample on the hubs (max degree ~ |V|^0.9)
     events = int(74.6 * vertices / 2)  # Avg(D) 74.6 counted over both endpoints
     edges = chung_lu_edges(vertices, events, 2.1, np.random.default_rng(0))

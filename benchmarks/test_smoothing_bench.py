@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dgbench.store import open_store
-from loaders.smoothing import edge_life, m_product
+from dgbench.loaders.smoothing import edge_life, m_product
 
 SNAPSHOTS, EDGE_FACTOR = 32, 3.0
 TOTAL_EDGES = int(os.environ.get("DGBENCH_BENCH_EDGES", 2_000_000))
@@ -26,7 +26,7 @@ TRANSFORMS = {"edge-life": edge_life, "m-product": m_product}
 MEMORY_PROBE = """
 import json, sys, tracemalloc
 from dgbench.memory import peak_rss_bytes as high_water_rss
-from loaders.smoothing import edge_life, m_product
+from dgbench.loaders.smoothing import edge_life, m_product
 
 transform = {"edge-life": edge_life, "m-product": m_product}[sys.argv[1]]
 before = high_water_rss()
@@ -39,7 +39,7 @@ print(json.dumps({"traced_peak_bytes": tracemalloc.get_traced_memory()[1], "rss_
 
 @pytest.fixture(scope="module")
 def input_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     nodes = max(2, round(TOTAL_EDGES / (SNAPSHOTS * EDGE_FACTOR)))
     return build(out=tmp_path_factory.mktemp("smoothing") / "esdg.zarr", nodes=nodes, snapshots=SNAPSHOTS,
                  edge_factor=EDGE_FACTOR, seed=0)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainers.continuous.sven.formulas import (balance_report, interval_partition, minmax_greedy, range_partition,
-                                               re_flexbicut, trainer_vertex_graph)
+from dgbench.trainers.continuous.sven.formulas import (balance_report, interval_partition, minmax_greedy,
+                                                       range_partition, re_flexbicut, trainer_vertex_graph)
 
 BATCH_SIZE = 200
 
@@ -16,7 +16,7 @@ BATCH_SIZE = 200
 def power_law_stream(tmp_path_factory) -> tuple[np.ndarray, np.ndarray, int]:
     """Training split of a 500-user / 500-item, 20k-event Zipf(1.1) stream."""
     from dgbench.store import open_store
-    from generators.stream import build
+    from dgbench.generators.stream import build
     store = open_store(build(out=tmp_path_factory.mktemp("sven") / "stream.zarr", users=500, items=500,
                              events=20000, zipf=1.1, seed=0))
     events = store.events(*store.split_ranges()["train"])

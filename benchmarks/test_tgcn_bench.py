@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
 QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))
 PROTOCOL = dict(batch_size=600, memory_dim=64)  # §6.1.3: hidden size 64; TGL's batch of 600
@@ -85,7 +85,7 @@ def report(benchmark, title: str, rows: dict) -> None:
 
 
 def test_dygnn_events_per_second_on_a_generated_stream(benchmark, tmp_path_factory):
-    from generators.stream import build
+    from dgbench.generators.stream import build
     store = build(out=tmp_path_factory.mktemp("tgcnbench") / "stream.zarr", users=300, items=200,
                   events=3_000 if QUICK else 30_000, edge_dim=4, seed=0)
     rows = benchmark.pedantic(dygnn_runs, args=(store, None, 1), rounds=1, iterations=1)

@@ -29,7 +29,7 @@ _EXPORTS = {
     "open_store": "dgbench.store", "EdgeStreamStore": "dgbench.store", "EdgeStreamStoreWriter": "dgbench.store",
     "Snapshot": "dgbench.store", "SnapshotStore": "dgbench.store", "SnapshotStoreWriter": "dgbench.store",
     "DgbenchError": "dgbench.errors",
-    "from_temporal_data": "dgbench.store.pyg", "import_tgb_negatives": "loaders.tgb",
+    "from_temporal_data": "dgbench.store.pyg", "import_tgb_negatives": "dgbench.loaders.tgb",
 }
 __all__ = [*_EXPORTS, "__version__"]
 

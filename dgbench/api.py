@@ -30,7 +30,7 @@ def prepare(name: str, out: str | Path | None = None, *, overwrite: bool = False
 
     from dgbench.registry import PREPARERS, load_plugins
     from dgbench.store import open_store
-    load_plugins("generators", "loaders")
+    load_plugins("dgbench.generators", "dgbench.loaders")
     preparer = PREPARERS.get(name)
     if preparer is None:
         raise DgbenchError(f"nothing to prepare called '{name}' (known: {', '.join(sorted(PREPARERS))})")
@@ -67,7 +67,7 @@ class Record(dict):
     def config(self) -> dict[str, Any]:
         """A run config that re-runs this record (``dgbench.run(**record.config())``, or saved as JSON for
         `dgbench run --config`): scheme, model, store, ranks, backend and every option that applied."""
-        from trainers.config import config_of_record
+        from dgbench.trainers.config import config_of_record
         return config_of_record(self)
 
     def __repr__(self) -> str:
@@ -81,8 +81,8 @@ def run(scheme: str, model: str, dataset: str | Path, **options: Any) -> Record:
     """Train ``model`` with ``scheme`` on the store ``dataset`` and write its record, as `dgbench run`
     does: options by their Python names (``epochs=2``, ``nproc=2``, ``out="runs"``; `dgbench run --help`
     lists them and who takes each), the same refusals, the same record."""
-    from trainers.cli import run as run_config
-    from trainers.config import RunConfig
+    from dgbench.trainers.cli import run as run_config
+    from dgbench.trainers.config import RunConfig
     record, path = run_config(RunConfig(scheme, model, dataset, **options))
     return Record(record, path)
 
@@ -107,7 +107,7 @@ class Evaluator:
             raise DgbenchError(f"split {split!r}: evaluation sets have {', '.join(EVAL_SPLITS)}")
         self.split = split
         if negatives == "tgb":  # TGB's own negatives, imported beside the store (loaders/tgb.py)
-            from loaders.tgb import tgb_set_of
+            from dgbench.loaders.tgb import tgb_set_of
             self.set = tgb_set_of(store)
         else:
             self.set = link_prediction_set(store, negatives, eval_negatives, max_events=max_events)

@@ -20,14 +20,14 @@ from dgbench.errors import DgbenchError
 # name -> (module, attribute): commands defined beside the code they drive.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("dgbench.convert", "convert_command"),
-    "transform": ("loaders.smoothing", "transform_command"),
-    "run": ("trainers.cli", "run_command"),
+    "transform": ("dgbench.loaders.smoothing", "transform_command"),
+    "run": ("dgbench.trainers.cli", "run_command"),
     "submit": ("dgbench.leaderboard.cli", "submit_command"),
     "leaderboard": ("dgbench.leaderboard.cli", "leaderboard_command"),
     "compare": ("dgbench.leaderboard.cli", "compare_command"),
     "verify": ("dgbench.leaderboard.verify", "verify_command"),
-    "costmodel": ("trainers.costmodel_cli", "costmodel_command"),
-    "project": ("trainers.projection.cli", "project_command"),
+    "costmodel": ("dgbench.trainers.costmodel_cli", "costmodel_command"),
+    "project": ("dgbench.trainers.projection.cli", "project_command"),
     "tasks": ("dgbench.tasks.cli", "tasks_command"),
 }
 
@@ -119,12 +119,12 @@ class PrepareGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         from dgbench.registry import PREPARERS, load_plugins
-        load_plugins("generators", "loaders")
+        load_plugins("dgbench.generators", "dgbench.loaders")
         return sorted(PREPARERS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         from dgbench.registry import PREPARERS, load_plugins
-        load_plugins("generators", "loaders")
+        load_plugins("dgbench.generators", "dgbench.loaders")
         preparer = PREPARERS.get(name)
         return None if preparer is None else _prepare_command(preparer)
 

@@ -41,7 +41,7 @@ from dgbench.memory import peak_rss_bytes
 
 DEFAULT_TIMEOUT_S = 300.0
 SETUP_TIMEOUT_S = 24 * 3600.0  # how long ranks wait for rank 0's one-off setup work (e.g. partitioning)
-DRY_RUN_BACKEND = "dry-run"  # trainers.projection's dry runs: a world that counts collectives and moves nothing
+DRY_RUN_BACKEND = "dry-run"  # dgbench.trainers.projection's dry runs: a world that counts collectives and moves nothing
 ARRIVAL_PROBE_ENV = "DGBENCH_ARRIVAL_PROBE"  # "0": no barrier in front of counted collectives
 EXTRA_WORK_ENV = "DGBENCH_TEST_EXTRA_WORK"  # tests only: "RANK:SECONDS", that rank sleeps before each collective
 
@@ -414,7 +414,7 @@ class Comm:
 
     def axis(self, rank: int, size: int) -> "Comm":
         """This comm's kind over a sub-group of ``size`` ranks in a dry run's counting world (no process
-        group is made there), counting into the same stats (trainers.projection)."""
+        group is made there), counting into the same stats (dgbench.trainers.projection)."""
         return Comm(rank, size, self.device, self.stats)
 
 
@@ -444,7 +444,8 @@ def make_mesh(ctx: DistContext, **shape: int) -> Mesh:
     coordinate = {name: coordinate[name] for name in shape}
     if ctx.world_size == 1:
         return Mesh(dict(shape), coordinate, {name: ctx.comm for name in shape})
-    if ctx.backend == DRY_RUN_BACKEND:  # trainers.projection's counting world: axes count too, no groups are made
+    # dgbench.trainers.projection's counting world: axes count too, no groups are made
+    if ctx.backend == DRY_RUN_BACKEND:
         return Mesh(dict(shape), coordinate,
                     {name: ctx.comm.axis(coordinate[name], size) for name, size in shape.items()})
     from torch.distributed.device_mesh import init_device_mesh

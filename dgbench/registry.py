@@ -24,9 +24,9 @@ if TYPE_CHECKING:  # `dgbench prepare` does not pay for importing torch
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-PLUGIN_PACKAGES = ("generators", "loaders", "trainers")
+PLUGIN_PACKAGES = ("dgbench.generators", "dgbench.loaders", "dgbench.trainers")
 # Entry-point groups of separately installed packages; each entry point names the module (or an object in
-# it) whose import registers models (@register_model) or schemes (trainers.contract.register_scheme).
+# it) whose import registers models (@register_model) or schemes (dgbench.trainers.contract.register_scheme).
 ENTRY_POINT_GROUPS = ("dgbench.models", "dgbench.schemes")
 
 
@@ -78,7 +78,7 @@ class ModelEntry:
 
 
 PREPARERS: dict[str, Preparer] = {}
-SCHEMES: dict[str, RegisteredScheme] = {}  # keyed "family:name"; trainers.contract.register_scheme fills it
+SCHEMES: dict[str, RegisteredScheme] = {}  # keyed "family:name"; dgbench.trainers.contract.register_scheme fills it
 MODELS: dict[str, ModelEntry] = {}  # keyed "family:name"
 
 
@@ -120,7 +120,7 @@ def load_plugins(*packages: str) -> None:
     `prepare` asks only for generators and loaders, so it does not pay for importing torch models."""
     for package in packages or PLUGIN_PACKAGES:
         importlib.import_module(package)
-    if not packages or "trainers" in packages:
+    if not packages or "dgbench.trainers" in packages:
         load_entry_points()
 
 

@@ -2,4 +2,4 @@
 
 Importing this package registers every generator with `dgbench prepare`.
 """
-from generators import communities, esdg_random, nonuniform, static_to_dynamic, stream  # noqa: F401  (registration)
+from dgbench.generators import (communities, esdg_random, nonuniform, static_to_dynamic, stream)  # noqa: F401  (registration)

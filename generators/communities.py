@@ -25,7 +25,7 @@ import numpy as np
 from dgbench.progress import progress
 from dgbench.registry import register_preparer
 from dgbench.store import SnapshotStoreWriter, id_dtype
-from generators.common import generator_provenance
+from dgbench.generators.common import generator_provenance
 
 OPTIONS = [
     click.Option(["--nodes", "-n"], type=click.IntRange(4), default=1024, show_default=True),

@@ -9,7 +9,7 @@ import numpy as np
 from dgbench.progress import progress
 from dgbench.registry import register_preparer
 from dgbench.store import SnapshotStoreWriter, id_dtype
-from generators.common import generator_provenance, snapshot_rngs
+from dgbench.generators.common import generator_provenance, snapshot_rngs
 
 OPTIONS = [
     click.Option(["--nodes", "-n"], type=click.IntRange(2), default=1024, show_default=True,

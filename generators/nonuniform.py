@@ -21,7 +21,7 @@ from dgbench.errors import DgbenchError
 from dgbench.progress import progress
 from dgbench.registry import register_preparer
 from dgbench.store import SnapshotStoreWriter, id_dtype
-from generators.common import generator_provenance, snapshot_rngs
+from dgbench.generators.common import generator_provenance, snapshot_rngs
 
 PAPER_INSTANCES_PER_EDGE = 2.5  # DGC §7.3.1: 5M vertices (instances, Σ_t |V_t|) over 2M edges, 100 snapshots
 ENDPOINTS = ("uniform", "communities")

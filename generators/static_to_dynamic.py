@@ -16,7 +16,7 @@ from dgbench.errors import DgbenchError
 from dgbench.progress import progress
 from dgbench.registry import register_preparer
 from dgbench.store import SnapshotStoreWriter, id_dtype, open_store
-from generators.common import generator_provenance, snapshot_rngs
+from dgbench.generators.common import generator_provenance, snapshot_rngs
 
 TRENDS = ("increasing", "decreasing", "periodic", "constant")
 

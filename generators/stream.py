@@ -15,7 +15,7 @@ import numpy as np
 from dgbench.progress import progress
 from dgbench.registry import register_preparer
 from dgbench.store import EdgeStreamStoreWriter, id_dtype
-from generators.common import generator_provenance
+from dgbench.generators.common import generator_provenance
 
 OPTIONS = [
     click.Option(["--users"], type=click.IntRange(1), default=1000, show_default=True,

@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 
 from dgbench.errors import InputError
-from loaders.events import Events, RawFile
-from loaders.formats import LoadOptions, register_format
-from loaders.parsing import (FLAG, FLOAT, ID, INT, TIMESTAMP, Column, Table, TableSpec, clip, columns_by_role,
+from dgbench.loaders.events import Events, RawFile
+from dgbench.loaders.formats import LoadOptions, register_format
+from dgbench.loaders.parsing import (FLAG, FLOAT, ID, INT, TIMESTAMP, Column, Table, TableSpec, clip, columns_by_role,
                              data_lines, read_table, sniff_separator, split_fields)
 
 TRANSACTION_FILES = ("transactions.csv", "tx.csv")  # preferred when a folder holds several transaction lists

@@ -21,9 +21,9 @@ from dgbench.files import scratch_dir
 from dgbench.registry import register_preparer
 from dgbench.store import open_store
 from dgbench.store.replace import check_replaceable, install_store
-from loaders.download import RemoteFile, default_cache_dir, fetch, file_sha256
-from loaders.formats import get_format
-from loaders.prepare import build_store, load_options
+from dgbench.loaders.download import RemoteFile, default_cache_dir, fetch, file_sha256
+from dgbench.loaders.formats import get_format
+from dgbench.loaders.prepare import build_store, load_options
 
 NR_DYNAMIC = "https://nrvis.com/download/data/dynamic"
 

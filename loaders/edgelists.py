@@ -10,9 +10,9 @@ file it was seen in):
 * header: a first line whose fields are all non-numeric is a header; when its names say which
   column is which (``source``/``target``/``time``/``weight`` and common spellings) the columns may
   come in any order, otherwise the header is skipped and the layout is positional;
-* encoding: UTF-8/ASCII, or UTF-16/UTF-32 (decoded; loaders.parsing).
+* encoding: UTF-8/ASCII, or UTF-16/UTF-32 (decoded; dgbench.loaders.parsing).
 
-Parsing, relabelling and time ordering are the shared core's (loaders.parsing, loaders.events).
+Parsing, relabelling and time ordering are the shared core's (dgbench.loaders.parsing, dgbench.loaders.events).
 """
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from dgbench.errors import DgbenchError, InputError
-from loaders.events import Events, RawFile
-from loaders.formats import LoadOptions, register_format
-from loaders.guards import OVERRIDE, binary_labels
-from loaders.parsing import (DATETIME, FLOAT, ID, SEPARATOR_NAMES, Column, TableSpec, clip, columns_by_role, data_lines,
-                             first_text_line, is_number, read_table, sniff_separator, split_fields)
+from dgbench.loaders.events import Events, RawFile
+from dgbench.loaders.formats import LoadOptions, register_format
+from dgbench.loaders.guards import OVERRIDE, binary_labels
+from dgbench.loaders.parsing import (DATETIME, FLOAT, ID, SEPARATOR_NAMES, Column, TableSpec, clip, columns_by_role,
+                                     data_lines, first_text_line, is_number, read_table, sniff_separator, split_fields)
 
 SRC, DST = Column("src", ID, nonnegative=True), Column("dst", ID, nonnegative=True)
 TIME = Column("t", FLOAT, finite=True, whole_numbers=True)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from dgbench.errors import DgbenchError, InputError
 from dgbench.files import scratch_dir
-from loaders.archives import TAR_SUFFIXES, is_archive, unpack
-from loaders.download import file_sha256
-from loaders.events import Events, RawFile
+from dgbench.loaders.archives import TAR_SUFFIXES, is_archive, unpack
+from dgbench.loaders.download import file_sha256
+from dgbench.loaders.events import Events, RawFile
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from dgbench.errors import InputError
-from loaders.events import Events, PreparedEvents, count_out_of_order
+from dgbench.loaders.events import Events, PreparedEvents, count_out_of_order
 
 MIN_ROWS = 100  # statistical guards look at files of at least this many events
 MIN_ROWS_ONE_TIME = 10  # a handful of events at one instant can be real; ten or more is no dynamic graph

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from dgbench.errors import InputError
-from loaders.events import Events, RawFile
-from loaders.edgelists import dated, time_format
-from loaders.formats import LoadOptions, register_format
-from loaders.guards import binary_labels
-from loaders.tgn import is_tgn_header
-from loaders.parsing import (FLOAT, ID, Column, TableSpec, data_lines, describe_fields, is_number, read_table,
+from dgbench.loaders.events import Events, RawFile
+from dgbench.loaders.edgelists import dated, time_format
+from dgbench.loaders.formats import LoadOptions, register_format
+from dgbench.loaders.guards import binary_labels
+from dgbench.loaders.tgn import is_tgn_header
+from dgbench.loaders.parsing import (FLOAT, ID, Column, TableSpec, data_lines, describe_fields, is_number, read_table,
                              split_fields)
 
 FIXED = (Column("user", ID, nonnegative=True), Column("item", ID, nonnegative=True),

@@ -39,7 +39,7 @@ import pyarrow.csv as pacsv
 
 from dgbench.errors import InputError
 from dgbench.progress import progress
-from loaders.events import normalise_time
+from dgbench.loaders.events import normalise_time
 
 WHITESPACE = "whitespace"  # any run of spaces and tabs separates fields
 BLOCK_BYTES = 64 << 20

@@ -18,12 +18,12 @@ import click
 from dgbench.errors import DgbenchError
 from dgbench.files import scratch_dir
 from dgbench.registry import register_preparer
-from loaders import amlsim, edgelists, jodie, tgl, tgn  # noqa: F401  (register the format families)
-from loaders.download import RemoteFile, default_cache_dir, fetch
-from loaders.events import Events, PreparedEvents, normalise, to_seconds
-from loaders.guards import check_events, check_prepared
-from loaders.formats import FORMATS, TIME_UNITS, Format, LoadOptions, get_format, open_raw
-from loaders.stores import DUPLICATE_POLICIES, loader_provenance, resolve_window, write_snapshots, write_stream
+from dgbench.loaders import amlsim, edgelists, jodie, tgl, tgn  # noqa: F401  (register the format families)
+from dgbench.loaders.download import RemoteFile, default_cache_dir, fetch
+from dgbench.loaders.events import Events, PreparedEvents, normalise, to_seconds
+from dgbench.loaders.guards import check_events, check_prepared
+from dgbench.loaders.formats import FORMATS, TIME_UNITS, Format, LoadOptions, get_format, open_raw
+from dgbench.loaders.stores import DUPLICATE_POLICIES, loader_provenance, resolve_window, write_snapshots, write_stream
 
 STORE_KINDS = ("snapshots", "stream")
 COLUMN_FORMATS = ("snap", "network-repository", "konect")  # the formats --columns applies to
@@ -105,7 +105,7 @@ def build_smoothed(build: Callable[[Path], Path], out: Path, overwrite: bool, ed
     """Build the plain store in a hidden temporary directory, smooth it into ``out``, drop the plain one."""
     if edge_life is None and m_product is None:
         return build(out)
-    from loaders.smoothing import smooth
+    from dgbench.loaders.smoothing import smooth
     if out.exists() and not overwrite:
         raise DgbenchError(f"{out}: a store already exists (pass --overwrite to replace it)")
     out.parent.mkdir(parents=True, exist_ok=True)

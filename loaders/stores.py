@@ -18,7 +18,7 @@ from dgbench.convert import MAX_SNAPSHOTS, _window_indices, parse_window
 from dgbench.errors import DgbenchError, InputError
 from dgbench.progress import progress
 from dgbench.store import EdgeStreamStoreWriter, SnapshotStoreWriter
-from loaders.events import PreparedEvents
+from dgbench.loaders.events import PreparedEvents
 
 STREAM_BLOCK = 1 << 20
 SNAPSHOT_BATCH = 1 << 20  # rows sorted per batch while the previous batch is written

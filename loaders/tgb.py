@@ -29,7 +29,7 @@ from dgbench.tasks import LINK_PREDICTION
 from dgbench.tasks import negatives as ns
 from dgbench.tasks.evalset import (EvaluationSet, EvaluationSpec, manifest_of, read_set, set_path, tasks_dir,
                                    write_set)
-from loaders.download import default_cache_dir, file_sha256
+from dgbench.loaders.download import default_cache_dir, file_sha256
 
 # py-tgb 2.3.0's link-prediction data sets (tgb/utils/info.py, DATA_URL_DICT)
 TGB_LINK_DATASETS = ("tgbl-wiki", "tgbl-review", "tgbl-coin", "tgbl-comment", "tgbl-flight", "tgbl-subreddit",

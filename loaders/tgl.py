@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from dgbench.errors import InputError
-from loaders.download import file_sha256
-from loaders.events import Events, RawFile
-from loaders.formats import LoadOptions, register_format
-from loaders.tgn import is_tgn_header
-from loaders.parsing import (FLOAT, ID, INT, Column, TableSpec, columns_by_role, describe_fields, is_number,
+from dgbench.loaders.download import file_sha256
+from dgbench.loaders.events import Events, RawFile
+from dgbench.loaders.formats import LoadOptions, register_format
+from dgbench.loaders.tgn import is_tgn_header
+from dgbench.loaders.parsing import (FLOAT, ID, INT, Column, TableSpec, columns_by_role, describe_fields, is_number,
                              read_table, sniff, sniff_separator, split_fields)
 
 ROLES = {"src": (("src",), Column("src", ID, nonnegative=True)),

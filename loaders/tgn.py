@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 
 from dgbench.errors import InputError
-from loaders.download import file_sha256
-from loaders.events import Events, RawFile
-from loaders.edgelists import dated, time_format
-from loaders.formats import LoadOptions, register_format
-from loaders.guards import binary_labels
-from loaders.parsing import FLOAT, ID, Column, TableSpec, columns_by_role, read_table, sniff
+from dgbench.loaders.download import file_sha256
+from dgbench.loaders.events import Events, RawFile
+from dgbench.loaders.edgelists import dated, time_format
+from dgbench.loaders.formats import LoadOptions, register_format
+from dgbench.loaders.guards import binary_labels
+from dgbench.loaders.parsing import FLOAT, ID, Column, TableSpec, columns_by_role, read_table, sniff
 
 ROLES = {"src": (("u",), Column("src", ID, nonnegative=True)),
          "dst": (("i",), Column("dst", ID, nonnegative=True)),

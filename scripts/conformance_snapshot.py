@@ -20,8 +20,8 @@ def write(out: Path, only: str | None = None) -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     import torch
     import test_conformance as conformance
-    from generators.esdg_random import build as snapshots
-    from generators.stream import build as stream
+    from dgbench.generators.esdg_random import build as snapshots
+    from dgbench.generators.stream import build as stream
     torch.set_num_threads(1)
     scratch = Path(tempfile.mkdtemp())
     snap = snapshots(out=scratch / "snapshots.zarr", nodes=48, snapshots=9, edge_factor=3.0, seed=11)

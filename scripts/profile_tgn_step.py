@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from trainers.config import RunConfig
-from trainers.continuous.loop import ContinuousTrainer
-from trainers.experiment import run_experiment
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.continuous.loop import ContinuousTrainer
+from dgbench.trainers.experiment import run_experiment
 
 # part of the step -> (module path suffix, function name) whose inclusive time is that part
 PARTS = {

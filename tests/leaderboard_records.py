@@ -1,6 +1,6 @@
 """Realistic result records for the leaderboard tests, built the way trainers build them.
 
-Per-rank epoch figures go through trainers.epochs.merge_rank_epochs and dgbench.records.build_record,
+Per-rank epoch figures go through dgbench.trainers.epochs.merge_rank_epochs and dgbench.records.build_record,
 so a change to the record's real shape shows up here. The code block is set to a clean commit
 (the shared working tree is usually dirty) unless a test asks otherwise.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from dgbench.records import REPO_ROOT, build_record, seal_record, utc_now
-from trainers.epochs import merge_rank_epochs
+from dgbench.trainers.epochs import merge_rank_epochs
 
 CLEAN_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

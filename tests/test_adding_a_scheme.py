@@ -13,8 +13,8 @@ import pytest
 
 from dgbench.errors import DgbenchError
 from dgbench.registry import SCHEMES
-from trainers.config import RunConfig
-from trainers.experiment import resolve, run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import resolve, run_experiments
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "adding-a-scheme.md"
 
@@ -79,9 +79,9 @@ def worked_package(tmp_path_factory):
 
 def test_a_scheme_with_its_own_node_state_trains_counts_and_projects_from_its_package(worked_package, stream_store,
                                                                                        tmp_path):
-    from trainers.projection.dryrun import dry_run, measured_by_tag
-    from trainers.projection.hardware import load_profile
-    from trainers.projection.projection import project_epoch
+    from dgbench.trainers.projection.dryrun import dry_run, measured_by_tag
+    from dgbench.trainers.projection.hardware import load_profile
+    from dgbench.trainers.projection.projection import project_epoch
     base = dict(epochs=1, batch_size=200, memory_dim=16, neighbors=5, seed=3, out=tmp_path / "runs",
                 extra={"dtype": "float64", "prefetch": 2})
     reference, ours = run_experiments([RunConfig("single", "tgn", stream_store, **base)]) + \

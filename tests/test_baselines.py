@@ -59,7 +59,7 @@ def test_persistence_counts_the_lookback_snapshots_holding_a_pair(tmp_path):
 
 def test_edgebank_beats_chance_on_random_negatives_and_ties_on_historical_ones(tmp_path):
     """Poursafaei et al.'s point: memorisation wins against random negatives, not historical ones."""
-    from generators.stream import build
+    from dgbench.generators.stream import build
     store = build(out=tmp_path / "s.zarr", users=40, items=300, events=3000, repeat=0.8, seed=4)
     bank = EdgeBank("unlimited")
     bank.index(store)
@@ -70,7 +70,7 @@ def test_edgebank_beats_chance_on_random_negatives_and_ties_on_historical_ones(t
 
 
 def test_persistence_beats_chance_where_edges_recur(tmp_path):
-    from generators.communities import build
+    from dgbench.generators.communities import build
     store = build(out=tmp_path / "c.zarr", nodes=200, snapshots=6, persistence=0.6, seed=1)
     baseline = Persistence(1)
     baseline.index(store)

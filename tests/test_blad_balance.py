@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.blad.balance import (CORRECTED, PAPER, Eq2Variant, allowed_first, assign_groups, balance_split,
-                                            eq2_objective, even_split, exhaustive_split, sync_ratio)
-from trainers.discrete.blad.pipeline import simulate_pipeline
+from dgbench.trainers.discrete.blad.balance import (CORRECTED, PAPER, Eq2Variant, allowed_first, assign_groups,
+                                                    balance_split, eq2_objective, even_split, exhaustive_split,
+                                                    sync_ratio)
+from dgbench.trainers.discrete.blad.pipeline import simulate_pipeline
 
 # Four groups of four snapshots whose sizes jump and then fall (an AS-733-like trend): forward and
 # backward times typed by hand, backward ~2x forward but not proportional (with b = c·l and p2

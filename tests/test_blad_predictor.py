@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError
-from trainers.discrete.blad.predictor import (OPERATORS, OperatorPredictor, fit_predictor, grid_loads, load_predictor,
-                                              profile_operators, save_predictor)
-from trainers.discrete.blad.reorder import model_topology, predicted_operators
+from dgbench.trainers.discrete.blad.predictor import (OPERATORS, OperatorPredictor, fit_predictor, grid_loads,
+                                                      load_predictor, profile_operators, save_predictor)
+from dgbench.trainers.discrete.blad.reorder import model_topology, predicted_operators
 
 
 def _synthetic_samples(rng) -> list[dict]:

@@ -8,7 +8,7 @@ import torch
 
 from dgbench.errors import DgbenchError
 from dgbench.models.sparse import SparseOperator, csr_from_coo, csr_tensor, gcn_normalize
-from trainers.discrete.blad.reorder import (Operator, Placed, check_order, default_schedule, deployment_reward,
+from dgbench.trainers.discrete.blad.reorder import (Operator, Placed, check_order, default_schedule, deployment_reward,
                                             gcn_pair, manage_topology, model_topology, operators_for)
 
 MODELS = ("wdgcn", "tgcn", "evolvegcn-o", "cdgcn")

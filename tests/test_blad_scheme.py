@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from dgbench.errors import DgbenchError
-from trainers.config import RunConfig
-from trainers.experiment import resolve, run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import resolve, run_experiments
 
 MODELS = ("wdgcn", "tgcn", "evolvegcn-o")  # BLAD §7.1's three models
 BASE = dict(epochs=2, hidden=6, seed=5, group_length=4, smoothing="none", group_batch=2)  # BLAD's protocol defaults
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     return build(out=tmp_path_factory.mktemp("blad") / "s.zarr", nodes=40, snapshots=9, edge_factor=3.0, seed=3)
 
 
@@ -164,20 +164,20 @@ def test_snapshot_partitioning_of_groups_moves_the_esdg_volume_per_group(runs):
 
 
 def _table3(kind: str, model: str, store: Path, ranks: int = 2) -> dict:
-    """Table 3's row for ``kind`` on the test store at P = 2 (trainers.discrete.blad.table3), from the model's
+    """Table 3's row for ``kind`` on the test store at P = 2 (dgbench.trainers.discrete.blad.table3), from the model's
     parameters and widths and the store's groups: the inputs, not the schemes' own volume models."""
     from dgbench.registry import MODELS as REGISTERED
-    from trainers.discrete.blad.table3 import table3
-    from trainers.discrete.blad.runtime import parameter_split
-    from trainers.discrete.data import TRAIN, DiscreteData
+    from dgbench.trainers.discrete.blad.table3 import table3
+    from dgbench.trainers.discrete.blad.runtime import parameter_split
+    from dgbench.trainers.discrete.data import TRAIN, DiscreteData
     data = DiscreteData(store, seed=BASE["seed"], group_length=BASE["group_length"], smoothing="none")
     net = REGISTERED[f"discrete:{model}"].build(in_features=data.in_features, hidden=BASE["hidden"])
     split, groups = parameter_split(net), [data.group_of(s) for s in data.steps_of(TRAIN)]
     spatial = sum(sum(w) for w in net.spatial_widths() or [])
     halos = None
     if kind == "vertex":
-        from trainers.discrete.blad.table3 import halo_rows
-        from trainers.discrete.placement import partition_owner
+        from dgbench.trainers.discrete.blad.table3 import halo_rows
+        from dgbench.trainers.discrete.placement import partition_owner
         owner = partition_owner(data, 2, "range", data.seed).owner
         halos = [halo_rows(edges, owner) for edges in data.input_edge_lists()]
     return table3(kind, ranks=ranks, w_gnn=split["gnn"], w_rnn=split["rnn"], w_scorer=split["scorer"],
@@ -187,7 +187,7 @@ def _table3(kind: str, model: str, store: Path, ranks: int = 2) -> dict:
 
 
 def test_measured_bytes_equal_table3_per_partition_kind(runs, store):
-    """§5.3 Table 3 instantiated (module docstring of trainers.discrete.blad.table3): every kind's gradients are
+    """§5.3 Table 3 instantiated (module docstring of dgbench.trainers.discrete.blad.table3): every kind's gradients are
     p·(W_GNN + W_RNN + W_score); features: group none, snapshot 2·N·T·F summed over the groups (ESDG's
     re-distribution, each of its four tags a quarter), vertex T·N_khop·F per direction (1-hop halos
     counted here from the store's edges and the range partition)."""
@@ -255,7 +255,7 @@ def test_refusals_are_one_line(store):
 
 @pytest.mark.slow  # 16-23 s (profiling + two launches); the predictor's own tests run by default
 def test_a_fitted_predictor_drives_the_split_and_is_refused_for_another_width(store, tmp_path):
-    from trainers.discrete.blad.predictor import fit_predictor, grid_loads, profile_operators, save_predictor
+    from dgbench.trainers.discrete.blad.predictor import fit_predictor, grid_loads, profile_operators, save_predictor
     samples = profile_operators(grid_loads([40, 160], [2, 6]), [2, 6], 6, ["aggregate", "update", "lstm"], repeats=1)
     path = save_predictor(tmp_path / "blad.json", *fit_predictor(samples, 6))
     record = run_experiments([_config("blad", "wdgcn", store, 1, costmodel=path)])[0]  # one rank: whole groups

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from dgbench.registry import MODELS, SCHEMES, load_plugins
-from trainers.config import RunConfig
-from trainers.experiment import family_hooks, run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import family_hooks, run_experiments
 
 WORLDS = (1, 2, 4)
 # P = 4 trains every scheme x model a third time: under `-m slow` (CI's default run holds P = 1 and 2; the
@@ -25,7 +25,7 @@ WORLD_PARAMS = (1, 2, pytest.param(4, marks=pytest.mark.slow))
 DISCRETE = dict(epochs=2, hidden=6, seed=7)
 CONTINUOUS = dict(epochs=1, batch_size=200, memory_dim=16, neighbors=5, seed=3)
 
-load_plugins("trainers")
+load_plugins("dgbench.trainers")
 
 
 def schemes(family: str) -> list[Any]:
@@ -90,14 +90,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def snapshot_store(tmp_path_factory) -> Path:
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     return build(out=tmp_path_factory.mktemp("conformance") / "snapshots.zarr", nodes=48, snapshots=9,
                  edge_factor=3.0, seed=11)
 
 
 @pytest.fixture(scope="module")
 def event_store(tmp_path_factory) -> Path:
-    from generators.stream import build
+    from dgbench.generators.stream import build
     return build(out=tmp_path_factory.mktemp("conformance") / "stream.zarr", users=60, items=50, events=1400,
                  edge_dim=4, seed=5)
 

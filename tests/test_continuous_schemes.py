@@ -18,12 +18,12 @@ import pytest
 
 from dgbench.dist import DistContext
 from dgbench.launch import launch
-from trainers.config import RunConfig
-from trainers.continuous.data import BatchPlanner, EventStream
-from trainers.continuous.family import partition_problem
-from trainers.continuous.sampler import TemporalSampler
-from trainers.continuous.sven.formulas import even_share
-from trainers.experiment import resolve, train_runs
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.continuous.data import BatchPlanner, EventStream
+from dgbench.trainers.continuous.family import partition_problem
+from dgbench.trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.continuous.sven.formulas import even_share
+from dgbench.trainers.experiment import resolve, train_runs
 
 SMALL = dict(epochs=1, batch_size=200, memory_dim=16, neighbors=5, lr=0.01, seed=3)
 DISTRIBUTED = ("depcache", "depcomm", "sven")
@@ -57,7 +57,7 @@ def run_all(ctx: DistContext, dataset: Path, runs: list[tuple[str, str, dict]]) 
 
 @pytest.fixture(scope="module")
 def stream_path(tmp_path_factory) -> Path:
-    from generators.stream import build
+    from dgbench.generators.stream import build
     # bipartite: users (every source) first, so source-owner compute would pile on the low ranks
     return build(out=tmp_path_factory.mktemp("stream") / "stream.zarr", users=60, items=50, events=1400,
                  edge_dim=4, seed=5)

@@ -9,12 +9,12 @@ import torch
 from dgbench.dist import Comm, DistContext
 from dgbench.store import open_store
 from dgbench.models.temporal import APAN, BatchInputs, build_temporal_model
-from trainers.continuous.data import BatchPlanner, EventStream, Prefetcher
-from trainers.continuous.sven.depcomm import DepComm
-from trainers.contract import Partition, scheme_of
-from trainers.continuous.state import ResidentState, last_wins
-from trainers.continuous.sven.state import PartitionedState
-from trainers.continuous.sven.formulas import even_share
+from dgbench.trainers.continuous.data import BatchPlanner, EventStream, Prefetcher
+from dgbench.trainers.continuous.sven.depcomm import DepComm
+from dgbench.trainers.contract import Partition, scheme_of
+from dgbench.trainers.continuous.state import ResidentState, last_wins
+from dgbench.trainers.continuous.sven.state import PartitionedState
+from dgbench.trainers.continuous.sven.formulas import even_share
 
 
 def _ctx(rank: int = 0, world: int = 1) -> DistContext:
@@ -131,7 +131,7 @@ def test_every_scheme_splits_each_batch_evenly():
 
 def test_plans_do_not_depend_on_the_rank_count(stream_store):
     """Negatives and sampled neighbours of an event are the same whichever rank computes it."""
-    from trainers.continuous.sampler import TemporalSampler
+    from dgbench.trainers.continuous.sampler import TemporalSampler
     stream = EventStream.from_store(open_store(stream_store))
     sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes)
     owner = np.arange(stream.num_nodes) % 2
@@ -156,9 +156,9 @@ def test_memory_is_carried_from_training_through_validation_into_test(stream_sto
     """TGL's protocol: no reset between splits, so validation sees trained memory and test sees the
     memory validation events wrote; evaluating a split from any other state scores differently."""
     from dgbench.dist import PhaseTimer
-    from trainers.config import RunConfig
-    from trainers.continuous.family import build_trainer, partition_problem
-    from trainers.experiment import resolve
+    from dgbench.trainers.config import RunConfig
+    from dgbench.trainers.continuous.family import build_trainer, partition_problem
+    from dgbench.trainers.experiment import resolve
     run = resolve(RunConfig(scheme="single", model="tgn", dataset=stream_store, memory_dim=16, batch_size=200,
                             neighbors=5))
     problem = partition_problem(run)

@@ -8,8 +8,8 @@ import torch
 
 from dgbench.dist import Comm, DistContext
 from dgbench.models.temporal import build_temporal_model
-from trainers.continuous.state import ResidentState, distinct_queries
-from trainers.continuous.sven.state import PartitionedState
+from dgbench.trainers.continuous.state import ResidentState, distinct_queries
+from dgbench.trainers.continuous.sven.state import PartitionedState
 
 
 def _ctx() -> DistContext:

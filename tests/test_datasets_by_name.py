@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError
 from dgbench.store import open_store
-from loaders.catalogue import BOARD_DATASETS, Slice, build_board_store, first_rows
+from dgbench.loaders.catalogue import BOARD_DATASETS, Slice, build_board_store, first_rows
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ def test_offline_prepare_says_where_to_put_the_file(tmp_path: Path, monkeypatch:
     def offline(*args, **kwargs):
         raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
 
-    monkeypatch.setattr("loaders.download.urllib.request.urlopen", offline)
+    monkeypatch.setattr("dgbench.loaders.download.urllib.request.urlopen", offline)
     cache = tmp_path / "cache"
     result = CliRunner().invoke(cli, ["--quiet", "prepare", "collegemsg", "--cache-dir", str(cache),
                                       "--out", str(tmp_path / "c.zarr")])
@@ -84,7 +84,7 @@ def test_cached_file_with_the_registered_sha256_is_used(shared_data: Path, tmp_p
     def offline(*args, **kwargs):
         raise AssertionError("a cached file with the registered sha256 is not downloaded again")
 
-    monkeypatch.setattr("loaders.download.urllib.request.urlopen", offline)
+    monkeypatch.setattr("dgbench.loaders.download.urllib.request.urlopen", offline)
     cache = tmp_path / "cache" / "wikipedia"
     cache.mkdir(parents=True)
     shutil.copy(shared_data / "jodie_wikipedia_tgn" / "wikipedia.csv", cache / "wikipedia.csv")

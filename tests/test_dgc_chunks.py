@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.dgc.chunks import (ChunkPairs, TrafficProfile, assign_chunks, build_supergraph, chunk_pair_bytes,
-                                          cut_rows, label_propagation, predicted_bytes, pss_parts, pts_parts)
+from dgbench.trainers.discrete.dgc.chunks import (ChunkPairs, TrafficProfile, assign_chunks, build_supergraph,
+                                                  chunk_pair_bytes, cut_rows, label_propagation, predicted_bytes,
+                                                  pss_parts, pts_parts)
 
 SPATIAL_HEAVY = TrafficProfile(spatial_widths=(8, 8), temporal_widths=(4,))
 TEMPORAL_HEAVY = TrafficProfile(spatial_widths=(1,), temporal_widths=(16,))
@@ -191,7 +192,7 @@ def test_bad_inputs_are_one_line_errors():
 
 
 def test_attention_weighs_a_temporal_link_by_the_earlier_instances_a_cut_there_moves():
-    from trainers.discrete.dgc.chunks import sequence_positions, temporal_link_weights
+    from dgbench.trainers.discrete.dgc.chunks import sequence_positions, temporal_link_weights
     graph = build_supergraph([(np.array([0]), np.array([1]))] * 5, presence="all", num_vertices=3)
     assert sequence_positions(graph).reshape(5, 3)[:, 0].tolist() == [0, 1, 2, 3, 4]
     recurrent = temporal_link_weights(graph, TEMPORAL_HEAVY)

@@ -10,10 +10,10 @@ from click.testing import CliRunner
 
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError
-from trainers.discrete.dgc.chunks import build_supergraph
-from trainers.discrete.dgc.costmodel import (MODEL_ENCODERS, ChunkShapes, EncoderSpec, FlopProxy, Sampling, WorkloadMLP,
-                                             _train, chunk_shapes, fit_chunk_cost_model, load_chunk_cost_model,
-                                             prediction_error)
+from dgbench.trainers.discrete.dgc.chunks import build_supergraph
+from dgbench.trainers.discrete.dgc.costmodel import (MODEL_ENCODERS, ChunkShapes, EncoderSpec, FlopProxy, Sampling,
+                                                     WorkloadMLP, _train, chunk_shapes, fit_chunk_cost_model,
+                                                     load_chunk_cost_model, prediction_error)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainers.discrete.dgc.chunks import TrafficProfile, build_supergraph, cut_rows, pss_parts, pts_parts
-from trainers.discrete.dgc.costmodel import EncoderSpec
-from trainers.projection.hardware import load_profile
-from trainers.discrete.dgc.critical_path import (DeviceRates, ModelShape, instance_critical_path,
+from dgbench.trainers.discrete.dgc.chunks import TrafficProfile, build_supergraph, cut_rows, pss_parts, pts_parts
+from dgbench.trainers.discrete.dgc.costmodel import EncoderSpec
+from dgbench.trainers.projection.hardware import load_profile
+from dgbench.trainers.discrete.dgc.critical_path import (DeviceRates, ModelShape, instance_critical_path,
                                                  pss_ts_critical_path, round_work, scheme_critical_paths)
 
 # unit rates: every term below is counted by hand
@@ -68,7 +68,7 @@ def test_recurrent_term_serial_for_contiguous_pss_per_round_max_for_chunks(two_v
 
 def test_counts_match_the_cut_the_plans_send(tmp_path):
     from dgbench.store import open_store
-    from generators.nonuniform import build, lifetime_presence
+    from dgbench.generators.nonuniform import build, lifetime_presence
     store = open_store(build(out=tmp_path / "g.zarr", snapshots=8, mean_edges=40, std_edges=10.0, presence="lifetime",
                              instances_per_edge=2.5, seed=1))
     graph = build_supergraph(store, alive=lifetime_presence(store))

@@ -8,7 +8,7 @@ import torch
 from dgbench.errors import DgbenchError
 from dgbench.models.contract import SequenceMask
 from dgbench.models.sequence import CausalSelfAttention, GRUSequence, LSTMSequence
-from trainers.discrete.dgc.fusion import Packing, fuse_chunks, pack_sequences
+from dgbench.trainers.discrete.dgc.fusion import Packing, fuse_chunks, pack_sequences
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -9,10 +9,10 @@ import torch
 from dgbench.models.contract import SequenceMask
 from dgbench.models.sequence import CausalSelfAttention, GRUSequence, LSTMSequence
 from dgbench.models.sparse import csr_tensor, gcn_normalize
-from trainers.discrete.dgc.chunks import (TrafficProfile, assign_chunks, build_supergraph, chunk_pair_bytes, cut_rows,
-                                          label_propagation, pss_parts)
-from trainers.discrete.dgc.instance_exec import aggregate_groups, group_operators, run_attention, run_round
-from trainers.discrete.dgc.instances import build_instance_plans, latest_instances
+from dgbench.trainers.discrete.dgc.chunks import (TrafficProfile, assign_chunks, build_supergraph, chunk_pair_bytes,
+                                                  cut_rows, label_propagation, pss_parts)
+from dgbench.trainers.discrete.dgc.instance_exec import aggregate_groups, group_operators, run_attention, run_round
+from dgbench.trainers.discrete.dgc.instances import build_instance_plans, latest_instances
 
 PARTS = 3
 

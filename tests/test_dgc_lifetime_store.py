@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
 BASE = dict(epochs=2, hidden=6, seed=3, presence="edges")
 CASES = (("pss", {}), ("pss", {"pss_layout": "interleaved"}), ("pts", {}), ("dgc", {}))
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_schemes_on_a_lifetime_community_store_train_like_single(tmp_path):
-    from generators.nonuniform import build
+    from dgbench.generators.nonuniform import build
     store = build(out=tmp_path / "lifetime.zarr", snapshots=8, mean_edges=40, std_edges=10.0, min_presence=0.3,
                   presence="lifetime", instances_per_edge=2.5, endpoints="communities", communities=4, mixing=0.1,
                   seed=5)

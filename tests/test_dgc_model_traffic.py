@@ -4,7 +4,7 @@ from __future__ import annotations
 from dgbench.models.attention import dysat
 from dgbench.models.discrete import evolvegcn_o, tmgcn
 from dgbench.models.recurrent import mpnn_lstm, tgcn
-from trainers.discrete.dgc.model_traffic import model_traffic
+from dgbench.trainers.discrete.dgc.model_traffic import model_traffic
 
 
 def test_profiles_of_the_dgc_models():

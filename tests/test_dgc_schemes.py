@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
 MODELS = ("tgcn", "dysat", "mpnn-lstm")
 BASE = dict(epochs=2, hidden=6, seed=3, presence="edges")
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
-    from generators.nonuniform import build  # vertices live over intervals: sequences of different lengths
+    from dgbench.generators.nonuniform import build  # vertices live over intervals: sequences of different lengths
     return build(out=tmp_path_factory.mktemp("dgc") / "nonuniform.zarr", nodes=40, snapshots=8, mean_edges=30,
                  std_edges=10, min_presence=0.3, seed=5)
 
@@ -71,7 +71,7 @@ def test_pts_gives_every_rank_the_same_number_of_sequences():
     sequence) and go with the range of the next vertex that has one; the last with the last range."""
     from types import SimpleNamespace
 
-    from trainers.discrete.dgc.pts import equal_sequence_owner
+    from dgbench.trainers.discrete.dgc.pts import equal_sequence_owner
     present = np.zeros((3, 8), bool)
     present[0, [0, 2, 3]] = present[2, [6, 7]] = present[1, 3] = True  # sequences: 0, 2, 3, 6, 7
     owner = equal_sequence_owner(SimpleNamespace(num_nodes=8, present=present), 2)
@@ -85,7 +85,7 @@ def test_pts_gives_every_rank_the_same_number_of_sequences():
 
 def test_bad_dgc_options_are_one_line_errors(store):
     from dgbench.errors import DgbenchError
-    from trainers.experiment import resolve
+    from dgbench.trainers.experiment import resolve
     for options, message in (({"stale": "sometimes"}, "--stale"), ({"fusion": "partly"}, "--fusion"),
                              ({"stale_formula": "guess"}, "--stale-formula"), ({"chunk_size": -1}, "--chunk-size")):
         with pytest.raises(DgbenchError, match=message):
@@ -97,7 +97,7 @@ def test_bad_dgc_options_are_one_line_errors(store):
 
 @pytest.mark.slow
 def test_fitted_cost_model_is_used_and_its_eq8_error_recorded(store):
-    from trainers.discrete.dgc.costmodel import MODEL_ENCODERS, Sampling, fit_chunk_cost_model
+    from dgbench.trainers.discrete.dgc.costmodel import MODEL_ENCODERS, Sampling, fit_chunk_cost_model
     path = fit_chunk_cost_model(store.parent / "dgc-cost.json", MODEL_ENCODERS["tgcn"], samples=16, epochs=3, repeats=1,
                                 sampling=Sampling(max_vertices=128, max_sequence_length=8))
     proxy, fitted = run_experiments([

@@ -9,7 +9,7 @@ import torch
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
 from dgbench.launch import launch
-from trainers.discrete.dgc.stale import StaleExchange, StalePolicy
+from dgbench.trainers.discrete.dgc.stale import StaleExchange, StalePolicy
 
 
 def test_policy_parsing():

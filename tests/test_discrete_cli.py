@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from dgbench.cli import cli
 from dgbench.store import open_store
-from loaders.smoothing import M_PRODUCT, smooth_adjacencies
+from dgbench.loaders.smoothing import M_PRODUCT, smooth_adjacencies
 
 
 def test_snapshot_run_at_two_ranks_writes_a_record(tmp_path: Path):

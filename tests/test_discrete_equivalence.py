@@ -3,7 +3,7 @@ vertex partitioners and the scores volume. (Every scheme x model x world size ag
 predicted volume: the registry-driven tests/test_conformance.py.)
 
 Process start-up dominates on a small machine, so each world size is one launch training every
-(scheme, model) pair at once (trainers.experiment.run_experiments).
+(scheme, model) pair at once (dgbench.trainers.experiment.run_experiments).
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import torch
 
 from dgbench.dist import Comm, DistContext
 from dgbench.models.discrete import cdgcn, evolvegcn_o, tmgcn
-from trainers.discrete.partition import available_methods, partition_vertices
-from generators.esdg_random import build
-from trainers.config import RunConfig
-from trainers.discrete.data import TRAIN, DiscreteData
-from trainers.experiment import run_experiments
-from trainers.discrete.placement import VertexPlacement, input_edges
+from dgbench.trainers.discrete.partition import available_methods, partition_vertices
+from dgbench.generators.esdg_random import build
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.discrete.data import TRAIN, DiscreteData
+from dgbench.trainers.experiment import run_experiments
+from dgbench.trainers.discrete.placement import VertexPlacement, input_edges
 
 MODELS = {"tmgcn": tmgcn, "evolvegcn-o": evolvegcn_o, "cdgcn": cdgcn}
 NODES, SNAPSHOTS, HIDDEN, EPOCHS = 64, 9, 6, 3
@@ -149,7 +149,7 @@ def test_connectivity_volume_counts_lambda_minus_one(store):
         expected += sum(len(p) - 1 for p in parts.values())
     assert placement.connectivity_volume() == expected
     try:
-        from trainers.discrete.partition import connectivity_volume
+        from dgbench.trainers.discrete.partition import connectivity_volume
     except ImportError:
         return
     assert connectivity_volume([data.store.snapshot(t) for t in range(data.num_steps)], owner) == expected

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from dgbench.models.discrete import EvolveGCNOLayer
-from generators.esdg_random import build
-from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData
+from dgbench.generators.esdg_random import build
+from dgbench.trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData
 
 STEPS = 5
 

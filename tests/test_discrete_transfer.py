@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from dgbench.errors import DgbenchError
-from generators.esdg_random import build
-from loaders.smoothing import m_product
-from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData
-from trainers.discrete.transfer import BASE, GRAPH_DIFFERENCE, SnapshotMover, coo_nbytes
+from dgbench.generators.esdg_random import build
+from dgbench.loaders.smoothing import m_product
+from dgbench.trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData
+from dgbench.trainers.discrete.transfer import BASE, GRAPH_DIFFERENCE, SnapshotMover, coo_nbytes
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_a_streamed_placement_on_a_cpu_device_counts_every_move_and_copies_once(
     """On a CPU the device's memory is the host's: `checkpoint` counts the bytes a GPU run moves per
     use, as many times as it uses a block, but builds each block's operator once."""
     from dgbench.dist import Comm, DistContext, PhaseTimer
-    from trainers.discrete.placement import TimePlacement
+    from dgbench.trainers.discrete.placement import TimePlacement
     cpu = torch.device("cpu")
     data = DiscreteData(smoothed)
     placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), data, blocks=2, streamed=True)

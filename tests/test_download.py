@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError
-from loaders.archives import UnsafeArchive, unpack
-from loaders.download import RemoteFile, fetch
+from dgbench.loaders.archives import UnsafeArchive, unpack
+from dgbench.loaders.download import RemoteFile, fetch
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -142,7 +142,7 @@ def test_named_dataset_offline_is_one_line(tmp_path: Path, monkeypatch: pytest.M
     def offline(*args, **kwargs):
         raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
 
-    monkeypatch.setattr("loaders.download.urllib.request.urlopen", offline)
+    monkeypatch.setattr("dgbench.loaders.download.urllib.request.urlopen", offline)
     result = CliRunner().invoke(cli, ["--quiet", "prepare", "lastfm", "--cache-dir", str(tmp_path / "cache"),
                                       "--out", str(tmp_path / "l.zarr")])
     assert result.exit_code == 1

@@ -9,12 +9,12 @@ import pytest
 
 from dgbench.errors import DgbenchError
 from dgbench.store import open_store
-from generators.esdg_random import build
-from loaders.smoothing import EDGE_LIFE, M_PRODUCT, RAW, edge_life, m_product, window_mean
-from trainers.config import RunConfig
-from trainers.discrete.data import TRAIN, DiscreteData
-from trainers.discrete.family import smoothing_of
-from trainers.experiment import resolve
+from dgbench.generators.esdg_random import build
+from dgbench.loaders.smoothing import EDGE_LIFE, M_PRODUCT, RAW, edge_life, m_product, window_mean
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.discrete.data import TRAIN, DiscreteData
+from dgbench.trainers.discrete.family import smoothing_of
+from dgbench.trainers.experiment import resolve
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ import pytest
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
 from dgbench.launch import launch
-from trainers.config import RunConfig
-from trainers.experiment import family_hooks, resolve, train_runs
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import family_hooks, resolve, train_runs
 
 EPOCHS = 4
 TIGHT = 1e-9
@@ -28,7 +28,7 @@ CONTINUOUS = dict(model="tgn", batch_size=200, memory_dim=16, neighbors=5)
 def train_counting(ctx: DistContext, runs: list, first_wins: bool) -> list[tuple[dict[str, Any], list[str]]]:
     """On every rank: each run's rank result and the splits the evaluator scored, in order. ``first_wins``:
     the selection keeps the first validated epoch (no later score counts as better)."""
-    import trainers.epochs as epochs_module
+    import dgbench.trainers.epochs as epochs_module
     from dgbench.tasks.evaluator import Evaluator
     original_score, original_above = Evaluator.score, epochs_module._above
     out = []
@@ -51,8 +51,8 @@ def train_counting(ctx: DistContext, runs: list, first_wins: bool) -> list[tuple
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory) -> dict[str, Path]:
-    from generators.esdg_random import build as snapshots
-    from generators.stream import build as stream
+    from dgbench.generators.esdg_random import build as snapshots
+    from dgbench.generators.stream import build as stream
     folder = tmp_path_factory.mktemp("eval-every")
     return {"discrete": snapshots(out=folder / "esdg.zarr", nodes=48, snapshots=8, edge_factor=3.0, seed=1),
             "continuous": stream(out=folder / "stream.zarr", users=40, items=30, events=1200, edge_dim=4, seed=5)}
@@ -161,7 +161,7 @@ def test_older_records_group_with_new_ones_that_validated_every_epoch():
 
 
 def test_selection_keeps_the_earliest_best_and_never_prefers_nan():
-    from trainers.epochs import Selection
+    from dgbench.trainers.epochs import Selection
     restored = []
     selection = Selection(2, validate=dict, test=lambda: {"test": {"ap": 0.5}}, keep=lambda: None,
                           restore=restored.append)

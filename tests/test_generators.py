@@ -9,7 +9,7 @@ import pytest
 from dgbench.errors import DgbenchError
 from dgbench.store import open_store
 from dgbench.store.validate import validate_store
-from generators import esdg_random, nonuniform, static_to_dynamic, stream
+from dgbench.generators import esdg_random, nonuniform, static_to_dynamic, stream
 
 SMALL = {
     esdg_random: {"nodes": 64, "snapshots": 4, "edge_factor": 2.0},

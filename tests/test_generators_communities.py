@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from dgbench.store import open_store
-from generators.communities import build
+from dgbench.generators.communities import build
 
 
 def _pairs(store, t):

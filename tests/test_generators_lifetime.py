@@ -6,8 +6,8 @@ import pytest
 
 from dgbench.store import open_store
 from dgbench.store.validate import validate_store
-from generators import nonuniform
-from generators.nonuniform import PAPER_INSTANCES_PER_EDGE, lifetime_presence
+from dgbench.generators import nonuniform
+from dgbench.generators.nonuniform import PAPER_INSTANCES_PER_EDGE, lifetime_presence
 
 
 def _store(tmp_path, name="g", **options):

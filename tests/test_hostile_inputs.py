@@ -392,7 +392,7 @@ def _follower(monkeypatch, marker: Path):
 
 
 def test_a_rank_never_unpickles_what_it_reads_from_the_job_store(tmp_path, monkeypatch):
-    from trainers.experiment import _partition_once
+    from dgbench.trainers.experiment import _partition_once
     marker = tmp_path / "ran"
     ctx = _follower(monkeypatch, marker)
     with pytest.raises(Exception) as refused:
@@ -420,7 +420,7 @@ def test_the_plain_encoding_carries_a_partition_exactly():
 
 STARTING_UP = """
 import sys, time
-import trainers.experiment  # what `dgbench run` loads first, before opening the store and starting ranks
+import dgbench.trainers.experiment  # what `dgbench run` loads first, before opening the store and starting ranks
 open(sys.argv[1], "w").close()
 time.sleep(60)  # start-up work (loading a store, building an evaluation set)
 """
@@ -523,7 +523,7 @@ needs_compiler = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g
 
 def _kernel_target(folder: Path) -> Path:
     """Where the sampler looks for its built kernels (named by the source and compiler flags' digest)."""
-    from trainers.continuous.tgcn.sampling import native
+    from dgbench.trainers.continuous.tgcn.sampling import native
     digest = hashlib.sha256(native.SOURCE.read_bytes() + " ".join(["g++", *native.FLAGS]).encode()).hexdigest()[:16]
     return folder / f"sis_kernels-{digest}.so"
 
@@ -536,7 +536,7 @@ def _plant_library(target: Path, marker: Path) -> None:
 
 @pytest.fixture
 def fresh_kernels(monkeypatch):
-    from trainers.continuous.tgcn.sampling import native
+    from dgbench.trainers.continuous.tgcn.sampling import native
     monkeypatch.setattr(native, "_loaded", {})
     monkeypatch.setenv("CXX", "g++")
     monkeypatch.setenv("DGBENCH_SIS_BACKEND", "auto")

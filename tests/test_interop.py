@@ -144,7 +144,7 @@ def _tgb_mrr(positive: np.ndarray, negatives: list[np.ndarray]) -> float:
 
 @pytest.fixture
 def tgb_store(tmp_path: Path) -> tuple[Path, dict, dict, dict[str, Path]]:
-    from loaders.tgb import write_tgb_stream
+    from dgbench.loaders.tgb import write_tgb_stream
     rng = np.random.default_rng(4)
     data, masks = _tgb_like_data(rng)
     path = write_tgb_stream(tmp_path / "tgb.zarr", data, masks, name="tgbl-test")

@@ -18,8 +18,8 @@ from dgbench.cli import cli
 from dgbench.leaderboard.official import main as official_main
 from dgbench.records import REPO_ROOT
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("trainers.experiment") is None,
-                                reason="the discrete-time trainer (trainers.discrete) is not available")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("dgbench.trainers.experiment") is None,
+                                reason="the discrete-time trainer (dgbench.trainers.discrete) is not available")
 
 
 def invoke(*args: str, command=cli) -> str:

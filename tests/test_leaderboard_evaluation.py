@@ -128,7 +128,7 @@ def test_time_to_quality_leaves_baselines_out(tmp_path):
 
 
 def test_seeds_are_parsed_and_refused_with_one_line():
-    from trainers.seeds import parse_seeds
+    from dgbench.trainers.seeds import parse_seeds
     assert parse_seeds("0,1, 2") == [0, 1, 2]
     for bad, message in (("0,x", "comma list of integers"), ("1,1", "named twice"), (",", "at least one")):
         with pytest.raises(DgbenchError, match=message):
@@ -136,8 +136,8 @@ def test_seeds_are_parsed_and_refused_with_one_line():
 
 
 def test_run_seeds_writes_one_record_per_seed(esdg_store, tmp_path):
-    from trainers.config import RunConfig
-    from trainers.seeds import run_seeds
+    from dgbench.trainers.config import RunConfig
+    from dgbench.trainers.seeds import run_seeds
     written = run_seeds(RunConfig("single", "persistence", esdg_store, epochs=3, out=tmp_path / "runs"), [4, 5, 6])
     seeds = sorted(json.loads(path.read_text())["hyperparameters"]["seed"] for _, path in written)
     assert seeds == [4, 5, 6]

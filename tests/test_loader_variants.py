@@ -20,8 +20,8 @@ from dgbench.cli import cli
 from dgbench.errors import DgbenchError, InputError
 from dgbench.store import open_store
 from dgbench.store.validate import validate_store
-from loaders.parsing import SHOWN_CHARS
-from loaders.prepare import build_file
+from dgbench.loaders.parsing import SHOWN_CHARS
+from dgbench.loaders.prepare import build_file
 from tests.tgn_preprocessing import write_tgn_processed
 
 T0 = 1_600_000_000

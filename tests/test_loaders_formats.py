@@ -13,8 +13,8 @@ from dgbench.cli import cli
 from dgbench.errors import DgbenchError, InputError
 from dgbench.store import open_store
 from dgbench.store.validate import validate_store
-from loaders.parsing import FLOAT, ID, WHITESPACE, Column, TableSpec, read_table
-from loaders.prepare import build_file
+from dgbench.loaders.parsing import FLOAT, ID, WHITESPACE, Column, TableSpec, read_table
+from dgbench.loaders.prepare import build_file
 
 DAY = 86400
 T0 = 1_600_000_000
@@ -95,7 +95,7 @@ def test_duplicates_keep_or_sum(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("num_nodes", [50, 2**40])  # packed value sort, and the stable argsort fallback
 def test_pair_order_is_the_stable_dst_src_order(num_nodes: int) -> None:
-    from loaders.stores import pair_order
+    from dgbench.loaders.stores import pair_order
     rng = np.random.default_rng(5)
     src, dst = rng.integers(0, 50, 5000), rng.integers(0, 50, 5000)
     order, key = pair_order(src, dst, num_nodes)

@@ -13,7 +13,7 @@ from dgbench.cli import cli
 from dgbench.errors import InputError
 from dgbench.store import open_store
 from dgbench.store.validate import validate_store
-from loaders.prepare import build_file
+from dgbench.loaders.prepare import build_file
 from tests.tgn_preprocessing import read_jodie_rows, write_tgn_processed
 
 pytestmark = pytest.mark.realdata

@@ -25,7 +25,7 @@ PROBE = """
 import json, sys
 from pathlib import Path
 from dgbench.memory import peak_rss_bytes
-from loaders.prepare import build_file
+from dgbench.loaders.prepare import build_file
 build_file(out=Path(sys.argv[2]), fmt="tgl", raw=Path(sys.argv[1]))
 print(json.dumps({"max_rss_bytes": peak_rss_bytes()}))
 """

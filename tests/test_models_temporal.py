@@ -16,9 +16,9 @@ from dgbench.models import temporal
 from dgbench.models.temporal import BatchInputs, build_temporal_model
 from dgbench.registry import MODELS, model_of
 from dgbench.store import EdgeStreamStoreWriter
-from generators.stream import draw_partners, zipf_weights
-from trainers.config import RunConfig
-from trainers.experiment import resolve, train_runs
+from dgbench.generators.stream import draw_partners, zipf_weights
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import resolve, train_runs
 
 SECONDS_PER_GAP = 86400.0  # daily events: Δt between a vertex's events spans 10^4-10^7 s (LastFM-like)
 

@@ -3,7 +3,7 @@ loss curve (ESDG §6.4 Fig. 6), and what `snapshot` and `vertex` move is each mo
 (docs/discrete-schemes.md, "Models").
 
 Modelled on tests/test_discrete_equivalence.py: one launch per world size trains every
-(scheme, model) pair (trainers.experiment.run_experiments).
+(scheme, model) pair (dgbench.trainers.experiment.run_experiments).
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import torch
 
 from dgbench.models.attention import dysat
 from dgbench.models.recurrent import mpnn_lstm, tgcn, wdgcn
-from generators.esdg_random import build
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.generators.esdg_random import build
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
 MODELS = {"tgcn": tgcn, "dysat": dysat, "mpnn-lstm": mpnn_lstm, "wdgcn": wdgcn}
 # model options through the run's options (their CLI flags: --tgcn-variant, --gcn-layers)

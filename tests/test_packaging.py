@@ -88,10 +88,10 @@ INSTALLED_CHECKS = """
 import json, os
 import dgbench
 from dgbench.records import code_provenance
-from trainers.projection.hardware import builtin_profiles, load_profile
+from dgbench.trainers.projection.hardware import builtin_profiles, load_profile
 from dgbench.leaderboard.board import default_board
 from dgbench.errors import DgbenchError
-from trainers.continuous.tgcn.sampling import native
+from dgbench.trainers.continuous.tgcn.sampling import native
 assert dgbench.__file__.startswith(os.environ["TARGET"]), dgbench.__file__
 out = {"code": code_provenance(), "profiles": builtin_profiles()}
 out["profile"] = load_profile(out["profiles"][0]).describe()["name"]

@@ -1,4 +1,5 @@
-"""Vertex partitioning (trainers.discrete.partition): volume model, partitioners, halo plans, local subgraphs."""
+"""Vertex partitioning (dgbench.trainers.discrete.partition): volume model, partitioners, halo plans, local
+subgraphs."""
 from __future__ import annotations
 
 import logging
@@ -7,11 +8,11 @@ import numpy as np
 import pytest
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.partition import (as_snapshot_edges, block_imbalance, build_halo_plan, column_net_hypergraph,
-                                         connectivity_volume, local_subgraph, partition_vertices,
-                                         partition_vertices_detailed, range_partition, reference_exchange,
-                                         vertex_weights)
-from trainers.discrete.partition import partitioners
+from dgbench.trainers.discrete.partition import (as_snapshot_edges, block_imbalance, build_halo_plan,
+                                                 column_net_hypergraph, connectivity_volume, local_subgraph,
+                                                 partition_vertices, partition_vertices_detailed, range_partition,
+                                                 reference_exchange, vertex_weights)
+from dgbench.trainers.discrete.partition import partitioners
 from dgbench.store import open_store
 
 HAS_MTKAHYPAR = partitioners._installed("mtkahypar")
@@ -222,7 +223,7 @@ def test_single_part_owns_everything_and_sends_nothing(random_case):
 def test_auto_falls_back_with_a_warning(monkeypatch, caplog, random_case):
     edges, _, _ = random_case
     monkeypatch.setattr(partitioners, "_installed", lambda module: False)
-    with caplog.at_level(logging.WARNING, logger="trainers.discrete.partition.partitioners"):
+    with caplog.at_level(logging.WARNING, logger="dgbench.trainers.discrete.partition.partitioners"):
         result = partition_vertices_detailed(edges, 3, "auto")
     assert result.method == "range" and "falls back to 'range'" in caplog.text
     assert result.requested == "auto" and result.fallback
@@ -255,8 +256,8 @@ def test_bad_input_gives_one_clear_error(random_case, call, message):
 
 def test_a_fallen_back_vertex_partition_is_recorded_and_not_ranked_officially(monkeypatch, esdg_store):
     from dgbench.leaderboard.board import ranking_problem
-    from trainers.discrete.data import DiscreteData
-    from trainers.discrete.esdg.vertex import Vertex, VertexOptions
+    from dgbench.trainers.discrete.data import DiscreteData
+    from dgbench.trainers.discrete.esdg.vertex import Vertex, VertexOptions
     data = DiscreteData(esdg_store)
     installed = Vertex().partition(data, 2, VertexOptions()).report
     assert installed["requested"] == "auto" and installed["method"] == "hypergraph" and not installed["fallback"]

@@ -29,8 +29,8 @@ def demo_gcn(in_features: int = 2, hidden: int = 6):
 '''
 
 PLUGIN_SCHEMES = '''
-from trainers.contract import register_scheme
-from trainers.discrete.esdg.snapshot import Snapshot
+from dgbench.trainers.contract import register_scheme
+from dgbench.trainers.discrete.esdg.snapshot import Snapshot
 
 
 @register_scheme

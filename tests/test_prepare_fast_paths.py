@@ -19,9 +19,9 @@ from dgbench.store import (
     SnapshotStoreWriter,
     open_store,
 )
-from loaders import parsing
-from loaders.edgelists import DST, SRC, TIME, WEIGHT
-from loaders.parsing import WHITESPACE, TableSpec, read_table
+from dgbench.loaders import parsing
+from dgbench.loaders.edgelists import DST, SRC, TIME, WEIGHT
+from dgbench.loaders.parsing import WHITESPACE, TableSpec, read_table
 
 SPEC = TableSpec((SRC, DST, WEIGHT, TIME), delimiter=WHITESPACE, comments=b"%#")
 

@@ -6,8 +6,8 @@ from click.testing import CliRunner
 from dgbench.cli import cli
 from dgbench.store import open_store
 from dgbench.store.validate import validate_store
-from loaders.prepare import build_file
-from loaders.smoothing import edge_life, m_product
+from dgbench.loaders.prepare import build_file
+from dgbench.loaders.smoothing import edge_life, m_product
 
 
 def _events_file(tmp_path):

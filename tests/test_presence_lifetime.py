@@ -11,11 +11,11 @@ import pytest
 
 from dgbench.errors import DgbenchError
 from dgbench.registry import SCHEMES, load_plugins
-from trainers.config import RunConfig
-from trainers.experiment import resolve, run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import resolve, run_experiments
 
 BASE = dict(epochs=2, hidden=6, seed=3, presence="lifetime")
-load_plugins("trainers")
+load_plugins("dgbench.trainers")
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -34,7 +34,7 @@ def schemes_at(world: int) -> list[tuple[str, dict]]:
 
 @pytest.fixture(scope="module")
 def lifetime_store(tmp_path_factory) -> Path:
-    from generators.nonuniform import build
+    from dgbench.generators.nonuniform import build
     return build(out=tmp_path_factory.mktemp("lifetime") / "lifetime.zarr", snapshots=8, mean_edges=30,
                  std_edges=10.0, min_presence=0.3, presence="lifetime", instances_per_edge=2.5, seed=5)
 
@@ -87,9 +87,9 @@ def test_lifetime_presence_differs_from_edges_presence(lifetime_store, reference
 
 
 def test_lifetime_mask_is_the_stored_lifetimes_on_raw_inputs(lifetime_store):
-    from trainers.discrete.data import DiscreteData
-    from trainers.discrete.dgc.instance_placement import instance_graph
-    from trainers.discrete.presence import apply_presence, edge_presence
+    from dgbench.trainers.discrete.data import DiscreteData
+    from dgbench.trainers.discrete.dgc.instance_placement import instance_graph
+    from dgbench.trainers.discrete.presence import apply_presence, edge_presence
     data = DiscreteData(lifetime_store)
     apply_presence(data, "lifetime")
     first, last = np.asarray(data.store.read("vertex_lifetime")).T
@@ -103,8 +103,8 @@ def test_lifetime_mask_is_the_stored_lifetimes_on_raw_inputs(lifetime_store):
 def test_smoothed_inputs_keep_the_vertices_their_carried_edges_touch(lifetime_store):
     """A smoothed step carries earlier snapshots' edges, possibly of vertices no longer alive: those
     vertices are instances too (every edge the model aggregates joins instances)."""
-    from trainers.discrete.data import DiscreteData
-    from trainers.discrete.presence import alive_mask, apply_presence, edge_presence, stored_lifetimes
+    from dgbench.trainers.discrete.data import DiscreteData
+    from dgbench.trainers.discrete.presence import alive_mask, apply_presence, edge_presence, stored_lifetimes
     data = DiscreteData(lifetime_store, smoothing="edge-life", smoothing_window=3)
     apply_presence(data, "lifetime")
     alive = alive_mask(stored_lifetimes(data.store), data.num_steps)
@@ -114,7 +114,7 @@ def test_smoothed_inputs_keep_the_vertices_their_carried_edges_touch(lifetime_st
 
 
 def test_a_store_without_lifetimes_is_refused_in_one_line(tmp_path):
-    from generators.nonuniform import build
+    from dgbench.generators.nonuniform import build
     store = build(out=tmp_path / "edges.zarr", nodes=40, snapshots=6, mean_edges=30, std_edges=10.0, seed=5)
     with pytest.raises(DgbenchError, match="--presence lifetime: .* no vertex_lifetime array") as refused:
         resolve(RunConfig("pss", "tgcn", store, nproc=2, out=tmp_path / "runs", **BASE))

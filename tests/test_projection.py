@@ -18,16 +18,16 @@ import numpy as np
 import pytest
 
 from dgbench.errors import DgbenchError
-from trainers.projection import collectives
-from trainers.projection.calibrate import nonnegative_fit
-from trainers.projection.dryrun import at_world, dry_run, measured_by_tag
-from trainers.projection.hardware import load_profile
-from trainers.projection.projection import project_epoch, scaling
+from dgbench.trainers.projection import collectives
+from dgbench.trainers.projection.calibrate import nonnegative_fit
+from dgbench.trainers.projection.dryrun import at_world, dry_run, measured_by_tag
+from dgbench.trainers.projection.hardware import load_profile
+from dgbench.trainers.projection.projection import project_epoch, scaling
 from dgbench.registry import SCHEMES, load_plugins
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
-load_plugins("trainers")
+load_plugins("dgbench.trainers")
 DISCRETE = dict(epochs=2, hidden=6, seed=7)
 CONTINUOUS = dict(epochs=2, batch_size=200, memory_dim=16, neighbors=5, seed=3)
 MODELS = {"discrete": ("cdgcn", "tmgcn"), "continuous": ("tgn", "apan")}  # carries / windows; sampled / mailed
@@ -39,14 +39,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def snapshot_store(tmp_path_factory) -> Path:
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     return build(out=tmp_path_factory.mktemp("project") / "snapshots.zarr", nodes=48, snapshots=9, edge_factor=3.0,
                  seed=11)
 
 
 @pytest.fixture(scope="module")
 def event_store(tmp_path_factory) -> Path:
-    from generators.stream import build
+    from dgbench.generators.stream import build
     return build(out=tmp_path_factory.mktemp("project") / "stream.zarr", users=60, items=50, events=1400, edge_dim=4,
                  seed=5)
 
@@ -61,7 +61,7 @@ def _models(scheme, thorough: bool) -> list[str]:
 
 def _undeclared(scheme) -> bool:
     """A continuous scheme with its own driver that does not say what it sends cannot be dry-run."""
-    from trainers.contract import ContinuousScheme
+    from dgbench.trainers.contract import ContinuousScheme
     return (scheme.family == "continuous" and type(scheme).train_rank is not ContinuousScheme.train_rank
             and type(scheme).dry_run_sends is ContinuousScheme.dry_run_sends)
 
@@ -146,7 +146,7 @@ def test_every_registered_scheme_was_compared(real_runs):
 @pytest.fixture(scope="module")
 def even_store(tmp_path_factory) -> Path:
     """64 vertices and 16 input steps: both divide evenly by P = 2, 4, 8."""
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     return build(out=tmp_path_factory.mktemp("laws") / "even.zarr", nodes=64, snapshots=17, edge_factor=3.0, seed=2)
 
 
@@ -175,7 +175,7 @@ def test_vertex_partitioning_volume_grows_with_P(even_store):
 
 @pytest.fixture(scope="module")
 def law_stream(tmp_path_factory) -> Path:
-    from generators.stream import build
+    from dgbench.generators.stream import build
     return build(out=tmp_path_factory.mktemp("laws") / "stream.zarr", users=80, items=60, events=1200, edge_dim=4,
                  seed=9)
 
@@ -322,7 +322,7 @@ def test_sven_overhead_counts_its_dispatch_once_per_batch_whatever_n(event_store
 
 
 def test_calibration_fits_the_overhead_per_call_to_what_P2_runs_spend_beyond_the_projection(even_store, tmp_path):
-    from trainers.projection.calibrate import EPOCHS, _scheme_overheads
+    from dgbench.trainers.projection.calibrate import EPOCHS, _scheme_overheads
     nothing = json.loads(_profile(tmp_path, discrete={"cdgcn": {"per_edge_s": 0.0, "per_cell_s": 0.0,
                                                                  "per_step_s": 0.0}}).read_text())
     nothing["links"] = {kind: {"alpha_s": 0.0, "bandwidth": 1e30} for kind in ("intra", "inter")}

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainers.projection.calibrate import PROCESS, WALL, WARMUP_EPOCHS, median_epoch, run_timed
-from trainers.config import RunConfig
+from dgbench.trainers.projection.calibrate import PROCESS, WALL, WARMUP_EPOCHS, median_epoch, run_timed
+from dgbench.trainers.config import RunConfig
 
 
 @pytest.fixture(scope="module")
 def tiny_store(tmp_path_factory):
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     return build(out=tmp_path_factory.mktemp("clocks") / "tiny.zarr", nodes=64, snapshots=5, edge_factor=3.0, seed=0)
 
 

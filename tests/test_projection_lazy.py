@@ -9,20 +9,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainers.projection.dryrun import dry_run, partition_problem
-from trainers.projection.lazydata import LazyDiscreteData, LazySteps, lazy_partition_problem
+from dgbench.trainers.projection.dryrun import dry_run, partition_problem
+from dgbench.trainers.projection.lazydata import LazyDiscreteData, LazySteps, lazy_partition_problem
 from dgbench.registry import SCHEMES, load_plugins
-from trainers.config import RunConfig
-from trainers.discrete.data import TRAIN, DiscreteData
-from trainers.experiment import family_hooks, resolve
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.discrete.data import TRAIN, DiscreteData
+from dgbench.trainers.experiment import family_hooks, resolve
 
-load_plugins("trainers")
+load_plugins("dgbench.trainers")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     return build(out=tmp_path_factory.mktemp("lazy") / "snapshots.zarr", nodes=40, snapshots=9, edge_factor=3.0,
                  seed=13)
 
@@ -111,9 +111,9 @@ def test_sven_micro_batches_cost_their_calibrated_overhead_and_a_measured_runs_n
     own runs); a dry run given the n its run chose (Eq. 12 at run time) is priced with that n."""
     import json
 
-    from trainers.projection.hardware import load_profile
-    from trainers.projection.projection import project_epoch
-    from generators.stream import build
+    from dgbench.trainers.projection.hardware import load_profile
+    from dgbench.trainers.projection.projection import project_epoch
+    from dgbench.generators.stream import build
     events = build(out=tmp_path / "stream.zarr", users=30, items=20, events=600, edge_dim=4, seed=5)
     rates = {"per_event_s": 1e-5, "per_position_s": 1e-5, "per_batch_s": 1e-3}
     profiles = []
@@ -138,8 +138,8 @@ def test_sven_micro_batches_cost_their_calibrated_overhead_and_a_measured_runs_n
 def test_a_dry_run_neither_builds_nor_writes_evaluation_sets(tmp_path, family):
     """Dry runs score nothing: a fresh store has no evaluation sets beside it after one (building a snapshot
     store's sets is O(N·T), dgbench/tasks/options.py), and a real run still writes them."""
-    from generators.esdg_random import build
-    from generators.stream import build as stream
+    from dgbench.generators.esdg_random import build
+    from dgbench.generators.stream import build as stream
     if family == "discrete":
         store = build(out=tmp_path / "s.zarr", nodes=40, snapshots=9, edge_factor=3.0, seed=13)
         config = _config(store, "snapshot", 2)

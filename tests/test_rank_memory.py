@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from dgbench.store import open_store
-from generators.esdg_random import build
-from trainers.config import RunConfig
-from trainers.discrete.data import TRAIN, DiscreteData
-from trainers.experiment import run_experiments
-from trainers.projection.lazydata import KEEP_STEPS, RankDiscreteData
+from dgbench.generators.esdg_random import build
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.discrete.data import TRAIN, DiscreteData
+from dgbench.trainers.experiment import run_experiments
+from dgbench.trainers.projection.lazydata import KEEP_STEPS, RankDiscreteData
 
 SNAPSHOTS = 9
 pytestmark = pytest.mark.usefixtures("one_thread")

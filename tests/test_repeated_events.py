@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loaders.stores import count_repeated_events
+from dgbench.loaders.stores import count_repeated_events
 
 
 def brute_force(src: np.ndarray, dst: np.ndarray, t: np.ndarray) -> int:

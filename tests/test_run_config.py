@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError
-from trainers.config import RunConfig
+from dgbench.trainers.config import RunConfig
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised where CUDA is absent")
 

@@ -20,7 +20,7 @@ RUN = ["--quiet", "run", "--scheme", "single", "--model", "tmgcn", "--epochs", "
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     return build(out=tmp_path / "s.zarr", nodes=64, snapshots=4, edge_factor=3.0, seed=1)
 
 

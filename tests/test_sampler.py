@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.continuous.sampler import TemporalSampler
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import pytest
 from click.testing import CliRunner
 
 from dgbench.cli import cli
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
 
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory) -> Path:
-    from generators.stream import build
+    from dgbench.generators.stream import build
     return build(out=tmp_path_factory.mktemp("decay") / "s.zarr", users=30, items=30, events=600, edge_dim=2,
                  seed=1)
 

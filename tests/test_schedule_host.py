@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from dgbench.dist import Comm, DistContext, PhaseTimer
-from trainers.config import RunConfig
-from trainers.discrete.blad.groups import GroupSchedule
-from trainers.discrete.data import TRAIN
-from trainers.discrete.dgc.stale_schedule import StaleSchedule
-from trainers.discrete.placement import CommProfile
-from trainers.discrete.schedule import BlockSchedule, ScheduleHost
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.discrete.blad.groups import GroupSchedule
+from dgbench.trainers.discrete.data import TRAIN
+from dgbench.trainers.discrete.dgc.stale_schedule import StaleSchedule
+from dgbench.trainers.discrete.placement import CommProfile
+from dgbench.trainers.discrete.schedule import BlockSchedule, ScheduleHost
 
 
 class OnlyTheHost:
@@ -34,8 +34,8 @@ class OnlyTheHost:
 
 
 def trainer_for(store, scheme: str, **options: Any):
-    from trainers.discrete.family import build_rank, partition_problem
-    from trainers.experiment import resolve
+    from dgbench.trainers.discrete.family import build_rank, partition_problem
+    from dgbench.trainers.experiment import resolve
     run = resolve(RunConfig(scheme, "tmgcn", store, epochs=1, hidden=6, seed=3, **options))
     ctx = DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))
     problem = partition_problem(run)

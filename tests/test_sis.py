@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.tgcn.sampling import native, reference
-from trainers.continuous.tgcn.sampling.reference import SumTree, Uniforms
-from trainers.continuous.tgcn.sampling.samplers import (StaticGraph, frontier_sample, initial_frontiers,
+from dgbench.trainers.continuous.tgcn.sampling import native, reference
+from dgbench.trainers.continuous.tgcn.sampling.reference import SumTree, Uniforms
+from dgbench.trainers.continuous.tgcn.sampling.samplers import (StaticGraph, frontier_sample, initial_frontiers,
                                                         multilayer_sample, sample_without_replacement)
 
 NATIVE = native.library() is not None

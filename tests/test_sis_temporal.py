@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.sampler import TemporalSampler
-from trainers.continuous.tgcn.sampling import TemporalSumForest, native
-from trainers.continuous.tgcn.sampling.sparsify import sparsify_events
+from dgbench.trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.continuous.tgcn.sampling import TemporalSumForest, native
+from dgbench.trainers.continuous.tgcn.sampling.sparsify import sparsify_events
 
 NATIVE = native.library() is not None
 BACKENDS = [pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="no C++ compiler: kernels not built")),

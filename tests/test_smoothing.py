@@ -11,7 +11,7 @@ from dgbench.cli import cli
 from dgbench.errors import DgbenchError, StoreError
 from dgbench.store import SnapshotStoreWriter, open_store
 from dgbench.store.validate import validate_store
-from loaders.smoothing import default_output_path, distinct_entries, edge_life, m_product
+from dgbench.loaders.smoothing import default_output_path, distinct_entries, edge_life, m_product
 
 NODES, SNAPSHOTS, FEATURES = 7, 6, 3
 EMPTY_SNAPSHOT = 2
@@ -159,7 +159,7 @@ def test_cli_writes_default_name_and_rejects_ambiguous_requests(random_store: Pa
 
 def daily_store(path: Path, edges_file: Path) -> Path:
     """A real Network Repository `.edges` file cut into daily snapshots by the loader (multi-edges kept)."""
-    from loaders.prepare import build_file
+    from dgbench.loaders.prepare import build_file
     return build_file(path, fmt="network-repository", raw=edges_file, to="snapshots", window="1d")
 
 

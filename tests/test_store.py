@@ -303,7 +303,7 @@ def _dead_pid() -> int:
 @pytest.mark.parametrize("prefix", [".e.zarr.tmp", ".e.zarr.old", ".e.zarr.unsmoothed", ".dgbench-unpack"])
 def test_scratch_left_by_a_killed_run_is_removed_by_the_next(tmp_path, prefix):
     from dgbench.files import remove_stale, scratch_dir
-    from loaders.smoothing import smooth  # noqa: F401  (the prepare path that uses .unsmoothed)
+    from dgbench.loaders.smoothing import smooth  # noqa: F401  (the prepare path that uses .unsmoothed)
     dead = tmp_path / f"{prefix}-pid{_dead_pid()}-0123abcd"
     (dead / "content").mkdir(parents=True)
     alive = scratch_dir(tmp_path, prefix)  # this process: still running, so kept

@@ -20,11 +20,11 @@ import pytest
 from dgbench.dist import DistContext
 from dgbench.launch import launch
 from dgbench.models.temporal import APAN
-from trainers.projection.dryrun import dry_run
-from trainers.config import RunConfig
-from trainers.continuous.family import partition_problem
-from trainers.continuous.sven.partition import pre_sample
-from trainers.experiment import resolve, train_runs
+from dgbench.trainers.projection.dryrun import dry_run
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.continuous.family import partition_problem
+from dgbench.trainers.continuous.sven.partition import pre_sample
+from dgbench.trainers.experiment import resolve, train_runs
 
 MEMORY, EDGE = 100, 8
 LAW = dict(batch_size=1000, max_events=8000, memory_dim=MEMORY)  # Fig. 12's batch size, Sven's widths
@@ -32,7 +32,7 @@ LAW = dict(batch_size=1000, max_events=8000, memory_dim=MEMORY)  # Fig. 12's bat
 
 @pytest.fixture(scope="module")
 def law_stream(tmp_path_factory) -> Path:
-    from generators.stream import build
+    from dgbench.generators.stream import build
     return build(out=tmp_path_factory.mktemp("apan") / "law.zarr", users=500, items=500, events=20000, zipf=1.1,
                  edge_dim=EDGE, seed=0)
 
@@ -92,7 +92,7 @@ def _train(ctx: DistContext, dataset: Path, schemes: tuple[str, ...]) -> dict:
 
 @pytest.mark.slow  # two launches (~20 CPU-s); the default run's conformance holds the 10-slot APAN of every scheme
 def test_one_message_apan_trains_exactly_like_single_under_every_scheme(tmp_path):
-    from generators.stream import build
+    from dgbench.generators.stream import build
     dataset = build(out=tmp_path / "small.zarr", users=30, items=25, events=700, edge_dim=3, seed=4)
     reference = launch(_train, 1, (dataset, ("single",)))[0]["single"]
     distributed = launch(_train, 2, (dataset, ("depcache", "depcomm", "sven")), timeout_s=300)[0]

@@ -1,4 +1,4 @@
-"""Tests of trainers.continuous.sven.formulas in the paper's forms: Alg. 2 deduplication, Eq. 1 ratios, Eq. 2 /
+"""Tests of dgbench.trainers.continuous.sven.formulas in the paper's forms: Alg. 2 deduplication, Eq. 1 ratios, Eq. 2 /
 Eq. 5 on the trainer-vertex graph, Eq. 7-9 as printed and per rank (against brute-force counts), Eq. 12,
 the interval baseline of HPDC §3.1.2 and Re-FlexBiCut (Alg. 3) against the greedy heuristic."""
 from __future__ import annotations
@@ -12,12 +12,13 @@ import pyarrow.csv as pacsv
 import pytest
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.sven.formulas import (TrainerVertexGraph, balance_cost, balance_report, batch_dependencies,
-                                               deduplicate, dispatch_plan, even_share, fit_redundancy_curve,
-                                               granularity, interval_partition, minmax_greedy, paper_volume,
-                                               range_partition, rank_volume, re_flexbicut, redundancy_by_batch_size,
-                                               restore, trainer_vertex_graph)
-from trainers.continuous.traffic import BatchTraffic, redundancy, remote_redundancy
+from dgbench.trainers.continuous.sven.formulas import (TrainerVertexGraph, balance_cost, balance_report,
+                                                       batch_dependencies, deduplicate, dispatch_plan, even_share,
+                                                       fit_redundancy_curve, granularity, interval_partition,
+                                                       minmax_greedy, paper_volume, range_partition, rank_volume,
+                                                       re_flexbicut, redundancy_by_batch_size, restore,
+                                                       trainer_vertex_graph)
+from dgbench.trainers.continuous.traffic import BatchTraffic, redundancy, remote_redundancy
 
 
 # --------------------------------------------------------------------------- Alg. 2
@@ -219,7 +220,7 @@ def test_re_flexbicut_places_private_vertices_with_their_trainer_and_spreads_idl
 @pytest.fixture(scope="module")
 def power_law_stream(tmp_path_factory) -> tuple[np.ndarray, np.ndarray, int]:
     from dgbench.store import open_store
-    from generators.stream import build
+    from dgbench.generators.stream import build
     store = open_store(build(out=tmp_path_factory.mktemp("sven") / "s.zarr", users=500, items=500, events=20000,
                              zipf=1.1, seed=0))
     events = store.events(*store.split_ranges()["train"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.continuous.sven.formulas import granularity
+from dgbench.trainers.continuous.sven.formulas import granularity
 
 INFINIBAND_BYTES_PER_S = 56e9 / 8  # §5.1: 56 Gbps HDR InfiniBand
 COLLECTIVE_LATENCY_S = 30e-6  # an assumed fixed cost of one NCCL all-to-all (the paper gives none)

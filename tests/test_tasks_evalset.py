@@ -53,7 +53,7 @@ def test_a_manifest_whose_fingerprint_was_edited_is_refused(stream_store):
 
 
 def test_a_set_of_another_store_is_refused(stream_store, tmp_path):
-    from generators.stream import build
+    from dgbench.generators.stream import build
     other = build(out=tmp_path / "other.zarr", users=50, items=40, events=2000, edge_dim=4, seed=2)
     made = link_prediction_set(other, "random", 1)
     target = set_path(stream_store, EvaluationSpec("link-prediction", "random", 1))

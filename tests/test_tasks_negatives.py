@@ -17,14 +17,14 @@ K = 4
 
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory):
-    from generators.stream import build
+    from dgbench.generators.stream import build
     path = build(out=tmp_path_factory.mktemp("neg") / "s.zarr", users=12, items=10, events=400, seed=3)
     return open_store(path)
 
 
 @pytest.fixture(scope="module")
 def snapshots(tmp_path_factory):
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     path = build(out=tmp_path_factory.mktemp("neg") / "g.zarr", nodes=14, snapshots=6, edge_factor=1.5, seed=2)
     return open_store(path)
 

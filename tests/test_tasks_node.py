@@ -13,8 +13,8 @@ import torch
 from dgbench.errors import DgbenchError
 from dgbench.store import EdgeStreamStoreWriter, SnapshotStoreWriter, open_store
 from dgbench.tasks.node import SPLITS, best_f1_threshold, label_set
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
 
 def planted_stream(out: Path, users: int = 60, items: int = 40, events: int = 1500, seed: int = 0,
@@ -152,8 +152,8 @@ def test_continuous_decoder_finds_a_planted_label_signal(tmp_path, one_thread):
 
 def test_discrete_embeddings_are_the_link_scorers_input(tmp_path):
     from dgbench.dist import Comm, DistContext, PhaseTimer
-    from trainers.discrete.family import build_rank, partition_problem
-    from trainers.experiment import resolve
+    from dgbench.trainers.discrete.family import build_rank, partition_problem
+    from dgbench.trainers.experiment import resolve
 
     run = resolve(RunConfig("single", "cdgcn", planted_snapshots(tmp_path / "s.zarr"), task="node-classification"))
     ctx = DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))

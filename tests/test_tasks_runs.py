@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from dgbench.tasks.evalset import EvaluationSpec, set_path
-from trainers.config import RunConfig
-from trainers.experiment import run_experiments
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiments
 
 
 def _fingerprints(record: dict) -> list[str]:
@@ -49,9 +49,9 @@ def test_continuous_schemes_and_edgebank_score_the_same_evaluation_set(stream_st
 def test_one_pass_scoring_of_k_negatives_equals_the_forward_pass_per_negative(stream_store):
     from dgbench.dist import Comm, DistContext
     from dgbench.tasks.link import link_prediction_set
-    from trainers.continuous.data import Prefetcher
-    from trainers.continuous.family import build_trainer, partition_problem
-    from trainers.experiment import resolve
+    from dgbench.trainers.continuous.data import Prefetcher
+    from dgbench.trainers.continuous.family import build_trainer, partition_problem
+    from dgbench.trainers.experiment import resolve
 
     run = resolve(RunConfig("single", "tgn", stream_store, batch_size=100, memory_dim=8, neighbors=3, seed=1))
     ctx = DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))
@@ -80,9 +80,9 @@ def test_every_negative_pair_is_scored_with_its_own_source_and_destination(strea
     the pair it scored, so the roots' layout ([src, dst, K·src', K·dst'] or [src, dst, K·dst']) is checked."""
     from dgbench.dist import Comm, DistContext
     from dgbench.tasks.link import link_prediction_set
-    from trainers.continuous.data import Prefetcher
-    from trainers.continuous.family import build_trainer, partition_problem
-    from trainers.experiment import resolve
+    from dgbench.trainers.continuous.data import Prefetcher
+    from dgbench.trainers.continuous.family import build_trainer, partition_problem
+    from dgbench.trainers.experiment import resolve
 
     run = resolve(RunConfig("single", "jodie", stream_store, batch_size=150, memory_dim=8, seed=1))
     ctx = DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))

@@ -9,11 +9,11 @@ import pytest
 
 from dgbench.errors import DgbenchError
 from dgbench.store import open_store
-from trainers.config import RunConfig
-from trainers.continuous.data import EventStream
-from trainers.continuous.tgcn.scheme import (SWAP_LIVE_TAG, SWAP_SNAPSHOT_TAG, Grid, held_blocks, swap_partners,
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.continuous.data import EventStream
+from dgbench.trainers.continuous.tgcn.scheme import (SWAP_LIVE_TAG, SWAP_SNAPSHOT_TAG, Grid, held_blocks, swap_partners,
                                              vertex_ranges)
-from trainers.experiment import run_experiments
+from dgbench.trainers.experiment import run_experiments
 
 BASE = dict(epochs=1, batch_size=150, memory_dim=8, seed=3, lr=0.01, extra={"dtype": "float64"})
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
-    from generators.stream import build
+    from dgbench.generators.stream import build
     return build(out=tmp_path_factory.mktemp("tgcn") / "stream.zarr", users=40, items=30, events=1200, edge_dim=2,
                  seed=5)
 
@@ -121,7 +121,7 @@ def test_sparsified_live_and_refused_runs(store):
 
 
 def test_permuted_ids_give_every_rank_training_events_on_a_users_first_stream(tmp_path):
-    from generators.stream import build
+    from dgbench.generators.stream import build
     users_first = build(out=tmp_path / "users_first.zarr", users=20, items=60, events=600, edge_dim=2, seed=5)
     given, permuted = run_experiments([RunConfig("tgcn", "dygnn", users_first, nproc=2, options=options, **BASE)
                                        for options in ({"intervals": 2, "id_order": "given"}, {"intervals": 2})])
@@ -134,7 +134,7 @@ def test_permuted_ids_give_every_rank_training_events_on_a_users_first_stream(tm
 
 
 def test_grid_positions_are_a_fixed_permutation_or_the_ids():
-    from trainers.continuous.tgcn.scheme import grid_positions
+    from dgbench.trainers.continuous.tgcn.scheme import grid_positions
     permuted = grid_positions(50, "permuted")
     assert sorted(permuted.tolist()) == list(range(50)) and not np.array_equal(permuted, np.arange(50))
     assert np.array_equal(permuted, grid_positions(50, "permuted"))

@@ -13,8 +13,8 @@ from dgbench.leaderboard.tables import build_view
 from dgbench.records import seal_record
 from dgbench.timing import MAX_CV, MAX_RUN_DELAY_SHARE, MIN_CPU_SHARE, Spread, cores, host_load, timing_summary
 from tests.leaderboard_records import make_record, official_dataset, write
-from trainers.config import RunConfig
-from trainers.experiment import run_experiment
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.experiment import run_experiment
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def timing_store(tmp_path: Path) -> Path:
     """A store whose epochs last tens of milliseconds at one thread: long enough for the scheduler's
     figures to mean something, short enough for a test."""
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     return build(out=tmp_path / "timing.zarr", nodes=512, snapshots=16, edge_factor=8.0, seed=1)
 
 
@@ -215,7 +215,7 @@ def test_single_and_snapshot_at_one_rank_do_the_same_work_and_the_board_ranks_th
 
 
 def test_a_contended_run_says_so_in_its_summary_and_why_on_the_line_before(tmp_path):
-    from trainers.cli import _contention_reason, _summary
+    from dgbench.trainers.cli import _contention_reason, _summary
     record = _contended_copy(make_record(epochs=6, scheme="snapshot", epoch_seconds=0.5))
     record["timing"] = timing_summary(record["epochs"], 1)
     assert _summary(record, tmp_path / "r.json").endswith("CONTENDED")

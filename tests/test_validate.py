@@ -21,7 +21,7 @@ from dgbench.store.validate import validate_store
 def chunked_esdg_store(tmp_path, monkeypatch) -> Path:
     """A snapshot store whose columns span several 1,000-element chunks."""
     monkeypatch.setattr(store_module.write, "CHUNK_ELEMENTS", 1000)
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     return build(out=tmp_path / "chunked.zarr", nodes=200, snapshots=6, edge_factor=4.0, seed=2)
 
 

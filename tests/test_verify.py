@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def verified(tmp_path_factory) -> dict:
     """A store, a record run on it, a board holding the record, and verify's outcome filed on that board."""
     folder = tmp_path_factory.mktemp("verify")
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     store = build(out=folder / "s.zarr", nodes=64, snapshots=4, edge_factor=3.0, seed=3)
     record_path = folder / "record.json"
     done = subprocess.run([sys.executable, "-m", "dgbench", "--quiet", "run", "--scheme", "single", "--model",
@@ -79,7 +79,7 @@ def test_a_forged_figure_is_not_reproduced(verified, forge, failed):
 
 
 def test_a_relabelled_store_is_caught_before_anything_runs(verified, tmp_path):
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     other = build(out=tmp_path / "other.zarr", nodes=64, snapshots=4, edge_factor=3.0, seed=4)
     meta = other / "zarr.json"
     doc = json.loads(meta.read_text())

@@ -21,7 +21,7 @@ from dgbench.leaderboard.tracks import WARMUP_EPOCHS
 from dgbench.options import Options, click_options, specs
 from dgbench.registry import MODELS, SCHEMES, load_plugins
 from dgbench.units import rate
-from trainers.config import RunConfig, config_of, read_config_file, run_config_from
+from dgbench.trainers.config import RunConfig, config_of, read_config_file, run_config_from
 
 
 def run(config: RunConfig) -> tuple[dict, Path | None]:
@@ -31,7 +31,7 @@ def run(config: RunConfig) -> tuple[dict, Path | None]:
     (path None elsewhere), so a multi-node job leaves one record, not one per rank.
     """
     from dgbench.records import prepare_output, write_record
-    from trainers.experiment import resolve, run_experiment
+    from dgbench.trainers.experiment import resolve, run_experiment
     resolve(config)  # a run that would not run as asked fails before anything is written
     if int(os.environ.get("RANK", "0")) == 0:
         prepare_output(config.out)  # an unwritable or taken --out fails now, not after training (issue 19)
@@ -61,10 +61,10 @@ class Owner:
 
 def _owners() -> list[Owner]:
     """Every declared option owner."""
-    load_plugins("trainers")
-    from trainers.continuous.family import TaskOptions as ContinuousTask
-    from trainers.discrete.family import TaskOptions as DiscreteTask
-    from trainers.seeds import SeedsOptions
+    load_plugins("dgbench.trainers")
+    from dgbench.trainers.continuous.family import TaskOptions as ContinuousTask
+    from dgbench.trainers.discrete.family import TaskOptions as DiscreteTask
+    from dgbench.trainers.seeds import SeedsOptions
     owners = [Owner("run", None, "run", RunConfig), Owner("run", None, "run", SeedsOptions),
               Owner("task", "discrete", "discrete-time protocol", DiscreteTask),
               Owner("task", "continuous", "continuous-time protocol", ContinuousTask)]
@@ -82,7 +82,7 @@ def _with_config_file(path: Path | None, given: dict[str, Any]) -> dict[str, Any
 
 def _print_config(config: RunConfig, seeds: Any) -> None:
     """The resolved run as a config file: every option that applies, defaults included."""
-    from trainers.experiment import resolve
+    from dgbench.trainers.experiment import resolve
     values = config_of(config, resolve(config).hyperparameters())
     if seeds is not None:
         values.pop("seed", None)
@@ -125,14 +125,14 @@ def _contention_reason(record: dict[str, Any]) -> str | None:
 def _announce_tracks(config: RunConfig) -> None:
     """Before training: the one line saying which board tracks the run will fit (the rules submit applies)."""
     from dgbench.leaderboard.fit import fit_line
-    from trainers.experiment import resolve, trains
+    from dgbench.trainers.experiment import resolve, trains
     click.echo(fit_line(config.epochs, config.seed, trains(resolve(config))), err=True)
 
 
 def _run_command() -> "RunCommand":
     def callback(config_file: Path | None, print_config: bool, as_json: bool, **given: Any) -> None:
         """Train MODEL with SCHEME on DATASET and write a result record."""
-        from trainers.seeds import parse_seeds, run_seeds
+        from dgbench.trainers.seeds import parse_seeds, run_seeds
         given = _with_config_file(config_file, given)
         seeds = given.pop("seeds", None)
         if seeds is not None and given.get("seed") is not None:

@@ -3,7 +3,7 @@ by name (``options``), which the run's family, scheme and model take (see :mod:`
 
 The run-level knobs are declared once here (their defaults are the CLI's); the others are declared
 by their owners. ``RunConfig("snapshot", "tmgcn", store, nproc=2, blocks=4)`` puts ``blocks`` in
-``options``; :func:`trainers.experiment.resolve` checks that the run's owners take every given option.
+``options``; :func:`dgbench.trainers.experiment.resolve` checks that the run's owners take every given option.
 """
 from __future__ import annotations
 

@@ -21,13 +21,13 @@ from dgbench.options import NoOptions, Options, OptionsT
 if TYPE_CHECKING:  # the family modules import this one; annotations only
     from dgbench.dist import DistContext
     from dgbench.models.temporal import StateLayout
-    from trainers.continuous.data import StreamProblem
-    from trainers.continuous.traffic import BatchTraffic, CommVolume
-    from trainers.continuous.state import NodeState
-    from trainers.discrete.data import DiscreteData
-    from trainers.discrete.placement import Placement
-    from trainers.discrete.schedule import Schedule
-    from trainers.experiment import ResolvedRun
+    from dgbench.trainers.continuous.data import StreamProblem
+    from dgbench.trainers.continuous.traffic import BatchTraffic, CommVolume
+    from dgbench.trainers.continuous.state import NodeState
+    from dgbench.trainers.discrete.data import DiscreteData
+    from dgbench.trainers.discrete.placement import Placement
+    from dgbench.trainers.discrete.schedule import Schedule
+    from dgbench.trainers.experiment import ResolvedRun
 
 Family = Literal["discrete", "continuous"]
 EventAssignment = Callable[[np.ndarray], np.ndarray]  # a batch's sources -> mask of this rank's events
@@ -35,7 +35,7 @@ EventAssignment = Callable[[np.ndarray], np.ndarray]  # a batch's sources -> mas
 
 @dataclass(frozen=True)
 class DrySend:
-    """One tag of a dry run's count (trainers.projection): the collective kind ("all_to_all", "all_reduce",
+    """One tag of a dry run's count (dgbench.trainers.projection): the collective kind ("all_to_all", "all_reduce",
     "all_gather", "p2p"), bytes per element, elements sent to each rank over the epoch, collective calls."""
 
     kind: str
@@ -171,7 +171,7 @@ class ContinuousScheme(Scheme[OptionsT, "StreamProblem"]):
     def dry_run_sends(self, ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem
                       ) -> dict[str, DrySend] | None:
         """For a scheme with its own driver (:meth:`train_rank`): what rank ``ctx.rank`` sends in one training
-        epoch, per tag, without training (``ctx`` is a dry run's counting world, trainers.projection). None
+        epoch, per tag, without training (``ctx`` is a dry run's counting world, dgbench.trainers.projection). None
         (default): the family's loop runs the scheme, and the dry run counts that loop's plans."""
         return None
 

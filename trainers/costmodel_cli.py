@@ -16,8 +16,8 @@ import click
 
 # kind -> (module, attribute): the click command that profiles this machine and writes the file
 FIT_KINDS: dict[str, tuple[str, str]] = {
-    "blad": ("trainers.discrete.blad.predictor", "fit_blad_command"),
-    "dgc": ("trainers.discrete.dgc.costmodel", "fit_dgc_command"),
+    "blad": ("dgbench.trainers.discrete.blad.predictor", "fit_blad_command"),
+    "dgc": ("dgbench.trainers.discrete.dgc.costmodel", "fit_dgc_command"),
 }
 
 

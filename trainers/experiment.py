@@ -6,7 +6,7 @@ protocol, its scheme, its model) or refused by one rule (:mod:`dgbench.options`)
 starts the ranks for one or several runs (process start-up dominates small runs), each rank runs the
 family's :meth:`Family.train_rank` per run, and the family turns the per-rank results into the record.
 
-The families (:mod:`trainers.discrete.family`, :mod:`trainers.continuous.family`) supply the hooks; the
+The families (:mod:`dgbench.trainers.discrete.family`, :mod:`dgbench.trainers.continuous.family`) supply the hooks; the
 driver never knows which scheme is on.
 """
 from __future__ import annotations
@@ -28,12 +28,12 @@ from dgbench.launch import launch
 from dgbench.options import Options, as_hyperparameters, build_options, check_value, refuse_foreign, specs
 from dgbench.registry import MODELS, SCHEMES, ModelEntry, load_plugins, model_of
 from dgbench.store import SNAPSHOTS, STREAM, read_attrs
-from trainers.config import RunConfig
-from trainers.contract import Family, Partition, Scheme, scheme_of
+from dgbench.trainers.config import RunConfig
+from dgbench.trainers.contract import Family, Partition, Scheme, scheme_of
 
 FAMILY_OF_KIND: dict[str, Family] = {SNAPSHOTS: "discrete", STREAM: "continuous"}
-FAMILY_MODULES: dict[Family, str] = {"discrete": "trainers.discrete.family",
-                                     "continuous": "trainers.continuous.family"}
+FAMILY_MODULES: dict[Family, str] = {"discrete": "dgbench.trainers.discrete.family",
+                                     "continuous": "dgbench.trainers.continuous.family"}
 STORE_KIND_WORDS = {SNAPSHOTS: "a snapshot store", STREAM: "an edge-stream store"}
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from dgbench.errors import DgbenchError
 from dgbench.options import Options, option
-from trainers.config import RunConfig
+from dgbench.trainers.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def parse_seeds(text: str) -> list[int]:
 def run_seeds(config: RunConfig, seeds: list[int]) -> list[tuple[dict[str, Any], Path | None]]:
     """Each seed's record and where it was written (None on ranks other than 0 under torchrun)."""
     from dgbench.records import prepare_output, write_record
-    from trainers.experiment import resolve, run_experiments
+    from dgbench.trainers.experiment import resolve, run_experiments
     if Path(config.out).suffix == ".json":
         raise DgbenchError(f"--seeds writes one record per seed: give --out a folder, not {config.out}")
     configs = [config.with_options() for _ in seeds]

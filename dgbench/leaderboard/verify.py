@@ -134,7 +134,7 @@ def official_store(record: dict[str, Any], board: Path | None) -> Path:
     path = cache_dir() / f"{fingerprint[:16]}.zarr"
     if not path.exists():
         from dgbench.registry import PREPARERS, load_plugins
-        load_plugins("generators", "loaders")
+        load_plugins("dgbench.generators", "dgbench.loaders")
         generator = entry["command"].split()[2]  # "dgbench prepare NAME ..."
         click.echo(f"building {entry['label']} ({entry['command']}) into {path}", err=True)
         PREPARERS[generator].build(out=path, **entry.get("options", {}))
@@ -203,7 +203,7 @@ def run_arguments(record: dict[str, Any], store: Path, out: Path) -> list[str]:
 def _check_claimed_work(record: dict[str, Any], params: dict[str, Any]) -> None:
     """The command must run the epochs the record claims: a record claiming 4 epochs whose command says
     100,000,000 would otherwise keep a verifier busy without end."""
-    from trainers.config import RunConfig
+    from dgbench.trainers.config import RunConfig
     runs = params.get("epochs") or RunConfig.__dataclass_fields__["epochs"].default
     claimed = len(record.get("epochs") or [])
     if runs != claimed:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dgbench.store import EdgeStreamStore
-from trainers.continuous.sampler import SampledNeighbors, TemporalSampler
-from trainers.continuous.state import FetchRoute
+from dgbench.trainers.continuous.sampler import SampledNeighbors, TemporalSampler
+from dgbench.trainers.continuous.state import FetchRoute
 
 SPLIT_CODES = {"train": 0, "val": 1, "test": 2}
 

@@ -30,14 +30,14 @@ from dgbench.tasks import NODE_CLASSIFICATION
 from dgbench.tasks.options import (check_task, decoder_epochs_option, decoder_lr_option, eval_negatives_option,
                                    evaluation_block, evaluation_sets, extra_negatives_option, negatives_option,
                                    record_task, task_option)
-from trainers.continuous.data import EventStream, StreamProblem
-from trainers.continuous.loop import BatchCounters, ContinuousTrainer, LoopOptions
-from trainers.continuous.sampler import STRATEGIES, TemporalSampler
-from trainers.contract import ContinuousScheme, Partition
-from trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
+from dgbench.trainers.continuous.data import EventStream, StreamProblem
+from dgbench.trainers.continuous.loop import BatchCounters, ContinuousTrainer, LoopOptions
+from dgbench.trainers.continuous.sampler import STRATEGIES, TemporalSampler
+from dgbench.trainers.contract import ContinuousScheme, Partition
+from dgbench.trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
 
 if TYPE_CHECKING:
-    from trainers.experiment import ResolvedRun
+    from dgbench.trainers.experiment import ResolvedRun
 
 TASK = "link_prediction"
 

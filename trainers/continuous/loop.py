@@ -4,12 +4,12 @@ Per batch (TGL's protocol, Zhou et al. VLDB'22): take this rank's events and the
 (one random destination per positive, drawn from (seed, batch) so the same for every rank count);
 get the views of roots and fetched neighbours (the memory updated with the mailbox and what the
 embedding needs; scheme: local, fetched rows updated here, or updated by the owners,
-:mod:`trainers.continuous.state`); embed, score, BCE loss scaled by the *global* batch size;
+:mod:`dgbench.trainers.continuous.state`); embed, score, BCE loss scaled by the *global* batch size;
 backward; all-reduce gradients (summed, so the step equals ``single``'s); write the endpoints' new
 memory and mails back (most-recent message wins; APAN also mails the endpoints' sampled neighbours).
 
 Compute is data-parallel and balanced the same way for every scheme (Sven §2.3, §4.2): each batch's
-events are split evenly across the ranks (:func:`trainers.continuous.sven.formulas.even_share`); only
+events are split evenly across the ranks (:func:`dgbench.trainers.continuous.sven.formulas.even_share`); only
 where N&M lives differs. Memory is detached at batch boundaries as in TGL, so no gradient crosses
 ranks except the all-reduce (and, under DepComm, the owners' memory-update gradients). Memory is
 reset each epoch and carried from training through validation into test.
@@ -32,12 +32,13 @@ from dgbench.progress import bar as progress_bar
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import Evaluator, SplitFigures, split_name
 from dgbench.tasks.node import NodeClassification
-from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
-from trainers.continuous.sampler import TemporalSampler
-from trainers.continuous.state import AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX, PendingWrite
-from trainers.continuous.traffic import BatchTraffic, redundancy, remote_redundancy
-from trainers.contract import ContinuousScheme, Partition
-from trainers.gradients import GradientSync
+from dgbench.trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
+from dgbench.trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
+                                               PendingWrite)
+from dgbench.trainers.continuous.traffic import BatchTraffic, redundancy, remote_redundancy
+from dgbench.trainers.contract import ContinuousScheme, Partition
+from dgbench.trainers.gradients import GradientSync
 
 GRAD_TAG = "grad_allreduce"
 CONTROL_TAG = "counts"  # row counts: their seconds are communication time, their bytes no volume

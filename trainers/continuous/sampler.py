@@ -8,7 +8,7 @@ time-decay weights exp(-decay (t_q - t_e)). Lookups are vectorised: adjacency en
 (vertex, rank of time), so one ``searchsorted`` finds, for every query at once, where its vertex's
 events at or after the query time begin.
 
-``sis`` is streaming: per-vertex sum trees (:class:`~trainers.continuous.tgcn.sampling.TemporalSumForest`)
+``sis`` is streaming: per-vertex sum trees (:class:`~dgbench.trainers.continuous.tgcn.sampling.TemporalSumForest`)
 receive the events in time order as queries advance (amortised O(log d) per event), and a query draws
 from the first P leaves of its vertex, P from the history bounds, in O(k log d). A query earlier than
 the events already appended (a new epoch) starts the trees again from the first event.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainers.continuous.tgcn.sampling import TemporalSumForest
+from dgbench.trainers.continuous.tgcn.sampling import TemporalSumForest
 
 STRATEGIES = ("recent", "uniform", "sis")
 

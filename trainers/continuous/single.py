@@ -4,10 +4,10 @@ from __future__ import annotations
 from dgbench.dist import DistContext
 from dgbench.models.temporal import StateLayout
 from dgbench.options import NoOptions
-from trainers.continuous.data import StreamProblem
-from trainers.continuous.sven.partition import range_owners
-from trainers.continuous.state import NodeState, ResidentState
-from trainers.contract import ContinuousScheme, Partition, WorldRule, register_scheme
+from dgbench.trainers.continuous.data import StreamProblem
+from dgbench.trainers.continuous.sven.partition import range_owners
+from dgbench.trainers.continuous.state import NodeState, ResidentState
+from dgbench.trainers.contract import ContinuousScheme, Partition, WorldRule, register_scheme
 
 
 @register_scheme

@@ -22,7 +22,7 @@ from dgbench.errors import DgbenchError
 from dgbench.models.temporal import StateLayout
 
 if TYPE_CHECKING:  # the plan's module imports this one
-    from trainers.continuous.data import BatchPlan
+    from dgbench.trainers.continuous.data import BatchPlan
 
 DISPATCH_TAG, AGGREGATE_TAG = "nm_dispatch", "nm_aggregate"
 ID_SUFFIX, TIME_SUFFIX = ":ids", ":times"  # control values travelling with rows (not Eq. 7-9 volume)

@@ -1,7 +1,7 @@
 """The shape of a discrete epoch's communication, read from a placement's own plan (for dry runs).
 
 A schedule's ``predicted_elements`` gives each tag's total; :meth:`Placement.comm_shape
-<trainers.discrete.placement.Placement.comm_shape>` gives which rank sends how much to which and each
+<dgbench.trainers.discrete.placement.Placement.comm_shape>` gives which rank sends how much to which and each
 rank's work, so a dry run (trainers/projection/) counts any placement without knowing its type. See
 docs/projection.md.
 """

@@ -3,7 +3,7 @@
 Every rank computes rank-independent quantities — Ã_t, the precomputed first-layer Ã_t X_t (ESDG §5.5),
 the sampled pairs — from the store itself, so they are bit-identical everywhere without communication.
 :class:`DiscreteData` builds every step; a rank of a raw run builds only the steps its placement reads
-(:class:`trainers.projection.lazydata.RankDiscreteData`, the same arithmetic per step).
+(:class:`dgbench.trainers.projection.lazydata.RankDiscreteData`, the same arithmetic per step).
 
 Protocols. Whole sequence (ESDG §6.4, ``group_length`` 0): one pass over every input step, the
 recurrent state carried from step 0, a loss at every training step. Snapshot groups (BLAD §3.1, Eq.
@@ -33,7 +33,7 @@ import torch
 from dgbench.errors import DgbenchError
 from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
 from dgbench.store import SNAPSHOTS, Snapshot, SnapshotStore, open_store
-from loaders.smoothing import M_PRODUCT, RAW, smooth_adjacencies, window_mean
+from dgbench.loaders.smoothing import M_PRODUCT, RAW, smooth_adjacencies, window_mean
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import pair_id
 

@@ -28,16 +28,16 @@ from dgbench.tasks import NODE_CLASSIFICATION
 from dgbench.tasks.options import (check_task, decoder_epochs_option, decoder_lr_option, eval_negatives_option,
                                    evaluation_block, evaluation_sets, extra_negatives_option, negatives_option,
                                    record_task, task_option)
-from trainers.contract import DiscreteScheme, Partition
-from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData
-from trainers.discrete.placement import CommProfile
-from trainers.discrete.loop import DiscreteTrainer
-from trainers.discrete.presence import PRESENCE_CHOICES, stored_lifetimes
-from trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
-from loaders.smoothing import EDGE_LIFE, M_PRODUCT, MODEL_SMOOTHING, RAW, store_smoothing
+from dgbench.trainers.contract import DiscreteScheme, Partition
+from dgbench.trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData
+from dgbench.trainers.discrete.placement import CommProfile
+from dgbench.trainers.discrete.loop import DiscreteTrainer
+from dgbench.trainers.discrete.presence import PRESENCE_CHOICES, stored_lifetimes
+from dgbench.trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
+from dgbench.loaders.smoothing import EDGE_LIFE, M_PRODUCT, MODEL_SMOOTHING, RAW, store_smoothing
 
 if TYPE_CHECKING:
-    from trainers.experiment import ResolvedRun
+    from dgbench.trainers.experiment import ResolvedRun
 
 TASK = "link_prediction"
 
@@ -95,7 +95,7 @@ def smoothing_of(run: ResolvedRun) -> str:
 def check(run: ResolvedRun) -> None:
     """The protocol and the scheme's schedule must agree: a group schedule needs --group-length, and
     the group protocol runs each group whole (no checkpoint blocks); the smoothing must be applicable."""
-    from trainers.discrete.blad.groups import GroupSchedule
+    from dgbench.trainers.discrete.blad.groups import GroupSchedule
     task, name = run.task, run.scheme.name
     assert isinstance(task, TaskOptions) and isinstance(run.scheme, DiscreteScheme)
     smoothing_of(run)
@@ -142,7 +142,7 @@ def is_baseline(run: ResolvedRun) -> bool:
 def _data(run: ResolvedRun) -> DiscreteData:
     """This rank's data: raw inputs are built step by step as the placement reads them (a rank holds only
     its own steps), smoothed ones whole (a smoothing mixes a window of steps)."""
-    from trainers.projection.lazydata import RankDiscreteData, lazy_supported
+    from dgbench.trainers.projection.lazydata import RankDiscreteData, lazy_supported
     task = run.task
     assert isinstance(task, TaskOptions)
     smoothing = smoothing_of(run)
@@ -156,7 +156,7 @@ def _data(run: ResolvedRun) -> DiscreteData:
 
 
 def partition_problem(run: ResolvedRun) -> DiscreteData:
-    from trainers.discrete.presence import apply_presence
+    from dgbench.trainers.discrete.presence import apply_presence
     task = run.task
     assert isinstance(task, TaskOptions)
     data = _data(run)
@@ -178,7 +178,7 @@ def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
     torch.manual_seed(run.config.seed)  # same initial parameters on every rank and in every scheme
     model = run.model.build(run.model_options, in_features=data.in_features, hidden=run.task.hidden).to(ctx.device)
     schedule = scheme.schedule(run.scheme_options)
-    from trainers.discrete.blad.groups import GroupSchedule
+    from dgbench.trainers.discrete.blad.groups import GroupSchedule
     if run.task.group_length and schedule is None:
         schedule = GroupSchedule()
     if isinstance(schedule, GroupSchedule):

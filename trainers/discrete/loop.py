@@ -25,10 +25,10 @@ from dgbench.metrics import link_prediction_metrics
 from dgbench.models.discrete import DynamicGNN, State
 from dgbench.tasks.evaluator import score_pairs
 from dgbench.tasks.node import NodeClassification
-from trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData, PairBatch
-from trainers.discrete.placement import Placement, pair_logits
-from trainers.discrete.schedule import BlockSchedule, Schedule
-from trainers.gradients import GradientSync
+from dgbench.trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData, PairBatch
+from dgbench.trainers.discrete.placement import Placement, pair_logits
+from dgbench.trainers.discrete.schedule import BlockSchedule, Schedule
+from dgbench.trainers.gradients import GradientSync
 
 
 class SavedActivationMeter:
@@ -59,7 +59,7 @@ class SavedActivationMeter:
 
 
 class DiscreteTrainer:
-    """Drives one rank: ``train_epoch`` and ``evaluate`` for :func:`trainers.epochs.run_epochs`."""
+    """Drives one rank: ``train_epoch`` and ``evaluate`` for :func:`dgbench.trainers.epochs.run_epochs`."""
 
     def __init__(self, ctx: DistContext, data: DiscreteData, placement: Placement, model: DynamicGNN, lr: float,
                  schedule: Schedule | None = None):

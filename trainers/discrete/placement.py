@@ -23,11 +23,11 @@ from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
 from dgbench.models.contract import LayoutSequence, SequenceMask
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, graph_attention, spmm
-from trainers.discrete.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
+from dgbench.trainers.discrete.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
                                          partition_vertices_detailed)
-from trainers.discrete.comm_shape import CommShape, distinct_asks, even_shape, score_patterns, unit_weight
-from trainers.discrete.data import DiscreteData, PairBatch
-from trainers.discrete.transfer import BASE, SnapshotMover
+from dgbench.trainers.discrete.comm_shape import CommShape, distinct_asks, even_shape, score_patterns, unit_weight
+from dgbench.trainers.discrete.data import DiscreteData, PairBatch
+from dgbench.trainers.discrete.transfer import BASE, SnapshotMover
 
 
 def split_range(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
@@ -428,7 +428,7 @@ class VertexView(LayoutSequence):
 
 class VertexPlacement(Placement):
     """Vertex partitioning: every timestep of a vertex lives on its owner; halos are exchanged
-    along trainers.discrete.partition's plan (send/receive lists per rank and timestep)."""
+    along dgbench.trainers.discrete.partition's plan (send/receive lists per rank and timestep)."""
 
     def __init__(self, ctx: DistContext, data: DiscreteData, blocks: int, owner: np.ndarray, method: str,
                  report: dict[str, Any] | None = None):
@@ -609,6 +609,6 @@ def input_edges(data: DiscreteData) -> SnapshotEdges:
 
 
 def partition_owner(data: DiscreteData, parts: int, method: str, seed: int) -> VertexPartition:
-    """Owner rank of every vertex from trainers.discrete.partition (Mt-KaHyPar minimising the connectivity
+    """Owner rank of every vertex from dgbench.trainers.discrete.partition (Mt-KaHyPar minimising the connectivity
     volume; METIS or ranges as fallbacks)."""
     return partition_vertices_detailed(input_edges(data), parts, method=method, seed=seed)

@@ -1,6 +1,6 @@
 """The order and overlap of a discrete-time epoch's per-block work: the schedule hook of the contract.
 
-The loop (:class:`trainers.discrete.loop.DiscreteTrainer`) asks its scheme's schedule to run the
+The loop (:class:`dgbench.trainers.discrete.loop.DiscreteTrainer`) asks its scheme's schedule to run the
 epoch's forward and backward passes; it then synchronises gradients and steps, whatever the schedule
 did. :class:`BlockSchedule` is the default: the placement's blocks in order — one autograd graph when
 there is one block, ESDG §3.1's gradient checkpointing when there are several. A scheme whose work is
@@ -17,18 +17,18 @@ import torch
 
 from dgbench.dist import PhaseTimer
 from dgbench.models.contract import State
-from trainers.discrete.data import TEST, VAL, PairBatch
+from dgbench.trainers.discrete.data import TEST, VAL, PairBatch
 
 if TYPE_CHECKING:
     from dgbench.dist import DistContext
     from dgbench.models.discrete import DynamicGNN
-    from trainers.discrete.data import DiscreteData
-    from trainers.discrete.placement import CommProfile, Placement
+    from dgbench.trainers.discrete.data import DiscreteData
+    from dgbench.trainers.discrete.placement import CommProfile, Placement
 
 
 @runtime_checkable
 class ScheduleHost(Protocol):
-    """What a schedule may use of the rank it runs on (:class:`trainers.discrete.loop.DiscreteTrainer` is
+    """What a schedule may use of the rank it runs on (:class:`dgbench.trainers.discrete.loop.DiscreteTrainer` is
     one): the rank's context, data, placement and model, the initial state, one block's loss, and the
     evaluation's per-pair rows and metrics (for schedules that evaluate their own way)."""
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dgbench.dist import DistContext
 from dgbench.options import NoOptions
-from trainers.contract import DiscreteScheme, Partition, WorldRule, register_scheme
-from trainers.discrete.data import DiscreteData
-from trainers.discrete.placement import Placement, TimePlacement
+from dgbench.trainers.contract import DiscreteScheme, Partition, WorldRule, register_scheme
+from dgbench.trainers.discrete.data import DiscreteData
+from dgbench.trainers.discrete.placement import Placement, TimePlacement
 
 
 @register_scheme

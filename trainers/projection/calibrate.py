@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from dgbench.dist import DistContext
-from trainers.projection.hardware import SCHEMA, VERSION, save_calibrated
+from dgbench.trainers.projection.hardware import SCHEMA, VERSION, save_calibrated
 
 DISCRETE_STORES = ((1024, 17, 3.0), (4096, 17, 3.0), (1024, 33, 12.0), (2048, 9, 24.0), (32768, 9, 3.0))
 QUICK_DISCRETE_STORES = ((1024, 9, 3.0), (4096, 9, 3.0), (1024, 17, 12.0), (16384, 9, 3.0))
@@ -135,12 +135,12 @@ class _BothClocks:
 
 def _clocked_train_runs(ctx: DistContext, runs: list[Any], quiet: bool, clock: str,
                         threads: int | None = None) -> list[dict[str, Any]]:
-    """:func:`trainers.experiment.train_runs` with its epochs (trainers/epochs.py) timed on ``clock``, at
+    """:func:`dgbench.trainers.experiment.train_runs` with its epochs (trainers/epochs.py) timed on ``clock``, at
     ``threads`` intra-op threads if given (else the rank's own count); each result also gets ``clocks``: this
     rank's epoch seconds on both clocks (``{"wall": [...], "process": [...]}``) and ``threads``, the intra-op
     threads it ran with."""
-    import trainers.epochs as epochs
-    from trainers.experiment import train_runs
+    import dgbench.trainers.epochs as epochs
+    from dgbench.trainers.experiment import train_runs
     original, stamps, before = epochs.time, _BothClocks(clock), torch.get_num_threads()
     epochs.time = stamps  # type: ignore[assignment]
     torch.set_num_threads(threads or before)
@@ -164,7 +164,7 @@ def _clocked_train_runs(ctx: DistContext, runs: list[Any], quiet: bool, clock: s
 
 
 def run_timed(configs: list[Any], clock: str = WALL, threads: int | None = None) -> list[dict[str, Any]]:
-    """:func:`trainers.experiment.run_experiments` with every rank's epochs timed on ``clock`` (the record's
+    """:func:`dgbench.trainers.experiment.run_experiments` with every rank's epochs timed on ``clock`` (the record's
     ``time_s``: the slowest rank's; on the process clock its CPU seconds, see the module docstring) and run at
     ``threads`` intra-op threads per rank if given (else launch's: cores // nproc for spawned ranks, this
     process's count at P = 1). Every record also gets ``extra.clocks``: per clock, the slowest rank's seconds
@@ -173,7 +173,7 @@ def run_timed(configs: list[Any], clock: str = WALL, threads: int | None = None)
     from dgbench import progress
     from dgbench.launch import launch
     from dgbench.records import utc_now
-    from trainers.experiment import family_hooks, resolve
+    from dgbench.trainers.experiment import family_hooks, resolve
     if clock not in CLOCKS:
         raise ValueError(f"clock {clock!r}: choose one of {', '.join(CLOCKS)}")
     runs, started, head = [resolve(config) for config in configs], utc_now(), configs[0]
@@ -194,7 +194,7 @@ def run_timed(configs: list[Any], clock: str = WALL, threads: int | None = None)
 
 def _fit_family(configs: list[Any], keys: tuple[str, ...], work_of: Any) -> dict[str, dict[str, dict[str, Any]]]:
     """Train every config once; per clock, fit each model's rates to (work counts, median epoch seconds)."""
-    from trainers.projection.dryrun import dry_run
+    from dgbench.trainers.projection.dryrun import dry_run
     records = run_timed(configs, threads=THREADS_PER_RANK)
     works = [work_of(dry_run(config)) for config in configs]
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -220,9 +220,9 @@ def _microbatch_overhead(models: list[str], events: Path, root: Path,
     chunk plans, packs and exchanges on its own), from two P = 2 ``sven`` runs of the calibration stream
     differing only in n: (T(n=8) - T(n=1)) / (7 · batches). ``single`` runs have no micro-batches to fit it from."""
     from dgbench.errors import DgbenchError
-    from trainers.projection.dryrun import dry_run
-    from trainers.config import RunConfig
-    from trainers.experiment import resolve
+    from dgbench.trainers.projection.dryrun import dry_run
+    from dgbench.trainers.config import RunConfig
+    from dgbench.trainers.experiment import resolve
     out: dict[str, dict[str, float]] = {clock: {} for clock in CLOCKS}
     for model in models:
         configs = [RunConfig("sven", model, events, nproc=2, epochs=EPOCHS, seed=0, out=root / "runs", batch_size=600,
@@ -251,8 +251,8 @@ def _calibration_inputs(discrete_models: list[str], continuous_models: list[str]
                         options: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Per family, the calibration runs' inputs: the store and the options of each (discrete: ESDG's random
     snapshots of several shapes; continuous: one stream at several batch sizes and neighbour counts)."""
-    from generators.esdg_random import build as snapshots
-    from generators.stream import build as stream
+    from dgbench.generators.esdg_random import build as snapshots
+    from dgbench.generators.stream import build as stream
     inputs: dict[str, list[dict[str, Any]]] = {}
     if discrete_models:
         inputs["discrete"] = [{"dataset": snapshots(out=root / f"s{n}-{t}-{f}.zarr", nodes=n, snapshots=t,
@@ -269,7 +269,7 @@ def _calibration_inputs(discrete_models: list[str], continuous_models: list[str]
 def _measure_compute(models: dict[str, list[str]], inputs: dict[str, list[dict[str, Any]]],
                      root: Path) -> dict[str, dict[str, Any]]:
     """Per clock, per family and model, the fitted rates (at one intra-op thread: see the module docstring)."""
-    from trainers.config import RunConfig
+    from dgbench.trainers.config import RunConfig
     compute: dict[str, dict[str, Any]] = {clock: {} for clock in CLOCKS}
     if models.get("discrete"):
         configs = [RunConfig("single", m, nproc=1, epochs=EPOCHS, seed=0, out=root / "runs", **given)
@@ -298,7 +298,7 @@ def _scheme_overheads(documents: dict[str, dict[str, Any]], models: dict[str, li
                       root: Path) -> dict[str, dict[str, Any]]:
     """Per clock, family, scheme and model: ``per_call_s``, what a rank of the scheme spends at P = 2 beyond what
     the ``single``-run rates and the measured link price (scheme-side work, gloo's CPU, waiting for its peer:
-    trainers.projection.projection), per collective call of the epoch: the non-negative least-squares fit of
+    dgbench.trainers.projection.projection), per collective call of the epoch: the non-negative least-squares fit of
     (measured − projected) epoch seconds over the calibration inputs, each point's error relative to its
     measured epoch. Sven runs at n = 1 here: its extra micro-batches are ``per_microbatch_s``'s.
 
@@ -306,11 +306,11 @@ def _scheme_overheads(documents: dict[str, dict[str, Any]], models: dict[str, li
     runs (a 16384 × 9 store's rank measured 0.134 s of CPU in one calibration and 0.097 s in a quiet rerun,
     same bytes as the 8192 × 17 store whose excess was 0.01 s), not the bytes."""
     from dgbench.errors import DgbenchError
-    from trainers.projection.dryrun import dry_run
-    from trainers.projection.hardware import HardwareProfile
-    from trainers.projection.projection import exchange_counts, overhead_calls, project_epoch
-    from trainers.config import RunConfig
-    from trainers.experiment import resolve
+    from dgbench.trainers.projection.dryrun import dry_run
+    from dgbench.trainers.projection.hardware import HardwareProfile
+    from dgbench.trainers.projection.projection import exchange_counts, overhead_calls, project_epoch
+    from dgbench.trainers.config import RunConfig
+    from dgbench.trainers.experiment import resolve
     profiles = {clock: HardwareProfile(document) for clock, document in documents.items()}
     out: dict[str, dict[str, Any]] = {clock: {} for clock in documents}
     for family, names in schemes.items():

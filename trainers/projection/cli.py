@@ -74,7 +74,7 @@ def _worlds(text: str) -> list[int]:
 
 
 def _config(store: Path, scheme: str, model: str, world: int, epochs: int, seed: int, settings: dict[str, Any]) -> Any:
-    from trainers.config import RunConfig
+    from dgbench.trainers.config import RunConfig
     return RunConfig(scheme, model, store, nproc=world, epochs=epochs, seed=seed, **settings)
 
 
@@ -128,7 +128,7 @@ def dryrun_command(store: Path, scheme: str, model: str, nproc: int, settings: t
                    seed: int, eq12_n: int | None, out: Path | None, matrices: Path | None) -> None:
     """Count one training epoch at P ranks without training: bytes per tag, per rank, per pair."""
     import numpy as np
-    from trainers.projection.dryrun import dry_run
+    from dgbench.trainers.projection.dryrun import dry_run
     result = dry_run(_config(store, scheme, model, nproc, epochs, seed, _settings(settings)), eq12_n=eq12_n)
     document = {**result.as_json(), "command": _command()}
     click.echo(f"{result.family} {result.scheme}/{result.model} at P = {nproc}: {result.total_bytes():,} bytes per "
@@ -165,7 +165,7 @@ def dryrun_command(store: Path, scheme: str, model: str, nproc: int, settings: t
 def calibrate_command(out: Path, discrete_models: str, continuous_models: str, quick: bool, clock: str,
                       discrete_set: tuple[str, ...], continuous_set: tuple[str, ...], overhead_schemes: str) -> None:
     """Measure this machine: compute rates per model, memory bandwidth, link alpha-beta, schemes' P = 2 overhead."""
-    from trainers.projection.calibrate import calibrate
+    from dgbench.trainers.projection.calibrate import calibrate
     path = calibrate(out, [m for m in discrete_models.split(",") if m], [m for m in continuous_models.split(",") if m],
                      quick=quick, clock=clock,
                      options={"discrete": _settings(discrete_set), "continuous": _settings(continuous_set)},
@@ -176,7 +176,7 @@ def calibrate_command(out: Path, discrete_models: str, continuous_models: str, q
 def _schemes_by_family(names: str) -> dict[str, tuple[str, ...]]:
     """Registered schemes by family, from a comma-separated list (an unknown name is a one-line error)."""
     from dgbench.registry import SCHEMES, load_plugins
-    load_plugins("trainers")
+    load_plugins("dgbench.trainers")
     out: dict[str, tuple[str, ...]] = {}
     for name in (n.strip() for n in names.split(",") if n.strip()):
         families = sorted(s.family for s in SCHEMES.values() if s.name == name)
@@ -191,8 +191,8 @@ def _schemes_by_family(names: str) -> dict[str, tuple[str, ...]]:
 def _projection(mode: str, schemes: str, models: str, make: Any, worlds: list[int], profile: str, basis: Path | None,
                 out: Path | None, keep: Path | None, scale_overheads: bool) -> None:
     """Project every (scheme, model) curve; one file for one curve, else a folder of them."""
-    from trainers.projection.hardware import load_profile
-    from trainers.projection.projection import project_curves
+    from dgbench.trainers.projection.hardware import load_profile
+    from dgbench.trainers.projection.projection import project_curves
     pairs = [(s, m) for m in models.split(",") if m for s in schemes.split(",") if s]
     configs = {pair: {w: make(*pair, w) for w in worlds} for pair in pairs}
     documents = project_curves(mode, configs, load_profile(profile), load_profile(basis) if basis else None,
@@ -242,7 +242,7 @@ def weak_store(folder: Path, world: int, nodes_per_rank: int, steps: int, edge_f
     """ESDG §6.1's weak-scaling store for P = ``world``: N = nodes_per_rank · P vertices, ``steps`` input
     steps (one more snapshot is the last target), m = N · f uniform pairs per snapshot; made once."""
     from dgbench.store import open_store
-    from generators.esdg_random import build
+    from dgbench.generators.esdg_random import build
     nodes = nodes_per_rank * world
     path = folder / f"esdg-weak-N{nodes}-T{steps}-f{edge_factor:g}-s{seed}.zarr"
     if path.exists():
@@ -294,8 +294,8 @@ def price_command(dryruns: tuple[Path, ...], mode: str, profile: str, basis: Pat
                   scale_overheads: bool) -> None:
     """Price dry runs kept by --keep-dryruns (their .npz files) on a profile, without counting again: one
     curve per (scheme, model), its points the worlds given."""
-    from trainers.projection.hardware import load_profile
-    from trainers.projection.projection import price_curves
+    from dgbench.trainers.projection.hardware import load_profile
+    from dgbench.trainers.projection.projection import price_curves
     documents = price_curves(mode, list(dryruns), load_profile(profile), load_profile(basis) if basis else None,
                              _command(), scale_overheads=scale_overheads)
     _report(mode, documents, out)
@@ -304,6 +304,6 @@ def price_command(dryruns: tuple[Path, ...], mode: str, profile: str, basis: Pat
 @project_command.command("profiles")
 def profiles_command() -> None:
     """List the built-in spec-sheet profiles."""
-    from trainers.projection.hardware import builtin_profiles, load_profile
+    from dgbench.trainers.projection.hardware import builtin_profiles, load_profile
     for name in builtin_profiles():
         click.echo(f"{name}: {load_profile(name).document['description']}")

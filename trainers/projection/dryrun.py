@@ -77,13 +77,13 @@ def dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, pr
 
 def _dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, problem: Any = None,
              blad_plan: dict[str, Any] | None = None) -> DryRun:
-    """Count one training epoch of ``config`` (a :class:`trainers.config.RunConfig`) at ``config.nproc``
+    """Count one training epoch of ``config`` (a :class:`dgbench.trainers.config.RunConfig`) at ``config.nproc``
     ranks. ``epoch``: which epoch's sampled pairs (discrete; default the run's last). ``eq12_n``: the
     micro-batch count a run chose by Eq. 12 at run time (Sven with ``--microbatches 0``). ``blad_plan``: the
     plan a BLAD run made from its first epoch's profile (its record's ``extra.blad``). ``problem``: the
     family's partition problem of this same store, model and protocol, when the caller loaded it already
     (:func:`partition_problem`); loading the store dominates large dry runs."""
-    from trainers.experiment import family_hooks, resolve
+    from dgbench.trainers.experiment import family_hooks, resolve
     started = time.perf_counter()
     run = resolve(config)
     world = int(config.nproc)
@@ -93,11 +93,11 @@ def _dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, p
     partition = run.scheme.partition(problem, world, run.scheme_options)
     partitioned = time.perf_counter()
     if run.family == "discrete":
-        from trainers.projection.plans import discrete_epoch
+        from dgbench.trainers.projection.plans import discrete_epoch
         result = discrete_epoch(run, problem, partition, world, config.epochs - 1 if epoch is None else epoch,
                                 blad_plan)
     else:
-        from trainers.projection.plans import continuous_epoch
+        from dgbench.trainers.projection.plans import continuous_epoch
         result = continuous_epoch(run, problem, partition, world, eq12_n)
     result.seconds = {"load": loaded - started, "partition": partitioned - loaded,
                       "plan": time.perf_counter() - partitioned}
@@ -108,7 +108,7 @@ def _dry_run(config: Any, epoch: int | None = None, eq12_n: int | None = None, p
 def partition_problem(config: Any) -> Any:
     """The family's partition problem of ``config`` (what :func:`dry_run` loads), to share between dry runs
     of the same store, model and protocol (schemes differ only in what they do with it)."""
-    from trainers.experiment import family_hooks, resolve
+    from dgbench.trainers.experiment import family_hooks, resolve
     with without_evaluation_sets():
         run = resolve(config)
         return _problem(run, family_hooks(run.family))
@@ -116,10 +116,10 @@ def partition_problem(config: Any) -> Any:
 
 def _problem(run: Any, hooks: Any) -> Any:
     """The partition problem a dry run plans on: the discrete family's data built step by step on demand
-    (:mod:`trainers.projection.lazydata`: the plans need the partition, the sizes and rank 0's own steps, never
+    (:mod:`dgbench.trainers.projection.lazydata`: the plans need the partition, the sizes and rank 0's own steps, never
     every step's arrays at once), the continuous family's as the run loads it."""
     if run.family == "discrete":
-        from trainers.projection.lazydata import lazy_partition_problem
+        from dgbench.trainers.projection.lazydata import lazy_partition_problem
         return lazy_partition_problem(run)
     return hooks.partition_problem(run)
 
@@ -141,8 +141,8 @@ def measured_by_tag(record: dict[str, Any], epoch: int = -1, field_name: str = "
 
 
 def at_world(config: Any, world: int) -> Any:
-    """A copy of ``config`` (a :class:`trainers.config.RunConfig`) at ``world`` ranks."""
-    from trainers.config import RunConfig
+    """A copy of ``config`` (a :class:`dgbench.trainers.config.RunConfig`) at ``world`` ranks."""
+    from dgbench.trainers.config import RunConfig
     run = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
            if f.name not in ("scheme", "model", "dataset", "options", "extra")}
     run["nproc"] = world

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dgbench.errors import DgbenchError
-from trainers.projection.collectives import Link, Network
+from dgbench.trainers.projection.collectives import Link, Network
 
 SCHEMA, VERSION = "dgbench.hardware", 1
 PROFILE_KIND = "hardware-profile"  # dgbench.costmodel kind of calibrated profiles
@@ -79,7 +79,7 @@ class HardwareProfile:
 
     def scheme_overhead(self, family: str, scheme: str, model: str) -> dict[str, float] | None:
         """``per_call_s`` of ``scheme``'s ranks beyond the rates and the link, calibrated at
-        P = 2 on this profile's machine (trainers.projection.projection); None where not calibrated."""
+        P = 2 on this profile's machine (dgbench.trainers.projection.projection); None where not calibrated."""
         own = self.document.get("scheme_overheads", {}).get(family, {}).get(scheme, {}).get(model)
         return {k: float(own[k]) for k in OVERHEAD_KEYS} if own else None
 

@@ -1,6 +1,6 @@
 """Discrete data built step by step on demand: the dry run's and a real rank's.
 
-:class:`~trainers.discrete.data.DiscreteData` builds every step's Ã_t, Ã_t X_t frames, degree features and
+:class:`~dgbench.trainers.discrete.data.DiscreteData` builds every step's Ã_t, Ã_t X_t frames, degree features and
 target keys. A real rank needs only the steps its placement reads (:class:`RankDiscreteData`: each step
 built on first use and kept, so a ``snapshot`` rank holds its own steps; docs/schemes.md). A dry run needs
 far less: the partition, the sizes
@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
-from loaders.smoothing import RAW
-from trainers.discrete.data import DiscreteData
+from dgbench.loaders.smoothing import RAW
+from dgbench.trainers.discrete.data import DiscreteData
 
 KEEP_STEPS = 4  # steps kept per lazy sequence: a rank's block, and a mover's previous step (graph difference)
 
@@ -155,7 +155,7 @@ def lazy_supported(smoothing: str) -> bool:
 
 
 class LazyDiscreteData(DiscreteData):
-    """:class:`~trainers.discrete.data.DiscreteData` whose per-step arrays are computed on access (see the
+    """:class:`~dgbench.trainers.discrete.data.DiscreteData` whose per-step arrays are computed on access (see the
     module docstring). Same constructor; refuses smoothed inputs (:func:`lazy_supported`)."""
 
     keep_steps: int | None = KEEP_STEPS  # per-step values kept per lazy sequence
@@ -213,7 +213,7 @@ class LazyDiscreteData(DiscreteData):
 
 
 class RankDiscreteData(LazyDiscreteData):
-    """A real rank's :class:`~trainers.discrete.data.DiscreteData`: each step's Ã_t, degree features and
+    """A real rank's :class:`~dgbench.trainers.discrete.data.DiscreteData`: each step's Ã_t, degree features and
     Ã_t X_t frame built on first use and kept, so the rank reads and holds only the steps its placement
     asks for (a ``snapshot`` rank: its local step ranges). The target keys of every step are read for
     the pair sampling (the draws of all steps share one generator) but not kept beyond the concatenated
@@ -232,11 +232,11 @@ class RankDiscreteData(LazyDiscreteData):
 
 
 def lazy_partition_problem(run: Any) -> DiscreteData:
-    """:func:`trainers.discrete.family.partition_problem` with :class:`LazyDiscreteData` (the same steps, in the
+    """:func:`dgbench.trainers.discrete.family.partition_problem` with :class:`LazyDiscreteData` (the same steps, in the
     same order; the exactness tests compare the dry run built on it with real runs, tag by tag). A smoothed
     run gets the family's whole data."""
-    from trainers.discrete import family
-    from trainers.discrete.presence import apply_presence
+    from dgbench.trainers.discrete import family
+    from dgbench.trainers.discrete.presence import apply_presence
     smoothing = family.smoothing_of(run)
     if not lazy_supported(smoothing):
         return family.partition_problem(run)

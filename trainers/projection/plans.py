@@ -1,11 +1,11 @@
 """The dry run's per-family driver: it asks the objects that communicate to count themselves.
 
-Discrete: the schedule's units (:meth:`~trainers.discrete.schedule.Schedule.units`), its per-tag totals
+Discrete: the schedule's units (:meth:`~dgbench.trainers.discrete.schedule.Schedule.units`), its per-tag totals
 (``predicted_elements``, checked against real runs by the conformance suite) and the placement's
-:meth:`~trainers.discrete.placement.Placement.comm_shape` (who sends how much to whom, per-rank work; a
+:meth:`~dgbench.trainers.discrete.placement.Placement.comm_shape` (who sends how much to whom, per-rank work; a
 placement that reads no plan spreads evenly, marked ``uniform (assumed)``). The shape is scaled to the total,
 so it never changes the bytes. Continuous: every batch planned on every rank and counted by the rank's node
-state (:meth:`~trainers.continuous.state.NodeState.count_batch`, beside its real collectives); the exactness
+state (:meth:`~dgbench.trainers.continuous.state.NodeState.count_batch`, beside its real collectives); the exactness
 tests (tests/test_projection.py) compare the counts tag by tag with real runs at P = 2 and 4. See
 docs/projection.md.
 """
@@ -22,9 +22,9 @@ from dgbench.dist import PhaseTimer
 from dgbench.errors import DgbenchError
 from dgbench.counting import (ALL_TO_ALL, CONTROL_TAGS, INT_BYTES, PLAN, UNIFORM, CountingComm, DryRunUnsupported,
                               TagCounter, dry_context)
-from trainers.discrete.comm_shape import to_every_other
-from trainers.projection.dryrun import DryRun, store_entry
-from trainers.projection.lazydata import LazyPairs
+from dgbench.trainers.discrete.comm_shape import to_every_other
+from dgbench.trainers.projection.dryrun import DryRun, store_entry
+from dgbench.trainers.projection.lazydata import LazyPairs
 
 DISCRETE_EXTRA_TAGS = {"gradients", "loss"}
 
@@ -73,13 +73,13 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
                    blad_plan: dict[str, Any] | None = None) -> DryRun:
     """One training epoch of a discrete-time scheme (see the module docstring). ``blad_plan``: a BLAD run's
     recorded plan, when it came from run-time measurements (its first epoch's profile)."""
-    from trainers.discrete import family
-    from trainers.discrete.data import TRAIN
-    from trainers.discrete.placement import CommProfile
+    from dgbench.trainers.discrete import family
+    from dgbench.trainers.discrete.data import TRAIN
+    from dgbench.trainers.discrete.placement import CommProfile
     notes: list[str] = []
     trainer = family.build_rank(dry_context(0, world), run, partition, problem)
     if blad_plan is not None:
-        from trainers.discrete.blad.runtime import BladSchedule
+        from dgbench.trainers.discrete.blad.runtime import BladSchedule
         if isinstance(trainer.schedule, BladSchedule):
             trainer.schedule.given_plan = blad_plan
             notes.append("BLAD: the plan its run made from the first epoch's profile (given)")
@@ -144,7 +144,7 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
 
 def _eq12_inputs(plan: Any) -> tuple[float, float] | None:
     """Eq. 12's eta(bs) = A + B / bs fitted on one plan, as the trainer does after its first batch."""
-    from trainers.continuous.sven.formulas import fit_redundancy_curve, redundancy_by_batch_size
+    from dgbench.trainers.continuous.sven.formulas import fit_redundancy_curve, redundancy_by_batch_size
     if not len(plan.events):
         return None
     sizes = [max(1, plan.size // k) for k in (1, 2, 4, 8)]
@@ -178,10 +178,10 @@ def own_driver_epoch(run: Any, problem: Any, partition: Any, world: int) -> DryR
 def continuous_epoch(run: Any, problem: Any, partition: Any, world: int, eq12_n: int | None) -> DryRun:
     """One training epoch of a continuous-time scheme (see the module docstring): every batch planned on
     every rank, rank after rank."""
-    from trainers.continuous import family
-    from trainers.continuous.state import DISPATCH_TAG
-    from trainers.continuous.loop import GRAD_TAG
-    from trainers.contract import ContinuousScheme
+    from dgbench.trainers.continuous import family
+    from dgbench.trainers.continuous.state import DISPATCH_TAG
+    from dgbench.trainers.continuous.loop import GRAD_TAG
+    from dgbench.trainers.contract import ContinuousScheme
     scheme, options = run.scheme, run.scheme_options
     if type(scheme).train_rank is not ContinuousScheme.train_rank:
         return own_driver_epoch(run, problem, partition, world)

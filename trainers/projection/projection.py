@@ -10,14 +10,14 @@ executes the four steps sequentially"):
   (positions: the views a rank computes — its own dispatch list, or under DepComm what the owners
   compute for everyone), summed over the epoch's batches; plus, for Sven, ``per_microbatch_s`` per
   extra micro-batch of each batch (n − 1, Alg. 2; calibrated on Sven's own runs, zero if not).
-* **communication** — every tag's collectives priced by :mod:`trainers.projection.collectives` from the
+* **communication** — every tag's collectives priced by :mod:`dgbench.trainers.projection.collectives` from the
   per-rank bytes of each call and the share of them crossing nodes (from the (sender, receiver)
   matrix, ranks placed node by node).
 * **scheme overhead** (a profile calibrated on this machine only, P > 1): what a rank of the scheme spent
   at P = 2 beyond the first two terms — scheme-side work no ``single`` run has (packing and unpacking
   exchanged rows, every rank drawing the epoch's pairs, per-batch routing and write-backs) and, on the wall
   clock, waiting for its peer at each collective — as ``per_call_s`` per collective call of the epoch, fitted
-  by ``dgbench project calibrate`` from P = 2 runs on its own stores (:mod:`trainers.projection.calibrate`).
+  by ``dgbench project calibrate`` from P = 2 runs on its own stores (:mod:`dgbench.trainers.projection.calibrate`).
   Spec-sheet profiles have none: the term is this machine's CPU and gloo, not a GPU's.
 * ``time_s`` = compute + scheme overhead + communication (nothing overlapped); ``time_overlap_bound_s`` =
   max(compute + overhead, communication), what a perfect overlap (Sven's §3.3.2 pipeline, ESDG §6.5's
@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from dgbench.counting import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, TagVolume
-from trainers.projection import collectives
-from trainers.projection.dryrun import DryRun
-from trainers.projection.hardware import HardwareProfile
+from dgbench.trainers.projection import collectives
+from dgbench.trainers.projection.dryrun import DryRun
+from dgbench.trainers.projection.hardware import HardwareProfile
 
 SCHEMA, VERSION = "dgbench.projection", 1
 DISPATCH_TAG = "nm_dispatch"
@@ -66,7 +66,7 @@ def eq12_microbatches(dry: DryRun, network: collectives.Network) -> int | None:
     eq12 = dry.extra.get("eq12")
     if not eq12 or not eq12.get("dispatch_bytes_per_event") or dry.extra.get("microbatches_given"):
         return None  # (a dry run of a measured run counted with the n that run chose: priced as counted)
-    from trainers.continuous.sven.formulas import granularity
+    from dgbench.trainers.continuous.sven.formulas import granularity
     world = dry.world_size
     multi = network.nodes(world) > 1
     link = network.inter if multi else network.intra
@@ -112,7 +112,7 @@ def scheme_overhead_seconds(dry: DryRun, profile: HardwareProfile) -> float:
 
 def communication_seconds(dry: DryRun, network: collectives.Network,
                           calls_override: dict[str, int] | None = None) -> dict[str, float]:
-    """Seconds per tag of one epoch (see :mod:`trainers.projection.collectives`)."""
+    """Seconds per tag of one epoch (see :mod:`dgbench.trainers.projection.collectives`)."""
     out: dict[str, float] = {}
     world = dry.world_size
     for tag, volume in dry.tags.items():
@@ -255,7 +255,7 @@ def project_curves(mode: str, configs: dict[tuple[str, str], dict[int, Any]], pr
     RunConfig) and project each point. Per world, a model's store is loaded once and shared by the
     schemes; ``keep``: a folder for the dry runs' JSON."""
     import json
-    from trainers.projection.dryrun import dry_run, partition_problem
+    from dgbench.trainers.projection.dryrun import dry_run, partition_problem
     points: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in configs}
     heads: dict[tuple[str, str], DryRun] = {}
     notes: dict[tuple[str, str], list[str]] = {key: [] for key in configs}

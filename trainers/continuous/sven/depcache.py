@@ -7,13 +7,13 @@ from __future__ import annotations
 from dgbench.dist import DistContext
 from dgbench.models.temporal import StateLayout
 from dgbench.options import NoOptions
-from trainers.continuous.sven import formulas
-from trainers.continuous.traffic import BatchTraffic, CommVolume
-from trainers.continuous.data import StreamProblem
-from trainers.continuous.sven.partition import even_split, partition_nodes
-from trainers.continuous.state import NodeState, ResidentState
-from trainers.continuous.sven.state import ReplicatedState
-from trainers.contract import ContinuousScheme, EventAssignment, Partition, register_scheme
+from dgbench.trainers.continuous.sven import formulas
+from dgbench.trainers.continuous.traffic import BatchTraffic, CommVolume
+from dgbench.trainers.continuous.data import StreamProblem
+from dgbench.trainers.continuous.sven.partition import even_split, partition_nodes
+from dgbench.trainers.continuous.state import NodeState, ResidentState
+from dgbench.trainers.continuous.sven.state import ReplicatedState
+from dgbench.trainers.contract import ContinuousScheme, EventAssignment, Partition, register_scheme
 
 
 @register_scheme

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.traffic import BatchTraffic, CommVolume
+from dgbench.trainers.continuous.traffic import BatchTraffic, CommVolume
 
 SCHEMES = ("depcache", "depcomm", "sven")
 

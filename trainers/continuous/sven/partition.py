@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from trainers.continuous.sven import formulas
-from trainers.continuous.traffic import CommVolume, redundancy
-from trainers.continuous.data import BatchPlanner, EventStream, StreamProblem
-from trainers.continuous.sampler import TemporalSampler
-from trainers.contract import EventAssignment, Partition
+from dgbench.trainers.continuous.sven import formulas
+from dgbench.trainers.continuous.traffic import CommVolume, redundancy
+from dgbench.trainers.continuous.data import BatchPlanner, EventStream, StreamProblem
+from dgbench.trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.contract import EventAssignment, Partition
 
 # vertex partitioners of N&M: range, HPDC's interval, Alg. 3, and our earlier heuristic under its own name
 PARTITIONERS = ("range", "interval", "reflexbicut", "minmax-greedy")

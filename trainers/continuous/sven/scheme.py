@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from dgbench.dist import DistContext
 from dgbench.models.temporal import StateLayout
 from dgbench.options import Options, option
-from trainers.continuous.sven import formulas
-from trainers.continuous.traffic import BatchTraffic, CommVolume
-from trainers.continuous.data import StreamProblem
-from trainers.continuous.sven.partition import INTERVAL_HELP, PARTITIONERS, even_split, partition_nodes
-from trainers.continuous.state import NodeState, ResidentState
-from trainers.continuous.sven.state import PartitionedState
-from trainers.contract import ContinuousScheme, EventAssignment, Partition, register_scheme
+from dgbench.trainers.continuous.sven import formulas
+from dgbench.trainers.continuous.traffic import BatchTraffic, CommVolume
+from dgbench.trainers.continuous.data import StreamProblem
+from dgbench.trainers.continuous.sven.partition import INTERVAL_HELP, PARTITIONERS, even_split, partition_nodes
+from dgbench.trainers.continuous.state import NodeState, ResidentState
+from dgbench.trainers.continuous.sven.state import PartitionedState
+from dgbench.trainers.contract import ContinuousScheme, EventAssignment, Partition, register_scheme
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ import torch
 from dgbench.counting import ALL_GATHER, ALL_TO_ALL, INT_BYTES, TagCounter
 from dgbench.dist import DistContext, all_to_all_autograd
 from dgbench.models.temporal import StateLayout
-from trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX, FetchRoute,
-                                       NodeState, PendingWrite, ViewFunction, last_wins)
-from trainers.continuous.sven.formulas import (deduplicate, dispatch_plan, fit_redundancy_curve, granularity,
+from dgbench.trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
+                                               FetchRoute, NodeState, PendingWrite, ViewFunction, last_wins)
+from dgbench.trainers.continuous.sven.formulas import (deduplicate, dispatch_plan, fit_redundancy_curve, granularity,
                                                redundancy_by_batch_size)
 
 if TYPE_CHECKING:  # the plan's module imports the family's state module
-    from trainers.continuous.data import BatchPlan
+    from dgbench.trainers.continuous.data import BatchPlan
 
 CONTROL_TAG = "counts"  # the row-count exchanges, the family loop's control tag
 
@@ -164,7 +164,7 @@ class PartitionedState(NodeState):
         micro-batches of bs, bs/2, bs/4, bs/8 events and fitted to eta = A + B/bs; S from the measured
         link: bandwidth (the first batch's dispatch bytes over the seconds its fetch blocked) x the fixed
         cost of one collective / dispatch bytes per event (the events whose rows the link moves in one
-        collective's fixed cost, see :func:`~trainers.continuous.sven.formulas.granularity`). Every rank
+        collective's fixed cost, see :func:`~dgbench.trainers.continuous.sven.formulas.granularity`). Every rank
         contributes its measurements and all use their mean, so all pick the same n."""
         comm, world = self.ctx.comm, self.ctx.world_size
         dispatch = comm.stats[DISPATCH_TAG]

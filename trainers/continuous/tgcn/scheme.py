@@ -38,7 +38,7 @@ the next partner asynchronously. The live G half can only leave once the step's 
 is exchanged after the step. ``--no-pipeline`` does the same work in order; the numbers are identical.
 
 **Alg. 7 pre-pass.** ``--sparsify f`` keeps ceil(f d) of every source's d training events per epoch
-(:func:`trainers.continuous.tgcn.sampling.sparsify.sparsify_events`, by ``--sparsify-sampler``, SIS by
+(:func:`dgbench.trainers.continuous.tgcn.sampling.sparsify.sparsify_events`, by ``--sparsify-sampler``, SIS by
 default) before the grid is cut, as the paper's Sampling(E) -> Partition(E') workflow; throughput counts
 the events trained.
 
@@ -70,18 +70,18 @@ from dgbench.options import Options, option
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import Evaluator, SplitFigures, split_name
 from dgbench.tasks.options import evaluation_sets
-from trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, StreamProblem
-from trainers.continuous.loop import BatchCounters
-from trainers.continuous.sampler import TemporalSampler
-from trainers.continuous.tgcn.sampling.reference import METHODS
-from trainers.continuous.tgcn.sampling.sparsify import sparsify_events
-from trainers.continuous.state import NodeState
-from trainers.contract import ContinuousScheme, DrySend, Partition, register_scheme
-from trainers.epochs import Selection, run_epochs
-from trainers.gradients import GradientSync
+from dgbench.trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, StreamProblem
+from dgbench.trainers.continuous.loop import BatchCounters
+from dgbench.trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.continuous.tgcn.sampling.reference import METHODS
+from dgbench.trainers.continuous.tgcn.sampling.sparsify import sparsify_events
+from dgbench.trainers.continuous.state import NodeState
+from dgbench.trainers.contract import ContinuousScheme, DrySend, Partition, register_scheme
+from dgbench.trainers.epochs import Selection, run_epochs
+from dgbench.trainers.gradients import GradientSync
 
 if TYPE_CHECKING:
-    from trainers.experiment import ResolvedRun
+    from dgbench.trainers.experiment import ResolvedRun
 
 GRAD_TAG = "grad_allreduce"  # the continuous family's name for the gradient all-reduce
 SWAP_LIVE_TAG, SWAP_SNAPSHOT_TAG, SWAP_ID_TAG = "tgcn_swap_live", "tgcn_swap_snapshot", "tgcn_swap_id"

@@ -1,7 +1,7 @@
 """BLAD's snapshot-group protocol (Fu et al., SC'23, §3.1, Eq. 1) as a schedule any placement runs.
 
 Under ``--group-length L`` every target step S is an independent sample: its group (the L most recent
-snapshots, :meth:`~trainers.discrete.data.DiscreteData.group_of`) runs from a fresh state (Eq. 1 leaves
+snapshots, :meth:`~dgbench.trainers.discrete.data.DiscreteData.group_of`) runs from a fresh state (Eq. 1 leaves
 h_{S-l-1} undefined; GUESS: the model's initial state, zeros for an RNN), and only S's pairs are scored.
 :class:`GroupSchedule` runs the groups one after another on a scheme's own placement — `single` on one
 rank, `snapshot` with each group's steps split over the ranks by time interval (what BLAD §7.1 calls
@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 
 from dgbench.dist import PhaseTimer
-from trainers.discrete.data import TEST, TRAIN, VAL, PairBatch
-from trainers.discrete.placement import CommProfile, pair_logits
-from trainers.discrete.schedule import Schedule
+from dgbench.trainers.discrete.data import TEST, TRAIN, VAL, PairBatch
+from dgbench.trainers.discrete.placement import CommProfile, pair_logits
+from dgbench.trainers.discrete.schedule import Schedule
 
 if TYPE_CHECKING:
-    from trainers.discrete.loop import DiscreteTrainer
+    from dgbench.trainers.discrete.loop import DiscreteTrainer
 
 
 def group_loss(trainer: DiscreteTrainer, view: Any, state: Any, pairs: list[PairBatch], total_pairs: int,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.blad.balance import sync_ratio
+from dgbench.trainers.discrete.blad.balance import sync_ratio
 
 FIRST, SECOND = 0, 1  # p1 and p2
 

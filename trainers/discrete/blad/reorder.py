@@ -24,7 +24,7 @@ OPERATOR_CLASS = {"aggregate": MEMORY, "update": COMPUTE, "lstm": COMPUTE, "gru"
 class Slot:
     """One operator of a model's per-snapshot topology, in the model's default order."""
 
-    role: str  # an operator of trainers.discrete.blad.predictor.OPERATORS
+    role: str  # an operator of dgbench.trainers.discrete.blad.predictor.OPERATORS
     unit: int  # consecutive slots of one unit form a pair (or a single fixed op); units run in order
     width: int  # input feature width in the default order
     swapped_width: int  # input width when the pair runs the other way (aggregate after update: output width)
@@ -100,7 +100,7 @@ def operators_for(topology: list[Slot],
 def predicted_operators(topology: list[Slot], predictor, vertices, edges, direction: str = "forward"
                         ) -> list[Operator]:
     """Operators of snapshots with the given V, E arrays, durations from a fitted
-    :class:`~trainers.discrete.blad.predictor.OperatorPredictor` (default and exchanged widths)."""
+    :class:`~dgbench.trainers.discrete.blad.predictor.OperatorPredictor` (default and exchanged widths)."""
     vertices, edges = np.atleast_1d(vertices), np.atleast_1d(edges)
     table = {}
     for k, slot in enumerate(topology):

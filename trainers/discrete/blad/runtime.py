@@ -1,7 +1,7 @@
 """BLAD's runtime on the scheme contract (Fu et al., SC'23, §4-§6): plan, views, the two-process pipeline.
 
 Ranks form ``devices × procs`` (:func:`dgbench.dist.make_mesh`); whole groups per device (§5.1),
-p_i from Eq. 2 (§5.2.2, :mod:`trainers.discrete.blad.balance`), 1F1B between p1 and p2 (§5.2.1),
+p_i from Eq. 2 (§5.2.2, :mod:`dgbench.trainers.discrete.blad.balance`), 1F1B between p1 and p2 (§5.2.1),
 Alg. 1's operator order per period (§6, ``blad`` only).
 See docs/blad.md (section "Two processes per device on a CPU").
 """
@@ -25,16 +25,17 @@ from dgbench.errors import DgbenchError
 from dgbench.models.contract import LayoutSequence, State
 from dgbench.models.sparse import SparseOperator, block_diagonal, graph_attention, spmm
 from dgbench.options import Options, option
-from trainers.discrete.blad.balance import CORRECTED, PAPER, assign_groups, balance_split, even_split, sync_ratio
-from trainers.discrete.blad.reorder import Slot, manage_topology, operators_for
-from trainers.discrete.blad.table3 import table3
-from trainers.discrete.comm_shape import CommShape
-from trainers.discrete.data import TEST, VAL, DiscreteData, PairBatch
-from trainers.discrete.blad.groups import GroupSchedule, step_ranges
-from trainers.discrete.placement import CommProfile, Placement, pair_logits
+from dgbench.trainers.discrete.blad.balance import (CORRECTED, PAPER, assign_groups, balance_split, even_split,
+                                                    sync_ratio)
+from dgbench.trainers.discrete.blad.reorder import Slot, manage_topology, operators_for
+from dgbench.trainers.discrete.blad.table3 import table3
+from dgbench.trainers.discrete.comm_shape import CommShape
+from dgbench.trainers.discrete.data import TEST, VAL, DiscreteData, PairBatch
+from dgbench.trainers.discrete.blad.groups import GroupSchedule, step_ranges
+from dgbench.trainers.discrete.placement import CommProfile, Placement, pair_logits
 
 if TYPE_CHECKING:
-    from trainers.discrete.loop import DiscreteTrainer
+    from dgbench.trainers.discrete.loop import DiscreteTrainer
 
 DEFAULT_GROUP_LENGTH = 4  # GUESS: §3.1 gives no l; the notes' default (l + 1 = 4)
 # GUESS: §5.1 aggregates "after the GPU completes training one snapshot group", i.e. a step per group per
@@ -186,7 +187,7 @@ def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions, m
     vertices = np.full(data.num_steps, data.num_nodes, np.int64)  # full-graph groups: every vertex each step
     edges = data.edges_per_step
     if options.costmodel is not None:
-        from trainers.discrete.blad.predictor import load_predictor
+        from dgbench.trainers.discrete.blad.predictor import load_predictor
         predictor, fitted = load_predictor(options.costmodel)
         if predictor.hidden != layout.hidden:
             raise DgbenchError(f"--costmodel {options.costmodel}: fitted with hidden width {predictor.hidden}, the run "
@@ -321,7 +322,7 @@ def parameter_split(model: torch.nn.Module) -> dict[str, int]:
 
 
 def table3_group(model: torch.nn.Module, ranks: int) -> dict[str, int]:
-    """Table 3's row for snapshot-group partitioning (§5.3, :func:`trainers.discrete.blad.table3.table3`):
+    """Table 3's row for snapshot-group partitioning (§5.3, :func:`dgbench.trainers.discrete.blad.table3.table3`):
     every rank all-reduces the GNN and RNN parameters (p·W_GNN + p·W_RNN, p = ranks in the all-reduce)
     and the scorer's, and no features cross devices."""
     split = parameter_split(model)

@@ -10,12 +10,12 @@ from typing import Any
 
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
-from trainers.contract import DiscreteScheme, Partition, register_scheme
-from trainers.discrete.blad.runtime import (DEFAULT_GROUP_BATCH, DEFAULT_GROUP_LENGTH, BladOptions, BladPlacement,
-                                            BladSchedule)
-from trainers.discrete.data import DiscreteData
-from trainers.discrete.placement import Placement
-from trainers.discrete.schedule import Schedule
+from dgbench.trainers.contract import DiscreteScheme, Partition, register_scheme
+from dgbench.trainers.discrete.blad.runtime import (DEFAULT_GROUP_BATCH, DEFAULT_GROUP_LENGTH, BladOptions,
+                                                    BladPlacement, BladSchedule)
+from dgbench.trainers.discrete.data import DiscreteData
+from dgbench.trainers.discrete.placement import Placement
+from dgbench.trainers.discrete.schedule import Schedule
 
 
 class _Blad(DiscreteScheme[BladOptions]):

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.partition.edges import EdgeSource, SnapshotEdges, as_snapshot_edges
+from dgbench.trainers.discrete.partition.edges import EdgeSource, SnapshotEdges, as_snapshot_edges
 
 PRESENCE_EDGES, PRESENCE_ALL = "edges", "all"
 PRESENCE_LIFETIME = "lifetime"  # V_t given by the caller (build_supergraph's ``alive``)

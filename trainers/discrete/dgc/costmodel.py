@@ -6,7 +6,7 @@ encoder and one for the time encoder (§6: input layer, three hidden layers of 2
 each, one output; MAPE loss; Adam; 100 epochs), fitted on the execution times of random chunks
 measured on the machine at hand. g_a = predicted structure time + predicted time-encoder time.
 
-* :func:`chunk_shapes`: per chunk of a :class:`~trainers.discrete.dgc.chunks.SuperGraph`: instances,
+* :func:`chunk_shapes`: per chunk of a :class:`~dgbench.trainers.discrete.dgc.chunks.SuperGraph`: instances,
   spatial in-edges its instances aggregate, and sequences (distinct vertices).
 * :func:`time_chunk`: forward + backward seconds of one chunk's encoders (the model's own modules:
   GCN/GAT aggregation of :mod:`dgbench.models.sparse`; GRU/LSTM/attention of
@@ -44,8 +44,8 @@ from dgbench.errors import DgbenchError
 from dgbench.models.contract import SequenceMask
 from dgbench.models.sequence import CausalSelfAttention, GRUSequence, LSTMSequence
 from dgbench.models.sparse import SparseOperator, gcn_normalize, graph_attention, spmm
-from trainers.discrete.dgc.chunks import SuperGraph
-from trainers.discrete.dgc.fusion import pack_sequences
+from dgbench.trainers.discrete.dgc.chunks import SuperGraph
+from dgbench.trainers.discrete.dgc.fusion import pack_sequences
 
 KIND = "dgc-chunk"
 PAPER_FEATURES = ("vertices", "edges", "feature_width", "layer_width")

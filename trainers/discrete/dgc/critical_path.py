@@ -6,7 +6,7 @@ round) + sequential exchanges × latency + Σ over exchanges of the busiest send
 
 * structure work of rank r, per structure layer: aggregation (nnz_r + cells_r)·w_in·4 bytes at the
   memory bandwidth (memory-bound) + dense cells_r·2·w_in·w_out FLOPs at the FP32 peak;
-* recurrent round k (:mod:`~trainers.discrete.dgc.instances`' runs of index k), rank r: its segments
+* recurrent round k (:mod:`~dgbench.trainers.discrete.dgc.instances`' runs of index k), rank r: its segments
   run side by side, so ``steps`` = the longest segment, each step a fixed ``step_overhead_s`` (kernel
   launches), plus cells·gates·2·(w_in + w)·w FLOPs; attention: one batch of cells·(4w² + L̄w);
 * exchanges: one per structure aggregation of computed features (halo rows), one before each
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from trainers.discrete.dgc.chunks import (REACH_ALL, SuperGraph, TrafficProfile, assign_chunks, chunk_pair_bytes,
-                                          cut_rows, default_max_chunk_size, label_propagation, pss_parts,
-                                          pts_parts)
-from trainers.discrete.dgc.costmodel import EncoderSpec, FlopProxy, chunk_shapes
-from trainers.discrete.dgc.instances import _runs
+from dgbench.trainers.discrete.dgc.chunks import (REACH_ALL, SuperGraph, TrafficProfile, assign_chunks,
+                                                  chunk_pair_bytes, cut_rows, default_max_chunk_size, label_propagation,
+                                                  pss_parts, pts_parts)
+from dgbench.trainers.discrete.dgc.costmodel import EncoderSpec, FlopProxy, chunk_shapes
+from dgbench.trainers.discrete.dgc.instances import _runs
 
 BACKWARD_FACTOR = 3.0  # forward + backward ≈ 3 forward passes of compute
 BYTES_PER_ELEMENT = 4

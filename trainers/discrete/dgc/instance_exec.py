@@ -1,4 +1,4 @@
-"""Running one rank's share of an instance placement (:mod:`trainers.discrete.dgc.instances`) in torch.
+"""Running one rank's share of an instance placement (:mod:`dgbench.trainers.discrete.dgc.instances`) in torch.
 
 The collectives are the caller's (a scheme passes counted all-to-alls; tests simulate every rank in
 one process), so these functions only compute:
@@ -23,8 +23,8 @@ import torch
 
 from dgbench.models.contract import SequenceMask, SequenceModule, State
 from dgbench.models.sparse import CsrArrays, SparseOperator, spmm
-from trainers.discrete.dgc.fusion import pack_sequences
-from trainers.discrete.dgc.instances import InstancePlan, Round
+from dgbench.trainers.discrete.dgc.fusion import pack_sequences
+from dgbench.trainers.discrete.dgc.instances import InstancePlan, Round
 
 
 def flatten_carry(carry: State, rows: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,9 +1,9 @@
 """Instance placement: each rank computes a set of graph instances v_{i,t} (DGC §2.1) — DGC's chunks
 (PGC, §4) or PSS's contiguous snapshot ranges (§2.2) — and exchanges what crosses its boundary.
 
-The plans are :mod:`trainers.discrete.dgc.instances`'s (a rank's grid of steps × the vertices it holds,
+The plans are :mod:`dgbench.trainers.discrete.dgc.instances`'s (a rank's grid of steps × the vertices it holds,
 the spatial halo, recurrent carries in rounds, attention/window histories); the compute is
-:mod:`trainers.discrete.dgc.instance_exec`'s. Per block (one block: the whole sequence) a rank's view
+:mod:`dgbench.trainers.discrete.dgc.instance_exec`'s. Per block (one block: the whole sequence) a rank's view
 
 * aggregates Ã x over its own cells: one all-to-all of halo rows (tag ``halo``) per structure-encoder
   exchange, then one sparse product per group of chunks (spatial fusion §5.1.1 groups them; unfused,
@@ -16,7 +16,7 @@ the spatial halo, recurrent carries in rounds, attention/window histories); the 
 * scores a pair (u, v) of step t on the rank of u's latest instance at or before t, fetching v's half
   from the rank of v's (tags ``scores:ids``, ``scores``); without one, a zero embedding.
 
-Every exchange may go through DGC's stale aggregation (§5.2, :class:`trainers.discrete.dgc.stale.StaleExchange`)
+Every exchange may go through DGC's stale aggregation (§5.2, :class:`dgbench.trainers.discrete.dgc.stale.StaleExchange`)
 while training. Collectives are chained (each send carries a zero-weighted term of the previous
 exchange's result), so every rank runs their backward passes in the same order, whatever work it has.
 """
@@ -32,17 +32,17 @@ from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
 from dgbench.models.contract import Dependency, SequenceModule, State
 from dgbench.models.sparse import graph_attention
-from trainers.discrete.dgc.chunks import PRESENCE_EDGES, PRESENCE_LIFETIME, SuperGraph, build_supergraph
-from trainers.discrete.dgc.fusion import fuse_chunks
-from trainers.discrete.dgc.instance_exec import (GroupOperator, aggregate_groups, group_operators, run_attention,
-                                                 run_round)
-from trainers.discrete.dgc.instances import (Exchange, InstancePlan, build_instance_plans, latest_instances,
+from dgbench.trainers.discrete.dgc.chunks import PRESENCE_EDGES, PRESENCE_LIFETIME, SuperGraph, build_supergraph
+from dgbench.trainers.discrete.dgc.fusion import fuse_chunks
+from dgbench.trainers.discrete.dgc.instance_exec import (GroupOperator, aggregate_groups, group_operators,
+                                                         run_attention, run_round)
+from dgbench.trainers.discrete.dgc.instances import (Exchange, InstancePlan, build_instance_plans, latest_instances,
                                              window_exchange)
-from trainers.discrete.dgc.stale import StaleExchange, StalePolicy
-from trainers.discrete.comm_shape import CommShape, distinct_asks, score_patterns
-from trainers.discrete.data import DiscreteData, PairBatch
-from trainers.discrete.placement import CommProfile, Placement
-from trainers.discrete.presence import input_edges
+from dgbench.trainers.discrete.dgc.stale import StaleExchange, StalePolicy
+from dgbench.trainers.discrete.comm_shape import CommShape, distinct_asks, score_patterns
+from dgbench.trainers.discrete.data import DiscreteData, PairBatch
+from dgbench.trainers.discrete.placement import CommProfile, Placement
+from dgbench.trainers.discrete.presence import input_edges
 
 
 def instance_graph(data: DiscreteData) -> SuperGraph:

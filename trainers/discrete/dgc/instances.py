@@ -11,7 +11,7 @@ instances received from other ranks.
   instance id ascending within) and receives, grouped by sender ascending, the rows its own
   instances read elsewhere. ``operator`` is Ã restricted to p's own cells: rows = the T·R cells
   (other cells' rows are empty), columns = the T·R cells then the received rows in arrival order.
-  Rows sent over all ranks = :func:`~trainers.discrete.dgc.chunks.cut_rows`' spatial count.
+  Rows sent over all ranks = :func:`~dgbench.trainers.discrete.dgc.chunks.cut_rows`' spatial count.
 * **Recurrent carries** (GRU/LSTM): each vertex's sequence cut into *runs* of consecutive instances
   on one rank; run k of a vertex can only start once run k-1 (elsewhere) has ended, so runs of index
   k form round k. Before round k ≥ 1 every rank sends the carry at the end of each of its round-(k-1)
@@ -33,7 +33,7 @@ import numpy as np
 
 from dgbench.errors import DgbenchError
 from dgbench.models.sparse import CsrArrays
-from trainers.discrete.dgc.chunks import SuperGraph
+from dgbench.trainers.discrete.dgc.chunks import SuperGraph
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def build_instance_plans(graph: SuperGraph, part: np.ndarray, num_parts: int, ad
                          ranks: list[int] | None = None) -> list[InstancePlan]:
     """The plans of ``ranks`` (default: every rank) for instance placement ``part`` (instance -> rank).
     ``adjacency[t]`` is snapshot t's normalised Ã (rows = destination, columns = source), as
-    :mod:`trainers.discrete.data` builds it; its entries must join instances (presence of every vertex
+    :mod:`dgbench.trainers.discrete.data` builds it; its entries must join instances (presence of every vertex
     it reads)."""
     part = np.asarray(part, dtype=np.int64)
     if part.shape != (graph.num_instances,):

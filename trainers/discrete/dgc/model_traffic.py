@@ -17,7 +17,7 @@ import torch
 
 from dgbench.errors import DgbenchError
 from dgbench.models.contract import Dependency, SequenceModule, State
-from trainers.discrete.dgc.chunks import REACH_ALL, REACH_PREVIOUS, TrafficProfile
+from dgbench.trainers.discrete.dgc.chunks import REACH_ALL, REACH_PREVIOUS, TrafficProfile
 
 
 @dataclass

@@ -7,7 +7,7 @@ does where a vertex's sequence crosses a range boundary: a GRU/LSTM hands its st
 order (tag ``carry``; the ranks run one after another, the pipeline §2.2.3 describes), causal
 attention gathers every earlier snapshot's instances held elsewhere (``history``), a window module
 the w-1 previous ones (``window``). Instances follow the run's ``--presence``. The layout is
-:class:`~trainers.discrete.dgc.instance_placement.InstancePlacement`'s with PSS's instance map; runs
+:class:`~dgbench.trainers.discrete.dgc.instance_placement.InstancePlacement`'s with PSS's instance map; runs
 are padded, not fused (the PyGT baseline).
 """
 from __future__ import annotations
@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 from dgbench.dist import DistContext
 from dgbench.options import Options, option
-from trainers.discrete.dgc.chunks import PSS_LAYOUTS, pss_parts
-from trainers.discrete.dgc.model_traffic import model_traffic
-from trainers.contract import DiscreteScheme, Partition, register_scheme
-from trainers.discrete.data import DiscreteData
-from trainers.discrete.dgc.instance_placement import FusionSettings, InstancePlacement, check_presence, instance_graph
-from trainers.discrete.placement import Placement
+from dgbench.trainers.discrete.dgc.chunks import PSS_LAYOUTS, pss_parts
+from dgbench.trainers.discrete.dgc.model_traffic import model_traffic
+from dgbench.trainers.contract import DiscreteScheme, Partition, register_scheme
+from dgbench.trainers.discrete.data import DiscreteData
+from dgbench.trainers.discrete.dgc.instance_placement import (FusionSettings, InstancePlacement, check_presence,
+                                                              instance_graph)
+from dgbench.trainers.discrete.placement import Placement
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ import numpy as np
 
 from dgbench.dist import DistContext
 from dgbench.options import Options
-from trainers.contract import DiscreteScheme, Partition, register_scheme
-from trainers.discrete.data import DiscreteData
-from trainers.discrete.placement import Placement, VertexPlacement
-from trainers.discrete.esdg.checkpoint import blocks_option
+from dgbench.trainers.contract import DiscreteScheme, Partition, register_scheme
+from dgbench.trainers.discrete.data import DiscreteData
+from dgbench.trainers.discrete.placement import Placement, VertexPlacement
+from dgbench.trainers.discrete.esdg.checkpoint import blocks_option
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,14 @@ Partition step (rank 0, once per job; DGC §4):
 
 1. the super-graph of instances v_{i,t} (``--presence`` decides V_t) with spatial edges and virtual
    temporal edges, each weighing the bytes the run's model would move if it were cut
-   (:func:`~trainers.discrete.dgc.model_traffic.model_traffic`);
+   (:func:`~dgbench.trainers.discrete.dgc.model_traffic.model_traffic`);
 2. chunks by label propagation (§4.1, Eq. 1-2) under ``--chunk-size`` (0: ⌈Σ_t|V_t| / (8P)⌉), with
    ``--chunk-levels`` coarsening levels (1: the paper's single pass);
 3. each chunk's workload from the two MLPs of §4.2 (``--cost-model FILE`` fitted by ``dgbench costmodel
    fit dgc``; without one, the FLOP proxy, recorded as such), and Alg. 1 / Eq. 3 assigns chunks to
    ranks.
 
-Run time (DGC §5): :class:`~trainers.discrete.dgc.instance_placement.InstancePlacement` — spatial and
+Run time (DGC §5): :class:`~dgbench.trainers.discrete.dgc.instance_placement.InstancePlacement` — spatial and
 temporal halos per chunk cut, chunk fusion (``--fusion``: spatial groups under
 ``--fusion-budget-mb``, masked temporal packing, both, or off) and adaptive stale aggregation
 (``--stale off|adaptive|FACTOR``, ``--stale-formula intent|printed``; off by default, so a run
@@ -33,19 +33,20 @@ import numpy as np
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
 from dgbench.options import Options, option
-from trainers.discrete.dgc.chunks import (DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_LEVELS, DEFAULT_SLACK, TrafficProfile,
-                                          assign_chunks, chunk_pair_bytes, cut_rows, default_max_chunk_size,
-                                          label_propagation, predicted_bytes)
-from trainers.discrete.dgc.costmodel import (EncoderSpec, FlopProxy, chunk_shapes, load_chunk_cost_model,
+from dgbench.trainers.discrete.dgc.chunks import (DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_LEVELS, DEFAULT_SLACK,
+                                                  TrafficProfile, assign_chunks, chunk_pair_bytes, cut_rows,
+                                                  default_max_chunk_size, label_propagation, predicted_bytes)
+from dgbench.trainers.discrete.dgc.costmodel import (EncoderSpec, FlopProxy, chunk_shapes, load_chunk_cost_model,
                                              prediction_error, time_chunk)
-from trainers.discrete.dgc.model_traffic import ModelTraffic, model_traffic
-from trainers.discrete.dgc.stale import FORMULAS, INTENT, StalePolicy
-from trainers.contract import DiscreteScheme, Partition, register_scheme
-from trainers.discrete.data import DiscreteData
-from trainers.discrete.dgc.instance_placement import FusionSettings, InstancePlacement, check_presence, instance_graph
-from trainers.discrete.placement import Placement
-from trainers.discrete.schedule import Schedule
-from trainers.discrete.dgc.stale_schedule import StaleSchedule
+from dgbench.trainers.discrete.dgc.model_traffic import ModelTraffic, model_traffic
+from dgbench.trainers.discrete.dgc.stale import FORMULAS, INTENT, StalePolicy
+from dgbench.trainers.contract import DiscreteScheme, Partition, register_scheme
+from dgbench.trainers.discrete.data import DiscreteData
+from dgbench.trainers.discrete.dgc.instance_placement import (FusionSettings, InstancePlacement, check_presence,
+                                                              instance_graph)
+from dgbench.trainers.discrete.placement import Placement
+from dgbench.trainers.discrete.schedule import Schedule
+from dgbench.trainers.discrete.dgc.stale_schedule import StaleSchedule
 
 FUSION_CHOICES = ("both", "spatial", "temporal", "off")
 COST_CHECK_CHUNKS = 64  # chunks of the run's shapes timed for Eq. 8 when a fitted model is given

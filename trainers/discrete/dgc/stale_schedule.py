@@ -10,8 +10,8 @@ import torch
 
 from dgbench.dist import PhaseTimer
 from dgbench.errors import DgbenchError
-from trainers.discrete.data import PairBatch
-from trainers.discrete.schedule import BlockSchedule, ScheduleHost
+from dgbench.trainers.discrete.data import PairBatch
+from dgbench.trainers.discrete.schedule import BlockSchedule, ScheduleHost
 
 
 class StaleSchedule(BlockSchedule):

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from dgbench.dist import DistContext
 from dgbench.options import Options, option
-from trainers.contract import DiscreteScheme, Partition, WorldRule, register_scheme
-from trainers.discrete.data import DiscreteData
-from trainers.discrete.placement import Placement, TimePlacement
-from trainers.discrete.transfer import BASE, GRAPH_DIFFERENCE
+from dgbench.trainers.contract import DiscreteScheme, Partition, WorldRule, register_scheme
+from dgbench.trainers.discrete.data import DiscreteData
+from dgbench.trainers.discrete.placement import Placement, TimePlacement
+from dgbench.trainers.discrete.transfer import BASE, GRAPH_DIFFERENCE
 
 
 def blocks_option() -> int:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
 from dgbench.options import Options
-from trainers.contract import DiscreteScheme, Partition, register_scheme
-from trainers.discrete.data import DiscreteData
-from trainers.discrete.placement import Placement, TimePlacement
-from trainers.discrete.esdg.checkpoint import blocks_option, transfer_option
-from trainers.discrete.transfer import BASE
+from dgbench.trainers.contract import DiscreteScheme, Partition, register_scheme
+from dgbench.trainers.discrete.data import DiscreteData
+from dgbench.trainers.discrete.placement import Placement, TimePlacement
+from dgbench.trainers.discrete.esdg.checkpoint import blocks_option, transfer_option
+from dgbench.trainers.discrete.transfer import BASE
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ import numpy as np
 
 from dgbench.dist import DistContext
 from dgbench.options import Options, option
-from trainers.discrete.partition import METHODS
-from trainers.contract import DiscreteScheme, Partition, register_scheme
-from trainers.discrete.data import DiscreteData
-from trainers.discrete.placement import Placement, VertexPlacement, partition_owner
-from trainers.discrete.esdg.checkpoint import blocks_option
+from dgbench.trainers.discrete.partition import METHODS
+from dgbench.trainers.contract import DiscreteScheme, Partition, register_scheme
+from dgbench.trainers.discrete.data import DiscreteData
+from dgbench.trainers.discrete.placement import Placement, VertexPlacement, partition_owner
+from dgbench.trainers.discrete.esdg.checkpoint import blocks_option
 
 
 @dataclass(frozen=True)

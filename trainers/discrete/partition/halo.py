@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.partition.edges import EdgeSource, SnapshotEdges, as_snapshot_edges
+from dgbench.trainers.discrete.partition.edges import EdgeSource, SnapshotEdges, as_snapshot_edges
 from dgbench.store import SnapshotStore
 
 

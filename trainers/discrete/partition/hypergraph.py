@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainers.discrete.partition.edges import SnapshotEdges
+from dgbench.trainers.discrete.partition.edges import SnapshotEdges
 
 # Fixed seed: the merge hash must not depend on the partitioning seed (nets are the same input).
 _HASH_SEED = 0x5EED_CAFE

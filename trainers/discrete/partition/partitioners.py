@@ -11,7 +11,7 @@
   records what was asked and whether it fell back (``VertexPartition.fallback``), and a record whose
   ``auto`` fell back is not ranked officially (dgbench/leaderboard/fallbacks.py).
 
-All balance the vertex weights of :func:`trainers.discrete.partition.edges.vertex_weights` within
+All balance the vertex weights of :func:`dgbench.trainers.discrete.partition.edges.vertex_weights` within
 ``imbalance`` (max block ≤ (1 + imbalance) · ceil(total / k); METIS only approximately).
 
 Cost (benchmarks/test_partition_bench.py, esdg-random N=4096, T=16, 8 parts, one thread): the
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.discrete.partition.edges import (EdgeSource, SnapshotEdges, as_snapshot_edges, block_imbalance,
+from dgbench.trainers.discrete.partition.edges import (EdgeSource, SnapshotEdges, as_snapshot_edges, block_imbalance,
                                                vertex_weights)
-from trainers.discrete.partition.hypergraph import column_net_hypergraph
+from dgbench.trainers.discrete.partition.hypergraph import column_net_hypergraph
 
 log = logging.getLogger(__name__)
 

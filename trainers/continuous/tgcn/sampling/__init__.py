@@ -12,10 +12,10 @@ pure-Python reference (reference.py). Modules:
 * :mod:`.sparsify` — the edge-sparsification pre-pass of Alg. 7 (sample a fraction of each neighbourhood
   before partitioning).
 """
-from trainers.continuous.tgcn.sampling.forest import TemporalSumForest
-from trainers.continuous.tgcn.sampling.samplers import (FrontierSample, MultilayerSample, StaticGraph, WorSample,
-                                                        frontier_sample, initial_frontiers, multilayer_sample,
-                                                        sample_without_replacement)
+from dgbench.trainers.continuous.tgcn.sampling.forest import TemporalSumForest
+from dgbench.trainers.continuous.tgcn.sampling.samplers import (FrontierSample, MultilayerSample, StaticGraph,
+                                                                WorSample, frontier_sample, initial_frontiers,
+                                                                multilayer_sample, sample_without_replacement)
 
 __all__ = ["FrontierSample", "MultilayerSample", "StaticGraph", "TemporalSumForest", "WorSample", "frontier_sample",
            "initial_frontiers", "multilayer_sample", "sample_without_replacement"]

@@ -25,9 +25,9 @@ import math
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.tgcn.sampling import native
-from trainers.continuous.tgcn.sampling.native import ptr
-from trainers.continuous.tgcn.sampling.reference import SIS, SumTree, Uniforms, draw, sample_wor
+from dgbench.trainers.continuous.tgcn.sampling import native
+from dgbench.trainers.continuous.tgcn.sampling.native import ptr
+from dgbench.trainers.continuous.tgcn.sampling.reference import SIS, SumTree, Uniforms, draw, sample_wor
 
 REBASE_EXPONENT = 600.0
 UNDERFLOW_SUM = 1e-290

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.tgcn.sampling import native, reference
-from trainers.continuous.tgcn.sampling.native import ptr
-from trainers.continuous.tgcn.sampling.reference import METHODS
+from dgbench.trainers.continuous.tgcn.sampling import native, reference
+from dgbench.trainers.continuous.tgcn.sampling.native import ptr
+from dgbench.trainers.continuous.tgcn.sampling.reference import METHODS
 
 FRONTIER_METHODS = ("sis", "brs")
 

@@ -5,7 +5,7 @@ sampled dataset"; §6.3: node-/layer-wise sampling keeps "50% edges"; §3: n is 
 size". The paper does not say whose neighbourhood an edge of the stream belongs to. Choice: every event
 belongs to its *source*'s neighbourhood (the stream's direction), so each source keeps
 ceil(fraction * out-degree) of its events, drawn without replacement by one Sample(V, n) of Alg. 4 per
-source (``sis`` by default; any method of :func:`~trainers.continuous.tgcn.sampling.sample_without_replacement`
+source (``sis`` by default; any method of :func:`~dgbench.trainers.continuous.tgcn.sampling.sample_without_replacement`
 gives the same law). Every event is in exactly one neighbourhood, so about ``fraction`` of the events stay
 and no source loses all of its events. Weights: uniform, or time decay exp(-decay (t_last - t_e)) towards
 the source's latest event (favouring recent interactions; an event whose weight underflows to 0 is never
@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from trainers.continuous.tgcn.sampling.samplers import sample_without_replacement
+from dgbench.trainers.continuous.tgcn.sampling.samplers import sample_without_replacement
 
 
 def sparsify_events(src: np.ndarray, t: np.ndarray, fraction: float = 0.5, method: str = "sis", seed: int = 0,
