@@ -141,3 +141,24 @@ def test_from_its_own_checkout_dgbench_cites_the_checkouts_commit_and_board() ->
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
     assert (code["commit"], code["source"]) == (head, "checkout")
     assert default_board() == REPO_ROOT / "leaderboards"
+
+
+def test_a_checkout_imports_one_namespace(tmp_path: Path) -> None:
+    """Run from the checkout in a folder with its own ``trainers`` package (which fails if imported), dgbench
+    loads every plugin under ``dgbench.`` and nothing under the folders' own names; the rewrite has nothing
+    left to do (a branch merged with the old imports fails here: run scripts/namespace_rewrite.py)."""
+    check = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "namespace_rewrite.py"), "--check"],
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout
+    user_package = tmp_path / "trainers/__init__.py"  # a path: the rewrite leaves it alone
+    user_package.parent.mkdir()
+    user_package.write_text("raise ImportError('a user folder, not dgbench')\n")
+    code = ("import json, sys; from dgbench.registry import SCHEMES, load_plugins; load_plugins(); "
+            "print(json.dumps([sorted({m.split('.')[0] for m in sys.modules}), len(SCHEMES)]))")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    tops, schemes = json.loads(result.stdout.splitlines()[-1])
+    assert not [top for top in tops if f"{top}/" in MAPPED_FOLDERS]
+    assert schemes >= 10
