@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from dgbench.errors import DgbenchError
-from dgbench.leaderboard.fit import epochs_help
+from dgbench.leaderboard.fit import DEFAULT_EPOCHS, epochs_help
 from dgbench.options import Options, option
 
 
@@ -32,7 +32,7 @@ class RunConfig(Options):
     model: str
     dataset: Path
     nproc: int = option(1, "Ranks to start (ignored under torchrun).", positive=True, record=False)
-    epochs: int = option(4, epochs_help(), positive=True)
+    epochs: int = option(DEFAULT_EPOCHS, epochs_help(), positive=True)
     eval_every: int = option(1, "Score validation every N epochs (and after the last); test is then scored once, "
                                 "on the state of the best validation AP (docs/tasks.md). 1 = validation and "
                                 "test after every epoch, the record's final metrics the last epoch's.", positive=True)

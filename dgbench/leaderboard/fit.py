@@ -18,6 +18,8 @@ BASELINE_LINE = "baseline: accuracy track only"
 BASELINE_WHY = "a baseline trains nothing, so it has no throughput to rank"
 
 
+DEFAULT_EPOCHS = 4  # `dgbench run`'s --epochs when not given (trainers' RunConfig reads it from here)
+
 def entry_rule(track: str) -> str:
     """The entry rule of ``track`` in one sentence (RULES.md states exactly this)."""
     if track in TIMED_TRACKS:

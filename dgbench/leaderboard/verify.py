@@ -46,6 +46,7 @@ from dgbench.errors import DgbenchError
 from dgbench.files import scratch_dir, write_atomic
 from dgbench.leaderboard.compare import load_checked
 from dgbench.leaderboard.figures import run_figures, timed_epochs
+from dgbench.leaderboard.fit import DEFAULT_EPOCHS
 from dgbench.leaderboard.schema import RecordParseError, parse_record, validate_record
 from dgbench.records import content_hash, git_state, utc_now
 
@@ -196,15 +197,13 @@ def run_arguments(record: dict[str, Any], store: Path, out: Path) -> list[str]:
                 and value not in (param.default, None, ""):
             raise DgbenchError(f"the record's command sets --{param.name.replace('_', '-')}, which takes a path: "
                                f"not re-run")
-    _check_claimed_work(record, context.params)
+    _check_claimed_work(record, context.params.get("epochs") or DEFAULT_EPOCHS)
     return arguments
 
 
-def _check_claimed_work(record: dict[str, Any], params: dict[str, Any]) -> None:
+def _check_claimed_work(record: dict[str, Any], runs: int) -> None:
     """The command must run the epochs the record claims: a record claiming 4 epochs whose command says
     100,000,000 would otherwise keep a verifier busy without end."""
-    from dgbench.trainers.config import RunConfig
-    runs = params.get("epochs") or RunConfig.__dataclass_fields__["epochs"].default
     claimed = len(record.get("epochs") or [])
     if runs != claimed:
         raise DgbenchError(f"the record's command runs --epochs {runs}, but the record claims {claimed} epochs: "
