@@ -62,7 +62,7 @@ class BoardDataset:
     slice: Slice | None = None
 
     def summary(self) -> str:
-        return f"official board store {self.name}: {self.card.size}"
+        return f"board store: {self.card.size}"
 
 
 def _card(name: str, source: str, licence: str, size: str, citation: str) -> Card:

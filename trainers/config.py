@@ -33,9 +33,8 @@ class RunConfig(Options):
     dataset: Path
     nproc: int = option(1, "Ranks to start (ignored under torchrun).", positive=True, record=False)
     epochs: int = option(DEFAULT_EPOCHS, epochs_help(), positive=True)
-    eval_every: int = option(1, "Score validation every N epochs (and after the last); test is then scored once, "
-                                "on the state of the best validation AP (docs/tasks.md). 1 = validation and "
-                                "test after every epoch, the record's final metrics the last epoch's.", positive=True)
+    eval_every: int = option(1, "Validate every N epochs and after the last; N > 1 scores test once, on the "
+                                "best-validation state (docs/tasks.md).", positive=True)
     seed: int = option(0, "Seed of parameters, pairs and negatives (a 32-bit unsigned integer).", minimum=0,
                        upper=MAX_SEED)
     lr: float = option(0.01, "Adam learning rate.", positive=True)
@@ -43,8 +42,8 @@ class RunConfig(Options):
     device: str | None = option(None, "Where to compute; default follows the backend.", choices=("cpu", "cuda"),
                                 record=False)
     out: Path = option(Path("runs"), "Directory (or .json path) for the result record.", record=False)
-    threads: int = option(0, "Intra-op threads per rank; 0 = the host's cores / ranks, at least 1 (the launcher's "
-                             "default; recorded in the record's timing block).", minimum=0)
+    threads: int = option(0, "Intra-op threads per rank (recorded); 0 = the host's cores / ranks, at least 1.",
+                          minimum=0)
     timeout_s: float = option(300.0, "Collective timeout in seconds: a dead rank fails the job instead of "
                                      "hanging it.", flag="--timeout", positive=True, record=False)
     system_desc: Path | None = option(None, "JSON file describing the system beyond what dgbench detects "

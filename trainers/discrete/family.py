@@ -49,17 +49,13 @@ class TaskOptions(Options):
     hidden: int = option(6, "Hidden width of the discrete-time models (ESDG §6.4: 6).", positive=True)
     theta: float = option(0.1, "Fraction of each target snapshot's edges used as positives (ESDG §6.4).",
                           positive=True, upper=1.0)
-    presence: str = option("all", "Which vertex instances exist (DGC §2.1's V_t): all = every vertex in every "
-                                  "snapshot; edges = the vertices with an edge in it; lifetime = the vertices alive "
-                                  "in it by the store's vertex_lifetime array (the V_t of `prepare nonuniform "
-                                  "--presence lifetime`; refused for a store without it) "
-                                  "(trainers/discrete/presence.py).",
+    presence: str = option("all", "Which vertex instances exist (DGC §2.1's V_t): all, edges (touched by an edge) "
+                                  "or lifetime (the store's vertex_lifetime; docs/discrete-schemes.md).",
                            choices=PRESENCE_CHOICES)
     group_length: int = option(0, "Snapshot-group protocol (BLAD §3.1, Eq. 1): each target step is an independent "
                                   "sample, its L most recent snapshots run from a fresh state, loss on the last; "
                                   "0 = the whole-sequence protocol (ESDG §6.4).", minimum=0)
-    group_batch: int = option(0, "Under the group protocol: groups per optimiser step, consecutive targets in step "
-                                 "order (BLAD §5.1 aggregates gradients after each group); 0 = one step per epoch.",
+    group_batch: int = option(0, "Group protocol: groups per optimiser step (BLAD §5.1); 0 = one per epoch.",
                               minimum=0)
     negatives: str = negatives_option()
     extra_negatives: str | None = extra_negatives_option()
