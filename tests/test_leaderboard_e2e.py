@@ -54,7 +54,9 @@ def test_run_submit_leaderboard_on_a_generated_store(tmp_path: Path):
     markdown = invoke("leaderboard", "--board", str(board))
     official_section = markdown.split("### Throughput — official")[1].split("###")[0]
     data = json.loads(invoke("leaderboard", "--board", str(board), "--format", "json"))
-    unofficial = next(t for t in data["tables"]["throughput"] if t["id"] == "throughput-unofficial")["rows"]
+    # on a quiet host the registered row ranks and no unofficial table is rendered at all
+    unofficial = next((t for t in data["tables"]["throughput"] if t["id"] == "throughput-unofficial"),
+                      {"rows": []})["rows"]
     # registered: ranked officially, or (a tiny store's millisecond epochs on a shared host) listed with the
     # timing reason that keeps it from ranking (RULES.md, Clean timing)
     assert "| tiny | tmgcn | single |" in official_section or \
