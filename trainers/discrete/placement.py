@@ -247,30 +247,21 @@ class TimePlacement(Placement):
         return TimeView(self, steps, (a, b), operator, first_input)
 
     def view(self, block: int, timer: PhaseTimer) -> TimeView:
-        if not self.streamed:
-            return self.resident[block]
-        return self._host_view(self.blocks[block], timer) if self.host_is_device else self._load(block, timer)
+        return self.view_of(self.blocks[block], timer) if self.streamed else self.resident[block]
 
     def view_of(self, steps: range, timer: PhaseTimer) -> TimeView:
-        """The steps split over the ranks like a block; moved per use when streamed, else once."""
-        if self.streamed:
-            return self._host_view(steps, timer) if self.host_is_device else self._load_steps(steps, timer)
+        """The steps split over the ranks like a block; moved per use when streamed, else once. On a CPU device
+        (the host's memory) a streamed view is built once and every later use counts the move a GPU run makes."""
+        if self.streamed and not self.host_is_device:
+            return self._load_steps(steps, timer)
         key = (steps.start, steps.stop)
         if key not in self._ranges:
             self._ranges[key] = self._load_steps(steps, timer)
-        return self._ranges[key]
-
-    def _host_view(self, steps: range, timer: PhaseTimer) -> TimeView:
-        """A streamed view when the device is the host: built on first use, then every later use counts
-        the move a GPU run makes (the same bytes) without copying host memory into host memory."""
-        key = (steps.start, steps.stop)
-        if key not in self._ranges:
-            self._ranges[key] = self._load_steps(steps, timer)
-            return self._ranges[key]
-        a, b = self.local_ranges(steps)[self.rank]
-        self.first_input_bytes += self.data.first_layer_input[a:b].nbytes
-        if b > a:
-            self.mover.count(range(a, b))
+        elif self.streamed:
+            a, b = self.local_ranges(steps)[self.rank]
+            self.first_input_bytes += self.data.first_layer_input[a:b].nbytes
+            if b > a:
+                self.mover.count(range(a, b))
         return self._ranges[key]
 
     def owned_in(self, batch: PairBatch, steps: range) -> PairBatch:
