@@ -672,6 +672,9 @@ class DiscreteExtra(Extra):
                                               "`input_steps_held` (the input steps whose Ã_t it built), "
                                               "`peak_rss_bytes` after training and evaluation", checked=False,
                                               optional=True)
+    minibatches: dict[str, Any] = mapping("BLAD §3.1's seed batches (`--seed-batch`): `seed_batch`, `fanouts`, "
+                                          "`batches_last_epoch`, `sampled_vertices_per_snapshot` (mean, min, max, "
+                                          "max over min within a batch), `evaluation`", checked=False, optional=True)
     transfer_mode: str = text("base vs graph-difference transfer", checked=False, optional=True)
     transfer_bytes_by_epoch: list[dict[str, int]] = listing("bytes moved per epoch and transfer mode, all ranks",
                                                             checked=False, optional=True)

@@ -118,6 +118,7 @@ class DiscreteScheme(Scheme[OptionsT, "DiscreteData"]):
 
     family: ClassVar[Family] = "discrete"
     honours_presence: ClassVar[bool] = True  # False: trains every vertex of every snapshot whatever --presence says
+    trains_minibatches: ClassVar[bool] = False  # True: its placement runs BLAD §3.1's sampled seed batches
 
     def partition(self, problem: DiscreteData, parts: int, options: OptionsT) -> Partition:
         return NO_PARTITION

@@ -19,9 +19,8 @@ DEFAULT_EVAL_NEGATIVES = 9  # each positive ranked among 10 candidates: MRR, Hit
 
 
 def task_option() -> Any:
-    return option(LINK_PREDICTION, "What validation and test score: link prediction (the evaluation sets' negatives) "
-                                   "or node classification (an MLP decoder on the trained model's frozen embeddings "
-                                   "predicting the store's labels; dgbench/tasks/node.py).", choices=TASKS)
+    return option(LINK_PREDICTION, "What validation and test score (docs/tasks.md): links, or the store's node "
+                                   "labels by an MLP on frozen embeddings.", choices=TASKS)
 
 
 def decoder_epochs_option() -> Any:

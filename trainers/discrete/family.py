@@ -11,7 +11,7 @@ schedule of its own also runs (trainers/discrete/blad/groups.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -37,6 +37,7 @@ from dgbench.trainers.epochs import Selection, check_eval_every, merge_rank_epoc
 from dgbench.loaders.smoothing import EDGE_LIFE, M_PRODUCT, MODEL_SMOOTHING, RAW, store_smoothing
 
 if TYPE_CHECKING:
+    from dgbench.trainers.discrete.blad.minibatch import MiniBatching
     from dgbench.trainers.experiment import ResolvedRun
 
 TASK = "link_prediction"
@@ -52,19 +53,19 @@ class TaskOptions(Options):
     presence: str = option("all", "Which vertex instances exist (DGC §2.1's V_t): all, edges (touched by an edge) "
                                   "or lifetime (the store's vertex_lifetime; docs/discrete-schemes.md).",
                            choices=PRESENCE_CHOICES)
-    group_length: int = option(0, "Snapshot-group protocol (BLAD §3.1, Eq. 1): each target step is an independent "
-                                  "sample, its L most recent snapshots run from a fresh state, loss on the last; "
-                                  "0 = the whole-sequence protocol (ESDG §6.4).", minimum=0)
+    group_length: int = option(0, "BLAD §3.1 snapshot groups (Eq. 1): each target trains its L latest snapshots "
+                                  "from a fresh state; 0 = the whole sequence (ESDG §6.4).", minimum=0)
     group_batch: int = option(0, "Group protocol: groups per optimiser step (BLAD §5.1); 0 = one per epoch.",
                               minimum=0)
+    seed_batch: int = option(0, "BLAD §3.1 vertex mini-batches: B seeds per batch (0: whole graphs).", minimum=0)
+    fanouts: str = option("10,10", "--seed-batch: neighbours sampled per hop.")
     negatives: str = negatives_option()
     extra_negatives: str | None = extra_negatives_option()
     eval_negatives: int = eval_negatives_option()
     task: str = task_option()
     decoder_epochs: int = decoder_epochs_option()
     decoder_lr: float = decoder_lr_option()
-    smoothing: str = option("auto", "Temporal smoothing of the input snapshots (ESDG Table 1, §5.4); targets stay "
-                                    "the raw next snapshots. auto = the model's pairing: tmgcn m-product, "
+    smoothing: str = option("auto", "Input smoothing (ESDG Table 1, §5.4; targets stay raw). auto: tmgcn m-product, "
                                     "evolvegcn-o edge-life, others none.", choices=("auto", RAW, EDGE_LIFE, M_PRODUCT))
     smoothing_window: int = option(3, "Window of --smoothing: edge-life l / M-product w (snapshots).", positive=True)
     paper_protocol: bool = option(False, "ESDG §6.4's training pairs: one training set drawn once and reused every "
@@ -104,6 +105,7 @@ def check(run: ResolvedRun) -> None:
     if task.group_batch and not task.group_length:
         raise DgbenchError(f"--group-batch {task.group_batch}: optimiser steps per group batch need the group "
                            f"protocol (--group-length L >= 1)")
+    _check_minibatches(run)
     blocks = getattr(run.scheme_options, "blocks", 1)
     if task.group_length and blocks > 1:
         raise DgbenchError(f"--blocks {blocks}: the group protocol (--group-length {task.group_length}) runs each "
@@ -120,6 +122,24 @@ def check(run: ResolvedRun) -> None:
                            f"(baselines, the group protocol and schemes with their own schedule score link "
                            f"prediction only)")
     _evaluation(run)  # written beside the store before any rank starts (dgbench/tasks/evalset.py)
+
+
+def _check_minibatches(run: ResolvedRun) -> None:
+    task, name = run.task, run.scheme.name
+    assert isinstance(task, TaskOptions) and isinstance(run.scheme, DiscreteScheme)
+    if not task.seed_batch:
+        return
+    from dgbench.trainers.discrete.blad.minibatch import parse_fanouts
+    parse_fanouts(task.fanouts)
+    if not task.group_length:
+        raise DgbenchError(f"--seed-batch {task.seed_batch}: vertex mini-batches train snapshot groups (BLAD §3.1); "
+                           f"give --group-length L >= 1")
+    if not run.scheme.trains_minibatches:
+        raise DgbenchError(f"--seed-batch {task.seed_batch}: scheme '{name}' has no mini-batch placement (single, "
+                           f"snapshot, vertex, blad and blad-nm do)")
+    if task.presence != "all":
+        raise DgbenchError(f"--seed-batch {task.seed_batch}: a sampled batch has no V_t mask; "
+                           f"run it with --presence all")
 
 
 def _evaluation(run: ResolvedRun) -> list:
@@ -181,10 +201,28 @@ def build_rank(ctx: DistContext, run: ResolvedRun, partition: Partition,
         schedule.group_batch = run.task.group_batch
     trainer = DiscreteTrainer(ctx, data, placement, model, lr=run.config.lr,  # type: ignore[arg-type]
                               schedule=schedule)
+    trainer.minibatches = _minibatching(ctx, run, partition)
     if run.task.task == NODE_CLASSIFICATION:
         from dgbench.tasks.node import NodeClassification
         trainer.node_task = NodeClassification.for_run(_evaluation(run)[0], data.num_nodes, run.task, run.config)
     return trainer
+
+
+def _minibatching(ctx: DistContext, run: ResolvedRun, partition: Partition) -> MiniBatching | None:
+    """BLAD §3.1's seed batches, each trained on its own placement of its sampled graph (a vertex partition
+    restricted to the batch's vertices)."""
+    task, scheme = run.task, run.scheme
+    assert isinstance(task, TaskOptions) and isinstance(scheme, DiscreteScheme)
+    if not task.seed_batch:
+        return None
+    from dgbench.trainers.discrete.blad.minibatch import MiniBatching, parse_fanouts
+
+    def placement_for(mini: Any) -> Any:
+        owner = partition.owner
+        part = partition if owner is None or len(owner) != mini.full.num_nodes else \
+            replace(partition, owner=owner[mini.vertices])
+        return scheme.placement(ctx, mini, run.scheme_options, part)
+    return MiniBatching(task.seed_batch, parse_fanouts(task.fanouts), placement_for)
 
 
 def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: DiscreteData) -> dict[str, Any]:
@@ -199,8 +237,12 @@ def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
                          label=f"{run.scheme.name}/{run.model.name}", unit="edges", selection=selection)
     extra = {"parameters": sum(p.numel() for p in trainer.model.parameters()),  # as the continuous family records
              **trainer.placement.extra(), **trainer.extra(), **run.scheme.record_extras(run.scheme_options, partition)}
-    predicted = trainer.schedule.predicted_elements(trainer, CommProfile.of(trainer.model),
-                                                    trainer.data.split_pairs(TRAIN, run.config.epochs - 1))
+    if trainer.minibatches is not None:  # summed over the last epoch's seed batches, each on its own placement
+        predicted = trainer.minibatches.predicted_elements(trainer, CommProfile.of(trainer.model))
+        extra["minibatches"] = trainer.minibatches.report
+    else:
+        predicted = trainer.schedule.predicted_elements(trainer, CommProfile.of(trainer.model),
+                                                        trainer.data.split_pairs(TRAIN, run.config.epochs - 1))
     if predicted is not None:  # the last training epoch's, all ranks together, by tag
         extra["predicted_comm_elements"] = predicted
     extra["rank_data"] = {**trainer.data.figures(), "peak_rss_bytes": peak_rss_bytes()}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ from dgbench.trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData, PairB
 from dgbench.trainers.discrete.placement import Placement, pair_logits
 from dgbench.trainers.discrete.schedule import BlockSchedule, Schedule
 from dgbench.trainers.gradients import GradientSync
+
+if TYPE_CHECKING:
+    from dgbench.trainers.discrete.blad.minibatch import MiniBatching
 
 
 class SavedActivationMeter:
@@ -71,6 +74,7 @@ class DiscreteTrainer:
         self.activations = SavedActivationMeter()
         self.transfer_per_epoch: list[dict[str, int]] = []
         self.node_task: NodeClassification | None = None  # --task node-classification (set by the family)
+        self.minibatches: MiniBatching | None = None  # --seed-batch B: BLAD §3.1's vertex mini-batches
 
     # ------------------------------------------------------------------ one block
     def block_loss(self, block: int, state: list[State], batches: list[PairBatch], total_pairs: int,
@@ -98,17 +102,22 @@ class DiscreteTrainer:
         moved_before = self.placement.transfer_bytes()
         every = self.data.split_pairs(TRAIN, epoch)
         total_pairs = sum(len(b.src) for b in every)
-        batches = self.schedule.assign(self, every)
+        work = self.data.work()
         with self.activations.watching():
-            local_loss = self.schedule.forward_backward(self, batches, total_pairs, timer)
+            if self.minibatches is None:
+                local_loss = self.schedule.forward_backward(self, self.schedule.assign(self, every), total_pairs,
+                                                            timer)
+            else:  # BLAD §3.1: seed batches, each on its sampled graph and placement
+                local_loss, work, moved = self.minibatches.train_epoch(self, every, total_pairs, epoch, timer)
         if not self.schedule.steps_optimizer():
             self.gradients.synchronise()
             self.optimizer.step()
-        self.transfer_per_epoch.append({mode: moved - moved_before[mode]
-                                        for mode, moved in self.placement.transfer_bytes().items()})
+        if self.minibatches is None:
+            moved = {mode: n - moved_before[mode] for mode, n in self.placement.transfer_bytes().items()}
+        self.transfer_per_epoch.append(moved)
         summed = self.ctx.comm.all_reduce(torch.tensor([local_loss], dtype=torch.float64, device=self.ctx.device),
                                           tag="loss") if self.ctx.world_size > 1 else torch.tensor([local_loss])
-        return float(summed.item()), self.data.work()
+        return float(summed.item()), work
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()

@@ -100,6 +100,9 @@ class Placement:
     def extra(self) -> dict[str, Any]:
         return {}
 
+    def absorb(self, batch_placement: "Placement") -> None:
+        """Take over what a seed batch's placement (BLAD §3.1 mini-batches) counted for the record."""
+
 
 @dataclass(frozen=True)
 class CommProfile:

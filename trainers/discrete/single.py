@@ -13,6 +13,7 @@ class Single(DiscreteScheme[NoOptions]):
     name = "single"
     summary = "one process, every snapshot resident"
     world = WorldRule(one_process=True)
+    trains_minibatches = True
 
     def placement(self, ctx: DistContext, data: DiscreteData, options: NoOptions, partition: Partition) -> Placement:
         return TimePlacement(ctx, data, blocks=1, streamed=False)

@@ -12,8 +12,9 @@ work and follows `single`'s trajectory under the same protocol. BLAD's own sched
 (trainers/discrete/blad/runtime.py) is one too.
 
 Evaluation follows the protocol: the validation and test targets are scored from their own groups.
-Not done: §3.1's vertex mini-batches with sampled neighbours (steps 1, 2, 5); groups run on the full
-graph, and the targets are not shuffled (step 3: order does not change a full-batch gradient).
+§3.1's vertex mini-batches (``--seed-batch``) run these same schedules on each batch's sampled graph
+(trainers/discrete/blad/minibatch.py); targets are not shuffled (step 3: order does not change a gradient
+accumulated over a step's groups).
 """
 from __future__ import annotations
 

@@ -184,7 +184,9 @@ def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions, m
     profile (forward, backward seconds per snapshot), which replaces the proxy's per-snapshot totals; Alg. 1's
     operators keep the proxy's shares of each snapshot's measured time."""
     data = trainer.data
-    vertices = np.full(data.num_steps, data.num_nodes, np.int64)  # full-graph groups: every vertex each step
+    # full-graph groups: every vertex each step; a seed batch (§3.1): the vertices its sampler reached in each
+    sampled = getattr(data, "sampled_vertices_per_step", None)
+    vertices = sampled if sampled is not None else np.full(data.num_steps, data.num_nodes, np.int64)
     edges = data.edges_per_step
     if options.costmodel is not None:
         from dgbench.trainers.discrete.blad.predictor import load_predictor
@@ -202,6 +204,9 @@ def _durations(trainer: DiscreteTrainer, layout: Layout, options: BladOptions, m
             return forward if direction == "forward" else 2 * forward
         provenance = proxy_provenance("operation-count", "multiply-adds per operator (aggregation (E+V)·F, update "
                                       "V·F·H, LSTM/GRU V·gates·(F+H)·H); backward = 2x forward")
+    if sampled is not None:  # --seed-batch: no profile (it times whole snapshots); each batch's own counts
+        provenance = {**provenance, "per_seed_batch": "each seed batch planned from its sampled vertices and edges "
+                      "per snapshot (§3.1); first-epoch profiling times whole snapshots and is not run"}
     every = np.arange(data.num_steps)
     forward = np.asarray(sum(op(s.role, "forward", every, s.width) for s in layout.slots), np.float64)
     backward = np.asarray(sum(op(s.role, "backward", every, s.width) for s in layout.slots), np.float64)
@@ -512,6 +517,19 @@ class BladPlacement(Placement):
         return CommShape(patterns, {"counts": control} if dims else {}, edges[spread], cells[spread], steps[spread],
                          PLAN, point_to_point, reduced)
 
+    def absorb(self, batch_placement: Placement) -> None:
+        """A seed batch's counts added to the run's, its plan (the last batch's) kept for the record."""
+        assert isinstance(batch_placement, BladPlacement)
+        self.plan = batch_placement.plan
+        self.exchanges_run += batch_placement.exchanges_run
+        for call, n in batch_placement.exchanges_by_layer.items():
+            self.exchanges_by_layer[call] = self.exchanges_by_layer.get(call, 0) + n
+        for key, value in batch_placement.schedule_report.items():
+            if isinstance(value, list):
+                self.schedule_report.setdefault(key, []).extend(value)
+            else:
+                self.schedule_report[key] = value
+
     def extra(self) -> dict[str, Any]:
         """The plan and, summed over the ranks (one all-reduce after training, every rank calls this
         once), the GCN pairs run exchanged: epochs × the decided pairs when the manager is on."""
@@ -616,11 +634,13 @@ class BladSchedule(GroupSchedule):
         """The plan, made at first use; ``replan`` (an epoch's start): remade once from the first epoch's profile."""
         placement = trainer.placement
         assert isinstance(placement, BladPlacement)
-        if self.plan is not None and replan and self.profile is not None and not self.plan.profiled:
-            self.plan = placement.plan = make_plan(trainer, self)
-        if self.plan is None:
-            self.plan = make_plan(trainer, self)
-            placement.plan = self.plan
+        if placement.plan is not None and replan and self.profile is not None and not placement.plan.profiled:
+            placement.plan = make_plan(trainer, self)
+        if placement.plan is None:  # the run's placement, or a seed batch's (§3.1: each batch plans its own)
+            placement.plan = make_plan(trainer, self)
+        first = self.plan is None
+        self.plan = placement.plan
+        if first:
             if self.options.pin == "pair":
                 placement.schedule_report["cores"] = _pin(self.plan)
             if self.plan.procs == 2:
@@ -666,7 +686,9 @@ class BladSchedule(GroupSchedule):
                 trainer.optimizer.step()
                 trainer.optimizer.zero_grad(set_to_none=False)
         self.epochs_run += 1
-        if self.epochs_run == 1 and self.options.costmodel is None and self.options.durations == "profile":
+        minibatch = hasattr(trainer.data, "sampled_vertices_per_step")  # each batch planned from its own counts
+        if self.epochs_run == 1 and self.options.costmodel is None and self.options.durations == "profile" \
+                and not minibatch:
             started = time.perf_counter()
             self.profile = _profile_snapshots(trainer, timer)
             self.profile_seconds = time.perf_counter() - started

@@ -25,6 +25,7 @@ class _Blad(DiscreteScheme[BladOptions]):
     protocol_defaults = {"group_length": DEFAULT_GROUP_LENGTH, "smoothing": "none", "group_batch": DEFAULT_GROUP_BATCH}
     reorder = True
     honours_presence = False  # groups run whole snapshots: BladPlacement has no V_t mask
+    trains_minibatches = True
 
     def validate(self, options: BladOptions, world_size: int) -> None:
         procs = options.procs_per_device
@@ -46,7 +47,8 @@ class Blad(_Blad):
     name = "blad"
     summary = "BLAD: snapshot groups per device, two processes per device split by Eq. 2, operator reordering"
     conformance = ({"procs_per_device": 1}, {"balance": "even"}, {"eq2": "paper", "assign": "even"},
-                   {"blad_sync": "epoch", "group_batch": 0}, {"first_layer": "precomputed"})
+                   {"blad_sync": "epoch", "group_batch": 0}, {"first_layer": "precomputed"},
+                   {"seed_batch": 12, "fanouts": "3,2"})  # §3.1's vertex mini-batches
 
 
 @register_scheme

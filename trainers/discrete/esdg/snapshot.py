@@ -27,6 +27,7 @@ class Snapshot(DiscreteScheme[SnapshotOptions]):
     name = "snapshot"
     summary = "snapshot partitioning with re-distribution to vertices (ESDG §4.2; DGC's PSS-TS)"
     conformance = ({"blocks": 2},)
+    trains_minibatches = True
     Options = SnapshotOptions
 
     def validate(self, options: SnapshotOptions, world_size: int) -> None:

@@ -29,6 +29,7 @@ class Vertex(DiscreteScheme[VertexOptions]):
     name = "vertex"
     summary = "vertex partitioning by a hypergraph partitioner, halo exchange (ESDG §4.1)"
     conformance = ({"blocks": 2, "partition": "range"},)
+    trains_minibatches = True
     Options = VertexOptions
 
     def partition(self, problem: DiscreteData, parts: int, options: VertexOptions) -> Partition:
