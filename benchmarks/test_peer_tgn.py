@@ -1,6 +1,7 @@
 """TGN against a peer at equal settings: dgbench's ``single`` TGN beside PyTorch Geometric's TGN
 (``torch_geometric.nn.TGNMemory`` + the attention embedding of PyG's ``examples/tgn.py``) on the same
-real Wikipedia store, the same chronological split and the same negatives.
+real stream store (Wikipedia; LastFM too with ``DGBENCH_PEER_TGN_DATA``), the same chronological split and
+the same negatives.
 
 Why PyG and not DyGLib: DyGLib is a repository, not a package (its code would have to be fetched at
 benchmark time from a pinned commit); PyG is a PyPI package already in the ``peers`` extra
@@ -48,6 +49,7 @@ Run (prints the equal-settings table; noisy on a shared machine)::
 
 ``-k batch`` / ``-k tgl`` picks dgbench's protocol (the peer is the same either way).
 
+``DGBENCH_PEER_TGN_DATA`` (comma list of real streams, default "wikipedia"; "wikipedia,lastfm" adds LastFM),
 ``DGBENCH_PEER_TGN_EVENTS`` (default 20,000, 3,000 under ``DGBENCH_BENCH_QUICK``; 0 = all 157,474 Wikipedia
 events), ``DGBENCH_PEER_TGN_ROUNDS`` (default 3 alternating runs per side, 1 when quick; the median is
 reported), ``DGBENCH_PEER_TGN_MEMORY`` (comma list, default "100,172"), ``DGBENCH_PEER_TGN_LR`` (default
@@ -81,6 +83,7 @@ MEMORY_DIMS = [int(m) for m in os.environ.get("DGBENCH_PEER_TGN_MEMORY", "100,17
 LR = float(os.environ.get("DGBENCH_PEER_TGN_LR", "0.001"))
 THREADS = int(os.environ.get("DGBENCH_PEER_TGN_THREADS", "1"))
 AP_EPOCHS = int(os.environ.get("DGBENCH_PEER_TGN_AP_EPOCHS", "2" if QUICK else "5"))
+DATASETS = os.environ.get("DGBENCH_PEER_TGN_DATA", "wikipedia").split(",")
 PROTOCOLS = ("batch", "tgl")  # dgbench's --protocol: PyG's (equal work) and TGL's
 BATCH, NEIGHBORS, HEADS, SEED = 600, 10, 2, 0
 
@@ -284,9 +287,10 @@ def time_to_ap(curves: dict[str, list[tuple[float, float]]]) -> tuple[float, dic
 
 
 @pytest.fixture
-def wikipedia(shared_data, tmp_path_factory) -> Path:
+def peer_store(request, shared_data, tmp_path_factory) -> tuple[str, Path]:
+    """(name, store) of the real stream ``request.param`` (``DATASETS``)."""
     from test_continuous_bench import real_store  # noqa: PLC0415 - the benchmarks' shared real-store builder
-    return real_store(shared_data, "wikipedia", tmp_path_factory.getbasetemp())
+    return request.param, real_store(shared_data, request.param, tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -352,15 +356,17 @@ def test_time_to_ap_takes_the_ap_both_sides_reach():
 @pytest.mark.realdata
 @pytest.mark.parametrize("memory_dim", MEMORY_DIMS)
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_time_to_validation_ap(wikipedia, memory_dim, protocol):
+@pytest.mark.parametrize("peer_store", DATASETS, indirect=True)
+def test_time_to_validation_ap(peer_store, memory_dim, protocol):
     """Training CPU seconds each side needs to reach a validation AP both reach (printed, not asserted:
     timings are the coordinator's to publish from a quiet host)."""
     _need_pyg()
+    name, store = peer_store
     load_before = os.getloadavg()[0]
-    curves = {"dgbench": ours_epochs(wikipedia, memory_dim, EVENTS, AP_EPOCHS, protocol),
-              "pyg": peer_epochs(wikipedia, memory_dim, EVENTS, AP_EPOCHS)}
+    curves = {"dgbench": ours_epochs(store, memory_dim, EVENTS, AP_EPOCHS, protocol),
+              "pyg": peer_epochs(store, memory_dim, EVENTS, AP_EPOCHS)}
     target, seconds = time_to_ap(curves)
-    print(f"\ntime to validation AP {target:.4f} (the lower of both sides' best over {AP_EPOCHS} epochs), Wikipedia "
+    print(f"\ntime to validation AP {target:.4f} (the lower of both sides' best over {AP_EPOCHS} epochs), {name} "
           f"first {EVENTS or 'all'} events, memory {memory_dim}, dgbench --protocol {protocol}, {THREADS} thread(s), "
           f"load average {load_before:.2f} -> {os.getloadavg()[0]:.2f}")
     for side, curve in curves.items():
@@ -374,28 +380,29 @@ def test_time_to_validation_ap(wikipedia, memory_dim, protocol):
 @pytest.mark.realdata
 @pytest.mark.parametrize("memory_dim", MEMORY_DIMS)
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_tgn_against_pyg_tgn(benchmark, wikipedia, memory_dim, protocol):
+@pytest.mark.parametrize("peer_store", DATASETS, indirect=True)
+def test_tgn_against_pyg_tgn(benchmark, peer_store, memory_dim, protocol):
     """Goals (per CPU-second): under ``batch`` (PyG's protocol, equal work) dgbench ≥ 1.5x the peer; under
     ``tgl`` dgbench ≥ 3x the peer's training events/s at memory 172 (it does 3.2x the roots), AP within noise."""
     _need_pyg()
-
+    name, store = peer_store
     load_before = os.getloadavg()[0]
 
     def alternate() -> dict[str, list[dict]]:
         runs: dict[str, list[dict]] = {"dgbench": [], "pyg": []}
         for _ in range(ROUNDS):  # ours, peer, ours, peer, ...: drifts in machine load hit both sides
-            runs["dgbench"].append(ours_tgn(wikipedia, memory_dim, EVENTS, protocol=protocol))
-            runs["pyg"].append(peer_tgn(wikipedia, memory_dim, EVENTS))
+            runs["dgbench"].append(ours_tgn(store, memory_dim, EVENTS, protocol=protocol))
+            runs["pyg"].append(peer_tgn(store, memory_dim, EVENTS))
         return runs
     runs = benchmark.pedantic(alternate, rounds=1, iterations=1)
     table, speedup, cpu_speedup = side_by_side(runs, "pyg")
-    benchmark.extra_info.update(memory_dim=memory_dim, protocol=protocol, events=EVENTS or "all", rounds=ROUNDS,
-                                lr=LR, threads=THREADS,
+    benchmark.extra_info.update(dataset=name, memory_dim=memory_dim, protocol=protocol, events=EVENTS or "all",
+                                rounds=ROUNDS, lr=LR, threads=THREADS,
                                 table=table, speedup=round(speedup, 3),
                                 cpu_speedup=round(cpu_speedup, 3),
                                 runs={side: [{k: v for k, v in r.items()} for r in rs] for side, rs in runs.items()})
     events = runs["dgbench"][0]
-    print(f"\nTGN vs PyG TGN, Wikipedia first {EVENTS or 'all'} events, memory=time=embedding {memory_dim}, "
+    print(f"\nTGN vs PyG TGN, {name} first {EVENTS or 'all'} events, memory=time=embedding {memory_dim}, "
           f"k={NEIGHBORS} recent, 1 layer, {HEADS} heads, dropout 0, batch {BATCH}, lr {LR}, 1 negative, "
           f"dgbench --protocol {protocol}, "
           f"{THREADS} thread(s), median of {ROUNDS} alternating 1-epoch runs (shared machine: noisy)")
