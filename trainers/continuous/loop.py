@@ -7,6 +7,8 @@ embedding needs; scheme: local, fetched rows updated here, or updated by the own
 :mod:`dgbench.trainers.continuous.state`); embed, score, BCE loss scaled by the *global* batch size;
 backward; all-reduce gradients (summed, so the step equals ``single``'s); write the endpoints' new
 memory and mails back (most-recent message wins; APAN also mails the endpoints' sampled neighbours).
+Under ``--protocol batch`` the roots are the distinct vertices of the share, viewed and embedded once at
+the batch's first event time, and each event's roots read their vertex's embedding (docs/continuous-training.md).
 
 Compute is data-parallel and balanced the same way for every scheme (Sven §2.3, §4.2): each batch's
 events are split evenly across the ranks (:func:`dgbench.trainers.continuous.sven.formulas.even_share`); only
