@@ -79,10 +79,18 @@ def own_references(family: str) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def trained_models(family: str, scheme: str) -> list[str]:
-    """The family's models the scheme trains (its ``models``, else all)."""
+def trained_models(family: str, scheme: str, variant: dict[str, Any] | None = None) -> list[str]:
+    """The family's models the scheme trains (its ``models``, else all), less those that refuse the
+    variant's ``--protocol batch`` (a model's ``batch_protocol_refusal``)."""
     allowed = SCHEMES[f"{family}:{scheme}"].models
-    return [m for m in models(family) if allowed is None or m in allowed]
+    return [m for m in models(family) if (allowed is None or m in allowed) and not refuses(family, m, variant or {})]
+
+
+def refuses(family: str, model: str, variant: dict[str, Any]) -> bool:
+    if variant.get("protocol") != "batch":
+        return False
+    built = MODELS[f"{family}:{model}"].build(memory_dim=4, edge_dim=0)
+    return bool(getattr(built, "batch_protocol_refusal", ""))
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -127,7 +135,7 @@ def _train(family: str, store: Path, world: int, base: dict[str, Any], extra: di
            ) -> dict[tuple[str, str, tuple], dict]:
     keys, configs = [], []
     for scheme, variant in cases(family, world) + (own_references(family) if world == 1 else []):
-        for model in trained_models(family, scheme):
+        for model in trained_models(family, scheme, variant):
             keys.append((scheme, model, tuple(sorted(variant.items()))))
             configs.append(RunConfig(scheme, model, store, nproc=world, out=store.parent / "runs", extra=extra or {},
                                      **base, **variant))
@@ -184,7 +192,7 @@ def test_continuous_schemes_train_like_single_and_move_what_they_predict(continu
     for (scheme, model, options), record in runs.items():
         where = f"{scheme} {dict(options)} {model} P={world}"
         reference = (own_reference(continuous_runs, "continuous", (scheme, model, options), world)
-                     or _reference(continuous_runs, model))
+                     or _reference(continuous_runs, model, record))
         np.testing.assert_allclose(record["extra"]["batch_losses_last_epoch"],
                                    reference["extra"]["batch_losses_last_epoch"], rtol=1e-9, atol=1e-12,
                                    err_msg=where)
@@ -195,6 +203,12 @@ def test_continuous_schemes_train_like_single_and_move_what_they_predict(continu
         if world > 1 and (predicted["dispatch"] or predicted["aggregation"]):
             assert rows["dispatch"] == pytest.approx(predicted["dispatch"], rel=1e-9, abs=1e-6), where
             assert rows["aggregation"] == pytest.approx(predicted["aggregation"], rel=1e-9), where
+
+
+def test_every_continuous_scheme_runs_the_batch_protocol_or_says_why_not():
+    for scheme in schemes("continuous"):
+        declared = any(variant.get("protocol") == "batch" for variant in ({}, *scheme.conformance))
+        assert declared or scheme.batch_protocol_refusal or scheme.name == "single", scheme.name
 
 
 def test_every_registered_scheme_is_exercised(discrete_runs, continuous_runs):

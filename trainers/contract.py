@@ -137,6 +137,8 @@ class ContinuousScheme(Scheme[OptionsT, "StreamProblem"]):
     """A scheme of the continuous-time (event stream, memory-based TGNN) family."""
 
     family: ClassVar[Family] = "continuous"
+    # why the scheme cannot run --protocol batch (empty: it can; say so in the scheme's doc)
+    batch_protocol_refusal: ClassVar[str] = ""
 
     def partition(self, problem: StreamProblem, parts: int, options: OptionsT) -> Partition:
         return NO_PARTITION

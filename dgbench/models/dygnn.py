@@ -73,6 +73,8 @@ class DyGNN(TemporalModel):
     whole new row (no mailbox to merge)."""
 
     uses_neighbors = False
+    batch_protocol_refusal = ("DyGNN updates an interaction's endpoints immediately, before the next interaction "
+                              "reads them (T-GCN §2.2), not once per batch from batch-start state")
 
     def __init__(self, memory_dim: int, edge_dim: int, time_shift: float = 0.0, time_scale: float = 1.0):
         nn.Module.__init__(self)  # not TemporalModel.__init__: no mailbox updater

@@ -218,6 +218,12 @@ class BatchInputs:
     neighbor_mask: torch.Tensor | None = None  # (3b, k) bool
     neighbor_dt: torch.Tensor | None = None  # (3b, k) query time minus neighbour event time
     neighbor_edge_features: torch.Tensor | None = None  # (3b, k, F)
+    # --protocol batch (trainers/continuous/data.py): the roots are the distinct vertices (neighbour fields
+    # are per distinct root), ``root_index`` (3b,) each event root's position among them, ``root_t`` the
+    # time each is queried at, ``delivery_mask`` (2b, k) the real neighbour slots of each event endpoint
+    root_index: torch.Tensor | None = None
+    root_t: torch.Tensor | None = None
+    delivery_mask: torch.Tensor | None = None
 
 
 @dataclass
@@ -239,6 +245,8 @@ class TemporalModel(nn.Module):
     # update rows come from the views alone, so they can be written back while the embedding runs
     # (Sven §3.3.2's second pipeline level); a model whose forward computes them otherwise leaves it False
     rows_before_embedding = False
+    # why the model cannot train under --protocol batch (empty: it can; docs/continuous-training.md)
+    batch_protocol_refusal = ""
 
     def __init__(self, memory_dim: int, edge_dim: int, time_dim: int | None = None, time_shift: float = 0.0,
                  time_scale: float = 1.0):
@@ -283,6 +291,10 @@ class TemporalModel(nn.Module):
         """Scores and update rows. ``views``: :meth:`node_view` of the roots then the real neighbours
         (computed by the caller, or by the owners under DepComm), else computed here from the rows."""
         b = len(inputs.t)
+        if inputs.root_index is not None:
+            assert views is not None, "--protocol batch: the caller computes the distinct roots' views"
+            h, endpoint_view = self.embed_roots(inputs, views)
+            return self._outputs(inputs, h, endpoint_view)
         root_t = inputs.t.repeat(3)
         if views is None:
             rows, times = inputs.root_rows, root_t
@@ -293,10 +305,23 @@ class TemporalModel(nn.Module):
         root_view = views[:3 * b]
         neighbor_view = views[3 * b:] if self.uses_neighbors and len(views) > 3 * b else None
         h = self.embed(inputs, root_view, root_t, neighbor_view)
+        return self._outputs(inputs, h, root_view[:2 * b])
+
+    def _outputs(self, inputs: BatchInputs, h: torch.Tensor, endpoint_view: torch.Tensor) -> BatchOutputs:
+        b = len(inputs.t)
         pos = self.predictor(h[:b], h[b:2 * b])
         neg = self.predictor(h[:b], h[2 * b:])
-        new_rows, delivered = self.write_rows(inputs, root_view[:2 * b])
+        new_rows, delivered = self.write_rows(inputs, endpoint_view)
         return BatchOutputs(pos, neg, new_rows, delivered)
+
+    def embed_roots(self, inputs: BatchInputs, views: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``--protocol batch``: (embedding of every event root, view of every event endpoint [src, dst]),
+        computed once per distinct root vertex (``views``: the distinct roots' views, then the real neighbours')."""
+        assert inputs.root_index is not None and inputs.root_t is not None
+        count = len(inputs.root_t)
+        neighbor_view = views[count:] if self.uses_neighbors and len(views) > count else None
+        h = self.embed(inputs, views[:count], inputs.root_t, neighbor_view)
+        return F.embedding(inputs.root_index, h), views[:count][inputs.root_index[:2 * len(inputs.t)]]
 
     def new_rows(self, inputs: BatchInputs, view: torch.Tensor) -> torch.Tensor:
         """Update rows of [src, dst]: updated memory at t and the new message [own memory, partner
@@ -315,7 +340,7 @@ class TemporalModel(nn.Module):
         rows = self.layout.update_rows(state, t, mail)
         if not (self.delivers_to_neighbors and inputs.neighbor_mask is not None):
             return rows, None
-        mask = inputs.neighbor_mask[:2 * b]
+        mask = inputs.neighbor_mask[:2 * b] if inputs.delivery_mask is None else inputs.delivery_mask
         sender = mask.nonzero(as_tuple=True)[0]  # row-major: each endpoint's mail once per real neighbour
         delivered = self.layout.update_rows(torch.zeros_like(state[sender]), t[sender], mail[sender])
         return rows, delivered

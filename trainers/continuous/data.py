@@ -5,6 +5,10 @@ scheme's event assignment), the negative destinations (drawn from (seed, split, 
 batch, so they do not depend on the rank count), the sampled temporal neighbours, the ids whose rows
 are needed and their route to the owners. Plans are built by :class:`Prefetcher` on a background
 thread while the previous batch trains (Sven's prefetch queue).
+
+Two protocols (``--protocol``, docs/continuous-training.md, section "Protocols"): ``tgl`` queries every
+root at its own event time (one root per event endpoint and negative); ``batch`` queries each distinct
+root vertex of the rank's share once, at the batch's first event time (PyG / TGN-original).
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from dgbench.trainers.continuous.sampler import SampledNeighbors, TemporalSample
 from dgbench.trainers.continuous.state import FetchRoute
 
 SPLIT_CODES = {"train": 0, "val": 1, "test": 2}
+TGL, BATCH = "tgl", "batch"
+PROTOCOLS = (TGL, BATCH)
 
 
 @dataclass
@@ -73,6 +79,7 @@ class StreamProblem:
     deliver_to_neighbors: bool = False  # the model mails its endpoints' sampled neighbours (APAN)
     memory_dim: int = 0
     bytes_per_value: int = 4
+    protocol: str = TGL  # --protocol: tgl (a root per event at its time) or batch (a root per vertex per batch)
 
 
 @dataclass
@@ -98,10 +105,19 @@ class BatchPlan:
     # keep the event's source (then the roots are [src, dst, K·dst'] instead of [src, dst, K·src', K·dst'])
     candidates: int = 0
     fixed_source: bool = True
+    # --protocol batch: each root's position among the distinct roots (the first needed positions), and
+    # the time they are queried at (the batch's first event time); None under tgl (a root per event)
+    root_index: np.ndarray | None = None
+    root_times: np.ndarray | None = None
 
     @property
     def roots(self) -> np.ndarray:
         return np.concatenate([self.src, self.dst, self.negatives])
+
+    @property
+    def query_roots(self) -> int:
+        """How many needed positions are roots (the rest are fetched neighbours)."""
+        return len(self.roots) if self.root_times is None else len(self.root_times)
 
 
 @dataclass
@@ -120,6 +136,7 @@ class BatchPlanner:
     # split -> (negative sources, negative destinations), (events of the split, K): an evaluation set's
     # negatives, scored instead of one random destination per event (MISSING slots: -1)
     candidates: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    protocol: str = TGL
 
     def batch_bounds(self, split: str, batch_size: int) -> list[tuple[int, int]]:
         a, b = self.stream.ranges[split]
@@ -143,6 +160,9 @@ class BatchPlanner:
             blocks = [src, dst, negatives]
         count = len(blocks)
         roots = np.concatenate([src, dst, negatives])
+        if self.protocol == BATCH:
+            return self._batch_plan(split, index, start, size, positions, events, src, dst, negatives, roots,
+                                    candidates, fixed_source)
         root_t = np.tile(s.t[events], count)
         root_event = np.tile(np.arange(b), count)
         neighbors = deliveries = delivery_priority = None
@@ -165,6 +185,37 @@ class BatchPlanner:
                          query_times, self.route(needed), event_of, deliveries, delivery_priority, candidates,
                          fixed_source)
 
+    def _batch_plan(self, split: str, index: int, start: int, size: int, positions: np.ndarray, events: np.ndarray,
+                    src: np.ndarray, dst: np.ndarray, negatives: np.ndarray, roots: np.ndarray, candidates: int,
+                    fixed_source: bool) -> BatchPlan:
+        """``--protocol batch`` (PyG's TGN example): the distinct vertices among this rank's roots, each
+        queried once at the batch's first event time ``start`` (so its sampled neighbours are events of
+        earlier batches: strictly before that time); neighbour draws are keyed by (seed, split, batch,
+        vertex), so they do not depend on how the events are split across ranks."""
+        s, b = self.stream, len(events)
+        unique, root_index = np.unique(roots, return_inverse=True)
+        root_times = np.full(len(unique), s.t[start] if size else 0.0)
+        root_event = np.full(len(unique), np.iinfo(np.int64).max)
+        np.minimum.at(root_event, root_index, np.tile(np.arange(b), len(roots) // max(b, 1)))
+        neighbors = deliveries = delivery_priority = None
+        needed, event_of = unique, root_event
+        if self.sampler is not None and self.neighbors > 0:
+            uniforms = vertex_uniforms((self.seed, SPLIT_CODES[split], index), unique, self.neighbors)
+            neighbors = self.sampler.sample(unique, root_times, self.neighbors, self.strategy, uniforms)
+            mask = neighbors.mask
+            if self.fetch_neighbors:
+                needed = np.concatenate([unique, neighbors.nodes[mask]])
+                event_of = np.concatenate([root_event, np.broadcast_to(root_event[:, None], mask.shape)[mask]])
+            if self.deliver_to_neighbors:  # each endpoint of each event mails its vertex's sampled neighbours
+                endpoint = root_index[:2 * b]
+                endpoint_priority = np.concatenate([2 * positions, 2 * positions + 1])
+                deliveries = neighbors.nodes[endpoint][mask[endpoint]]
+                delivery_priority = np.broadcast_to(endpoint_priority[:, None], mask[endpoint].shape)[mask[endpoint]]
+        query_times = np.full(len(needed), root_times[0] if len(root_times) else 0.0)
+        return BatchPlan(split, index, size, positions, events, src, dst, negatives, neighbors, needed,
+                         query_times, self.route(needed), event_of, deliveries, delivery_priority, candidates,
+                         fixed_source, root_index, root_times)
+
     def _candidate_roots(self, split: str, events: np.ndarray, src: np.ndarray, dst: np.ndarray
                          ) -> tuple[list[np.ndarray], bool]:
         """Root blocks of an evaluation batch: [src, dst, dst'_1..dst'_K] when every negative keeps its
@@ -178,6 +229,27 @@ class BatchPlanner:
         neg_dst = np.where(present, neg_dst, dst[:, None])
         fixed = bool((neg_src == src[:, None]).all())
         return [src, dst, *([] if fixed else list(neg_src.T)), *list(neg_dst.T)], fixed
+
+
+def vertex_uniforms(key: tuple[int, ...], vertices: np.ndarray, k: int) -> np.ndarray:
+    """(len(vertices), k) uniforms in [0, 1), a function of (``key``, vertex, slot) alone (SplitMix64 of
+    the combined integers): the same draws for a vertex whichever rank queries it."""
+    mixed = np.zeros((), dtype=np.uint64)
+    for part in key:
+        mixed = _splitmix(mixed ^ np.uint64(part & 0xFFFFFFFFFFFFFFFF))
+    grid = np.asarray(vertices, dtype=np.uint64)[:, None] * np.uint64(k) + np.arange(k, dtype=np.uint64)[None, :]
+    with np.errstate(over="ignore"):
+        bits = _splitmix(grid ^ mixed)
+    return (bits >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def _splitmix(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser, element-wise (uint64, wrapping)."""
+    with np.errstate(over="ignore"):
+        x: np.ndarray = np.asarray(values, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return np.asarray(x ^ (x >> np.uint64(31)))
 
 
 class Prefetcher:

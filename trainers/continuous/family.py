@@ -6,7 +6,8 @@ negative per positive in training, ``neighbors`` temporal neighbours from the ``
 ``memory_dim``, memory carried from training through validation into test (trainers/continuous/loop.py);
 validation and test rank each event among the K negatives of the run's fixed evaluation sets
 (``--negatives``/``--extra-negatives``/``--eval-negatives``, dgbench/tasks, docs/tasks.md). Baseline models
-(``edgebank``) run instead of the loop.
+(``edgebank``) run instead of the loop. ``--protocol batch`` queries each distinct vertex once per batch at
+the batch's start instead (PyG / TGN-original; docs/continuous-training.md, section "Protocols").
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from dgbench.tasks import NODE_CLASSIFICATION
 from dgbench.tasks.options import (check_task, decoder_epochs_option, decoder_lr_option, eval_negatives_option,
                                    evaluation_block, evaluation_sets, extra_negatives_option, negatives_option,
                                    record_task, task_option)
-from dgbench.trainers.continuous.data import EventStream, StreamProblem
+from dgbench.trainers.continuous.data import BATCH, PROTOCOLS, EventStream, StreamProblem
 from dgbench.trainers.continuous.loop import BatchCounters, ContinuousTrainer, LoopOptions
 from dgbench.trainers.continuous.sampler import STRATEGIES, TemporalSampler
 from dgbench.trainers.contract import ContinuousScheme, Partition
@@ -53,6 +54,10 @@ class TaskOptions(Options):
                                        "exp(-decay (t_query - t_e)), per time unit of the store (T-GCN §3.2's temporal "
                                        "weights); 0: uniform.", minimum=0.0)
     memory_dim: int = option(100, "Node memory width (even: two attention heads).", positive=True)
+    protocol: str = option("tgl", "Memory/embedding protocol: tgl (a root per event endpoint and negative, at its "
+                                  "event time, neighbours up to that time, TGL) or batch (each distinct vertex once "
+                                  "per batch at the batch's first event time, memory from earlier batches' mails, "
+                                  "neighbours from earlier batches: PyG's TGN).", choices=PROTOCOLS)
     max_events: int | None = option(None, "Train on the first N events only (split in the store's proportions).",
                                     positive=True)
     negatives: str = negatives_option()
@@ -80,12 +85,25 @@ def check(run: ResolvedRun) -> None:
                            f"(--sampler sis), not {task.sampler}'s")
     check_eval_every(run.config.eval_every, task.task)
     check_task(task.task, task.extra_negatives)
+    if task.protocol == BATCH:
+        _check_batch_protocol(run)
     if task.task == NODE_CLASSIFICATION:  # the decoder reads a trained model's embeddings (dgbench/tasks/node.py)
         probe = _probe(run, 0)
         if isinstance(probe, Baseline) or type(run.scheme).train_rank is not ContinuousScheme.train_rank:
             raise DgbenchError(f"--task {task.task}: {run.scheme.name}/{run.model.name} has no embeddings "
                                f"to decode (baselines and schemes with their own driver score link prediction only)")
     _evaluation(run)  # written beside the store before any rank starts (dgbench/tasks/evalset.py)
+
+
+def _check_batch_protocol(run: ResolvedRun) -> None:
+    """``--protocol batch`` is refused where the scheme or the model defines its own read rule."""
+    scheme = run.scheme
+    assert isinstance(scheme, ContinuousScheme)
+    if scheme.batch_protocol_refusal:
+        raise DgbenchError(f"--protocol batch: scheme '{scheme.name}' cannot run it: {scheme.batch_protocol_refusal}")
+    refusal = getattr(_probe(run, 0), "batch_protocol_refusal", "")
+    if refusal:
+        raise DgbenchError(f"--protocol batch: model '{run.model.name}' cannot run it: {refusal}")
 
 
 def _evaluation(run: ResolvedRun) -> list[EvaluationSet]:
@@ -125,7 +143,8 @@ def partition_problem(run: ResolvedRun) -> StreamProblem:
                          sampler_decay=task.sampler_decay,
                          fetch_neighbors=bool(getattr(probe, "uses_neighbors", False)),
                          deliver_to_neighbors=bool(getattr(probe, "delivers_to_neighbors", False)),
-                         memory_dim=task.memory_dim, bytes_per_value=torch.finfo(dtype).bits // 8)
+                         memory_dim=task.memory_dim, bytes_per_value=torch.finfo(dtype).bits // 8,
+                         protocol=task.protocol)
 
 
 def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
@@ -140,7 +159,7 @@ def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
                             time_shift=gap_mean, time_scale=gap_std)
     assert isinstance(model, TemporalModel)
     options = LoopOptions(batch_size=task.batch_size, neighbors=task.neighbors, sampler=task.sampler,
-                          sampler_decay=task.sampler_decay,
+                          sampler_decay=task.sampler_decay, protocol=task.protocol,
                           lr=run.config.lr, seed=run.config.seed, prefetch=int(run.config.extra.get("prefetch", 2)))
     trainer = ContinuousTrainer(ctx, stream, model, scheme, run.scheme_options, partition, options)
     trainer.evaluation = _evaluation(run)  # validation and test: the run's fixed evaluation sets

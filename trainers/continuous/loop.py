@@ -7,6 +7,8 @@ embedding needs; scheme: local, fetched rows updated here, or updated by the own
 :mod:`dgbench.trainers.continuous.state`); embed, score, BCE loss scaled by the *global* batch size;
 backward; all-reduce gradients (summed, so the step equals ``single``'s); write the endpoints' new
 memory and mails back (most-recent message wins; APAN also mails the endpoints' sampled neighbours).
+Under ``--protocol batch`` the roots are the distinct vertices of the share, viewed and embedded once at
+the batch's first event time, and each event's roots read their vertex's embedding (docs/continuous-training.md).
 
 Compute is data-parallel and balanced the same way for every scheme (Sven §2.3, §4.2): each batch's
 events are split evenly across the ranks (:func:`dgbench.trainers.continuous.sven.formulas.even_share`); only
@@ -32,7 +34,7 @@ from dgbench.progress import bar as progress_bar
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import Evaluator, SplitFigures, split_name
 from dgbench.tasks.node import NodeClassification
-from dgbench.trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, Prefetcher
+from dgbench.trainers.continuous.data import TGL, BatchPlan, BatchPlanner, EventStream, Prefetcher
 from dgbench.trainers.continuous.sampler import TemporalSampler
 from dgbench.trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
                                                PendingWrite)
@@ -55,6 +57,7 @@ class LoopOptions:
     seed: int
     prefetch: int = 2
     sampler_decay: float = 0.0
+    protocol: str = TGL  # --protocol (trainers/continuous/data.py)
 
 
 @dataclass
@@ -100,7 +103,8 @@ class ContinuousTrainer:
             if (model.uses_neighbors or delivers) else None
         self.planner = BatchPlanner(stream, sampler, options.neighbors, options.sampler, options.seed,
                                     scheme.assign_events(partition, ctx.rank, ctx.world_size), self.state.route,
-                                    fetch_neighbors=model.uses_neighbors, deliver_to_neighbors=delivers)
+                                    fetch_neighbors=model.uses_neighbors, deliver_to_neighbors=delivers,
+                                    protocol=options.protocol)
         self.counters = BatchCounters()
         self.gradients = GradientSync(ctx.comm, list(model.parameters()), GRAD_TAG,
                                       staleness=scheme.gradient_staleness(scheme_options))
@@ -114,15 +118,22 @@ class ContinuousTrainer:
         """The model's inputs for ``plan``'s roots: [src, dst, negative] in training, [src, dst, K candidates]
         in evaluation (each block one root per event); ``rows``: the roots' raw rows, then the neighbours'."""
         device, s = self.ctx.device, self.stream
-        count = len(plan.roots)
+        count = plan.query_roots
         t = torch.from_numpy(s.t[plan.events]).to(device, self.dtype)
         inputs = BatchInputs(rows[:count] if rows is not None else None, t,
                              torch.from_numpy(s.edge_features[plan.events]).to(device, self.dtype))
+        if plan.root_index is not None:  # --protocol batch: the roots are the distinct vertices
+            assert plan.root_times is not None
+            inputs.root_index = torch.from_numpy(plan.root_index).to(device)
+            inputs.root_t = torch.from_numpy(plan.root_times).to(device, self.dtype)
         if plan.neighbors is not None:
             nbr = plan.neighbors
-            inputs.neighbor_mask = torch.from_numpy(nbr.mask).to(device)
+            mask = inputs.neighbor_mask = torch.from_numpy(nbr.mask).to(device)
+            if inputs.root_index is not None:
+                inputs.delivery_mask = mask[inputs.root_index[:2 * len(plan.events)]]
             if self.model.uses_neighbors:
-                root_t = np.tile(s.t[plan.events], count // max(len(plan.events), 1))
+                root_t = plan.root_times if plan.root_times is not None else \
+                    np.tile(s.t[plan.events], count // max(len(plan.events), 1))
                 inputs.neighbor_rows = rows[count:] if rows is not None else None
                 inputs.neighbor_dt = torch.from_numpy(np.where(nbr.mask, root_t[:, None] - nbr.times, 0.0)).to(
                     device, self.dtype)
@@ -145,13 +156,30 @@ class ContinuousTrainer:
             priority.append(plan.delivery_priority - 2 * plan.size)
         return np.concatenate(ids), np.concatenate(priority)
 
+    def _endpoint_views(self, plan: BatchPlan, views: torch.Tensor) -> torch.Tensor:
+        """The views of the batch's [src, dst] roots (their write-back reads them)."""
+        b = len(plan.events)
+        if plan.root_index is None:
+            return views[:2 * b]
+        return views[torch.from_numpy(plan.root_index[:2 * b]).to(views.device)]
+
+    def _root_embeddings(self, plan: BatchPlan, inputs: BatchInputs, views: torch.Tensor) -> torch.Tensor:
+        """The embedding of every root of ``plan`` (its blocks of b, in order) at its query time."""
+        if plan.root_index is not None:
+            return self.model.embed_roots(inputs, views)[0]
+        count = len(plan.roots)
+        root_t = torch.from_numpy(np.tile(self.stream.t[plan.events], count // len(plan.events))).to(
+            self.ctx.device, self.dtype)
+        neighbor_view = views[count:] if self.model.uses_neighbors and len(views) > count else None
+        return self.model.embed(inputs, views[:count], root_t, neighbor_view)
+
     def _begin_write(self, plan: BatchPlan, inputs: BatchInputs | None, views: torch.Tensor | None,
                      outputs: Any) -> PendingWrite:
         ids, priority = self._write_ids(plan)
         if outputs is not None:
             rows, delivered = outputs.new_rows, outputs.delivered_rows
         elif inputs is not None and views is not None:
-            rows, delivered = self.model.write_rows(inputs, views[:2 * len(plan.events)])
+            rows, delivered = self.model.write_rows(inputs, self._endpoint_views(plan, views))
         else:
             rows, delivered = torch.zeros(0, self.model.layout.update_width, device=self.ctx.device), None
         if delivered is not None:
@@ -319,8 +347,7 @@ class ContinuousTrainer:
             self._begin_write(plan, None, None, None).finish()
             return torch.zeros(0, 1 + self.model.memory_dim, dtype=torch.float64, device=self.ctx.device)
         inputs = self._inputs(plan, rows)
-        neighbor_view = views[3 * b:] if self.model.uses_neighbors and len(views) > 3 * b else None
-        h = self.model.embed(inputs, views[:3 * b], inputs.t.repeat(3), neighbor_view)[:b]
+        h = self._root_embeddings(plan, inputs, views)[:b]
         self._begin_write(plan, inputs, views, None).finish()
         ids = torch.from_numpy(plan.events).to(h.device, torch.float64)[:, None]
         return torch.cat([ids, h.double()], dim=1)
@@ -357,10 +384,7 @@ class ContinuousTrainer:
             self._begin_write(plan, None, None, None).finish()
             return torch.zeros(0, 1 + k, dtype=torch.float64, device=self.ctx.device)
         inputs = self._inputs(plan, rows)
-        count = len(plan.roots)
-        root_t = torch.from_numpy(np.tile(self.stream.t[plan.events], count // b)).to(self.ctx.device, self.dtype)
-        neighbor_view = views[count:] if self.model.uses_neighbors and len(views) > count else None
-        h = self.model.embed(inputs, views[:count], root_t, neighbor_view)
+        h = self._root_embeddings(plan, inputs, views)
         sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
         first_dst = 2 if plan.fixed_source else 2 + k
         logits = [self.model.predictor(h[:b], h[b:2 * b])]

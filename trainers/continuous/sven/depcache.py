@@ -20,6 +20,7 @@ from dgbench.trainers.contract import ContinuousScheme, EventAssignment, Partiti
 class DepCache(ContinuousScheme[NoOptions]):
     name = "depcache"
     summary = "Full N&M replica per rank; deduplicated updates all-gathered after each batch (Eq. 7)"
+    conformance = ({"protocol": "batch"},)
 
     def partition(self, problem: StreamProblem, parts: int, options: NoOptions) -> Partition:
         # nothing is partitioned; range owners only label "remote" in the per-rank Eq. 1 counters

@@ -32,7 +32,7 @@ class DepComm(ContinuousScheme[DepCommOptions]):
     name = "depcomm"
     summary = "N&M partitioned; owners update memory and send d_mem rows per position (Eq. 8)"
     Options = DepCommOptions
-    conformance = ({"partition": "range"},)
+    conformance = ({"partition": "range"}, {"protocol": "batch"})
 
     def partition(self, problem: StreamProblem, parts: int, options: DepCommOptions) -> Partition:
         return partition_nodes(problem, parts, options.partition, options.interval)

@@ -5,6 +5,7 @@ exactly the batches training will run.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from dgbench.trainers.continuous.sven import formulas
 from dgbench.trainers.continuous.traffic import CommVolume, redundancy
-from dgbench.trainers.continuous.data import BatchPlanner, EventStream, StreamProblem
+from dgbench.trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, StreamProblem
 from dgbench.trainers.continuous.sampler import TemporalSampler
 from dgbench.trainers.contract import EventAssignment, Partition
 
@@ -59,7 +60,8 @@ def pre_sample(problem: StreamProblem, parts: int) -> PreSample:
                               decay=problem.sampler_decay) if sampled else None
     planner = BatchPlanner(stream, sampler, problem.neighbors, problem.sampler, problem.seed,
                            lambda src: np.ones(len(src), dtype=bool), lambda ids: None,
-                           fetch_neighbors=problem.fetch_neighbors, deliver_to_neighbors=problem.deliver_to_neighbors)
+                           fetch_neighbors=problem.fetch_neighbors, deliver_to_neighbors=problem.deliver_to_neighbors,
+                           protocol=problem.protocol)
     n = stream.num_nodes
     keys: list[np.ndarray] = []
     volume = {scheme: CommVolume(0.0, 0.0) for scheme in formulas.SCHEMES}
@@ -74,7 +76,7 @@ def pre_sample(problem: StreamProblem, parts: int) -> PreSample:
             if not len(share):
                 continue
             lo, hi = share[0], share[-1] + 1
-            fetched = plan.needed_ids[(plan.event_of_needed >= lo) & (plan.event_of_needed < hi)]
+            fetched = _share_needed(planner, plan, (start, stop), trainer, parts)
             wrote = written[(written_event >= lo) & (written_event < hi)]
             keys += [trainer * n + np.unique(fetched), trainer * n + np.unique(wrote)]
         eta1, eta2 = redundancy(plan.needed_ids), redundancy(written)
@@ -88,6 +90,19 @@ def pre_sample(problem: StreamProblem, parts: int) -> PreSample:
     graph = formulas.TrainerVertexGraph.from_keys(keys, parts, n)
     return PreSample(graph, volume, float(np.mean(etas1)) if etas1 else 0.0,
                      float(np.mean(etas2)) if etas2 else 0.0, n1, n2)
+
+
+def _share_needed(planner: BatchPlanner, plan: BatchPlan, bounds: tuple[int, int], trainer: int, parts: int
+                  ) -> np.ndarray:
+    """The ids trainer ``trainer`` of ``parts`` fetches for its even share of the batch ``plan`` (events
+    ``bounds``). Under ``--protocol batch`` a trainer's roots are the distinct vertices of its own share
+    (and their neighbours), so its share is planned as it will be in training."""
+    if plan.root_index is None:
+        share = formulas.even_share(plan.size, trainer, parts)
+        lo, hi = share[0], share[-1] + 1
+        return plan.needed_ids[(plan.event_of_needed >= lo) & (plan.event_of_needed < hi)]
+    own = dataclasses.replace(planner, assign=even_split(parts, trainer))
+    return own.plan(plan.split, plan.index, *bounds).needed_ids
 
 
 def partition_nodes(problem: StreamProblem, parts: int, method: str, interval: int) -> Partition:

@@ -34,7 +34,7 @@ class Sven(ContinuousScheme[SvenOptions]):
     name = "sven"
     summary = "Sven: redundancy-free all-to-alls, Re-FlexBiCut partition, prefetch, two-level pipeline"
     Options = SvenOptions
-    conformance = ({"partition": "interval", "microbatches": 3, "overlap_aggregation": False},)
+    conformance = ({"partition": "interval", "microbatches": 3, "overlap_aggregation": False}, {"protocol": "batch"})
 
     def partition(self, problem: StreamProblem, parts: int, options: SvenOptions) -> Partition:
         return partition_nodes(problem, parts, options.partition, options.interval)

@@ -587,6 +587,8 @@ class Tgcn(ContinuousScheme[TgcnOptions]):
     summary = "Streaming T-GCN: time x source x destination grid, Alg. 6 block swaps, ping-pong pipeline (DyGNN)"
     Options = TgcnOptions
     models = ("dygnn",)
+    batch_protocol_refusal = ("its grid fixes what an event reads (§4.1: live state of its own range, the other "
+                              "role's state as the time interval started), and DyGNN updates immediately")
     conformance = ({"no_pipeline": True, "sparsify": 0.5, "intervals": 3}, {"id_order": "given", "intervals": 2})
 
     def validate(self, options: TgcnOptions, world_size: int) -> None:
