@@ -121,7 +121,7 @@ def test_the_protocols_embed_a_repeated_vertex_differently(float64):
     embedded: dict[str, list[int]] = {TGL: [], BATCH: []}
     views: dict[str, torch.Tensor] = {}
     after_first: dict[str, torch.Tensor] = {}
-    for protocol, trainer in trainers.items():
+    for protocol, trainer in dgbench.trainers.items():
         trainer.model.eval()
         plans = [trainer.planner.plan("train", i, a, b) for i, (a, b) in enumerate(
             trainer.planner.batch_bounds("train", 2))]

@@ -78,6 +78,19 @@ def test_a_forged_figure_is_not_reproduced(verified, forge, failed):
     assert failed in [c.name for c in checks if not c.ok]
 
 
+def test_an_option_added_after_the_claim_is_not_a_mismatch(verified):
+    """A record made before an option existed lacks its key; its re-run records the default. A key the claim
+    has stays compared, whatever the reproduction adds."""
+    claimed = json.loads(json.dumps(verified["record"]))
+    reproduced = json.loads(json.dumps(verified["document"]["reproduction"]))
+    reproduced["hyperparameters"]["an_option_added_later"] = "its default"
+    checks, _ = compare_runs(claimed, reproduced)
+    assert "hyperparameters" not in [c.name for c in checks if not c.ok]
+    claimed["hyperparameters"]["an_option_added_later"] = "another value"
+    checks, _ = compare_runs(claimed, reproduced)
+    assert "hyperparameters" in [c.name for c in checks if not c.ok]
+
+
 def test_a_relabelled_store_is_caught_before_anything_runs(verified, tmp_path):
     from dgbench.generators.esdg_random import build
     other = build(out=tmp_path / "other.zarr", nodes=64, snapshots=4, edge_factor=3.0, seed=4)

@@ -87,6 +87,8 @@ def compare_runs(claimed: dict[str, Any], reproduced: dict[str, Any]) -> tuple[l
         mine, theirs = claimed["dataset"].get(key), reproduced["dataset"].get(key)
         checks.append(Check(f"dataset.{key}", mine, theirs, mine == theirs))
     mine, theirs = _compared_hyperparameters(claimed), _compared_hyperparameters(reproduced)
+    # an option added after the claim was made is absent from it, and its re-run took the option's default
+    theirs = {k: v for k, v in theirs.items() if k in mine}
     checks.append(Check("hyperparameters", mine, theirs, mine == theirs))
     epochs = len(claimed["epochs"])
     checks.append(Check("epochs", epochs, len(reproduced["epochs"]), epochs == len(reproduced["epochs"])))

@@ -45,13 +45,13 @@ def check_task(task: str, extra_negatives: str | None) -> None:
 
 
 def negatives_option() -> Any:
-    return option(ns.RANDOM, "Negative strategy of the evaluation set scored (Poursafaei et al. NeurIPS'22; "
-                             "dgbench/tasks/negatives.py).", choices=ns.STRATEGIES)
+    return option(ns.RANDOM, "Evaluation negatives (Poursafaei et al. NeurIPS'22; dgbench/tasks/negatives.py).",
+                  choices=ns.STRATEGIES)
 
 
 def extra_negatives_option() -> Any:
-    return option(None, "Comma list of further strategies scored in the same run, after the same training "
-                        "(metrics 'test:historical', ...; the record cites every set).", record=False)
+    return option(None, "Comma list of further strategies scored after the same training ('test:historical', ...).",
+                  record=False)
 
 
 def eval_negatives_option() -> Any:

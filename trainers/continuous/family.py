@@ -54,10 +54,8 @@ class TaskOptions(Options):
                                        "exp(-decay (t_query - t_e)), per time unit of the store (T-GCN §3.2's temporal "
                                        "weights); 0: uniform.", minimum=0.0)
     memory_dim: int = option(100, "Node memory width (even: two attention heads).", positive=True)
-    protocol: str = option("tgl", "Memory/embedding protocol: tgl (a root per event endpoint and negative, at its "
-                                  "event time, neighbours up to that time, TGL) or batch (each distinct vertex once "
-                                  "per batch at the batch's first event time, memory from earlier batches' mails, "
-                                  "neighbours from earlier batches: PyG's TGN).", choices=PROTOCOLS)
+    protocol: str = option("tgl", "tgl: a query per event at its time (TGL); batch: each vertex once per batch from "
+                                  "earlier batches (PyG's TGN; docs/continuous-training.md).", choices=PROTOCOLS)
     max_events: int | None = option(None, "Train on the first N events only (split in the store's proportions).",
                                     positive=True)
     negatives: str = negatives_option()

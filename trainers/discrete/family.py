@@ -50,14 +50,14 @@ class TaskOptions(Options):
     hidden: int = option(6, "Hidden width of the discrete-time models (ESDG §6.4: 6).", positive=True)
     theta: float = option(0.1, "Fraction of each target snapshot's edges used as positives (ESDG §6.4).",
                           positive=True, upper=1.0)
-    presence: str = option("all", "Which vertex instances exist (DGC §2.1's V_t): all, edges (touched by an edge) "
-                                  "or lifetime (the store's vertex_lifetime; docs/discrete-schemes.md).",
+    presence: str = option("all", "DGC §2.1's V_t: every vertex, those an edge touches, or the store's lifetimes "
+                                  "(docs/discrete-schemes.md).",
                            choices=PRESENCE_CHOICES)
     group_length: int = option(0, "BLAD §3.1 snapshot groups (Eq. 1): each target trains its L latest snapshots "
                                   "from a fresh state; 0 = the whole sequence (ESDG §6.4).", minimum=0)
     group_batch: int = option(0, "Group protocol: groups per optimiser step (BLAD §5.1); 0 = one per epoch.",
                               minimum=0)
-    seed_batch: int = option(0, "BLAD §3.1 vertex mini-batches: B seeds per batch (0: whole graphs).", minimum=0)
+    seed_batch: int = option(0, "BLAD §3.1 mini-batches of B seed vertices (0: none).", minimum=0)
     fanouts: str = option("10,10", "--seed-batch: neighbours sampled per hop.")
     negatives: str = negatives_option()
     extra_negatives: str | None = extra_negatives_option()
