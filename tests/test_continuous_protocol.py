@@ -117,11 +117,11 @@ def test_the_protocols_embed_a_repeated_vertex_differently(float64):
     vertex 0's memory twice, at t = 3 and t = 4 (different views and embeddings), batch once at t = 3: the
     GRU step on its mail with Δt = 3 - 1, computed here by hand, and one embedding shared by both events."""
     stream = _stream(HAND)
-    trainers = {p: _trainer(stream, p) for p in (TGL, BATCH)}
+    by_protocol = {p: _trainer(stream, p) for p in (TGL, BATCH)}
     embedded: dict[str, list[int]] = {TGL: [], BATCH: []}
     views: dict[str, torch.Tensor] = {}
     after_first: dict[str, torch.Tensor] = {}
-    for protocol, trainer in dgbench.trainers.items():
+    for protocol, trainer in by_protocol.items():
         trainer.model.eval()
         plans = [trainer.planner.plan("train", i, a, b) for i, (a, b) in enumerate(
             trainer.planner.batch_bounds("train", 2))]
@@ -138,8 +138,8 @@ def test_the_protocols_embed_a_repeated_vertex_differently(float64):
         with torch.no_grad():
             views[protocol] = trainer._views(plans[1])[0]
         trainer._step(plans[1], train=False, timer=None)
-    plan_tgl = trainers[TGL].planner.plan("train", 1, 2, 4)
-    plan_batch = trainers[BATCH].planner.plan("train", 1, 2, 4)
+    plan_tgl = by_protocol[TGL].planner.plan("train", 1, 2, 4)
+    plan_batch = by_protocol[BATCH].planner.plan("train", 1, 2, 4)
     assert embedded[TGL] == [6] and embedded[BATCH] == [len(np.unique(plan_batch.roots))] and embedded[BATCH][0] < 6
 
     torch.testing.assert_close(after_first[BATCH], after_first[TGL], rtol=0, atol=0)
