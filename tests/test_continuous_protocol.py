@@ -143,7 +143,7 @@ def test_the_protocols_embed_a_repeated_vertex_differently(float64):
     assert embedded[TGL] == [6] and embedded[BATCH] == [len(np.unique(plan_batch.roots))] and embedded[BATCH][0] < 6
 
     torch.testing.assert_close(after_first[BATCH], after_first[TGL], rtol=0, atol=0)
-    model, table = trainers[TGL].model, after_first[TGL]
+    model, table = by_protocol[TGL].model, after_first[TGL]
     layout = model.layout
     updater = model.updater
 
