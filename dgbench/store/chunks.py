@@ -36,16 +36,17 @@ def direct_layout(array: zarr.Array) -> tuple[int, Blosc | None] | None:
     chunk here; None: read it through zarr."""
     meta = array.metadata
     codecs = tuple(getattr(meta, "codecs", ()))
-    if not isinstance(getattr(meta, "chunk_grid", None), RegularChunkGrid) or len(codecs) not in (1, 2):
+    grid = getattr(meta, "chunk_grid", None)
+    if not isinstance(grid, RegularChunkGrid) or len(codecs) not in (1, 2):
         return None
     raw, compressor = codecs[0], codecs[1] if len(codecs) == 2 else None
     dtype = np.dtype(array.dtype)
     if (not isinstance(raw, BytesCodec) or not (compressor is None or isinstance(compressor, BloscCodec))
             or not (raw.endian is None or raw.endian.value == "little" or dtype.itemsize == 1)
             or dtype.kind not in "iufb" or dtype.byteorder == ">" or not array.shape
-            or tuple(meta.chunk_grid.chunk_shape[1:]) != tuple(array.shape[1:])):
+            or tuple(grid.chunk_shape[1:]) != tuple(array.shape[1:])):
         return None
-    return int(meta.chunk_grid.chunk_shape[0]), None if compressor is None else Blosc(cname=compressor.cname.value)
+    return int(grid.chunk_shape[0]), None if compressor is None else Blosc(cname=compressor.cname.value)
 
 
 def read_rows(array: zarr.Array, start: int, stop: int, fetch: FetchChunk,
