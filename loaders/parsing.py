@@ -805,6 +805,12 @@ def _partial_line_error(path: Path, block: _Block, spec: TableSpec) -> InputErro
                             f"--drop-partial-last-line to drop that line", line=_line_number(path, block.offset))
 
 
+def column_numpy(table: pa.Table, name: str) -> np.ndarray:
+    """One column of a parsed block as a numpy-owned array (see :func:`_to_numpy`)."""
+    column = table.column(name)
+    return _to_numpy(column.chunks, column.type)
+
+
 def _to_numpy(chunks: list[pa.Array], dtype: pa.DataType, numpy_dtype: str | None = None) -> np.ndarray:
     """One numpy-owned array from the blocks' chunks (as ``numpy_dtype`` when given: one pass, no second copy).
 

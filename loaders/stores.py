@@ -215,19 +215,24 @@ def _count_stream_duplicates(prepared: PreparedEvents) -> int:
 
 def count_repeated_events(src: np.ndarray, dst: np.ndarray, t: np.ndarray, num_nodes: int) -> int:
     """How many events repeat an earlier one's (src, dst, t). In a time-sorted stream repeats share a run
-    of equal times, so (run index, src · N + dst) packed into one int64 and one sort of it count them
-    exactly; an unsorted stream, or one whose packed key could overflow, takes the two-key lexsort."""
+    of equal times, so only events sharing their time with a neighbour are looked at, their (run index,
+    src · N + dst) packed into one int64 and one sort of it counts them exactly; an unsorted stream, or one
+    whose packed key could overflow, takes the two-key lexsort."""
     if len(t) < 2:
         return 0
-    key = src.astype(np.int64) * num_nodes + dst
     new_time = t[1:] != t[:-1]
     pairs = int(num_nodes) ** 2  # a Python int: no overflow in the check
     if bool((t[1:] >= t[:-1]).all()) and int(np.count_nonzero(new_time)) < np.iinfo(np.int64).max // pairs:
-        packed = np.concatenate([[0], np.cumsum(new_time, dtype=np.int64)])
+        shares_time = np.zeros(len(t), dtype=bool)
+        shares_time[1:] = ~new_time
+        shares_time[:-1] |= shares_time[1:].copy()
+        rows = np.flatnonzero(shares_time)
+        packed = np.concatenate([[0], np.cumsum(new_time, dtype=np.int64)])[rows]
         packed *= pairs
-        packed += key
+        packed += src[rows].astype(np.int64) * num_nodes + dst[rows]
         packed.sort()
         return int(np.count_nonzero(packed[1:] == packed[:-1]))
+    key = src.astype(np.int64) * num_nodes + dst
     order = np.lexsort((key, t))
     key = key[order]
     same = key[1:] == key[:-1]

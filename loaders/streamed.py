@@ -29,7 +29,7 @@ from dgbench.progress import progress
 from dgbench.store import EdgeStreamStoreWriter, id_dtype
 from dgbench.loaders.events import MAX_EXACT_FLOAT, Events, RawFile, align_to_universe
 from dgbench.loaders.guards import check_time_range, check_vertex_count
-from dgbench.loaders.parsing import TableBlocks
+from dgbench.loaders.parsing import TableBlocks, column_numpy
 from dgbench.loaders.stores import STREAM_BLOCK, TGL_ROLLS, RepeatCounter
 
 SPILLED = {"src": np.int64, "dst": np.int64, "t": None, "ext_roll": np.int8}  # None: the parsed dtype
@@ -163,7 +163,7 @@ def prepare_stream_store(source: StreamSource, out: Path, *, overwrite: bool, fo
 
 def _take_block(table: pa.Table, source: StreamSource, spills: dict[str, _Spill],
                 presences: dict[str, _Presence], stats: _Pass1) -> None:
-    columns = {role: table.column(name).to_numpy() for role, name in source.roles.items()}
+    columns = {role: column_numpy(table, name) for role, name in source.roles.items()}
     t = columns["t"]
     if not len(t):
         return

@@ -41,3 +41,12 @@ def test_counted_block_by_block_the_count_is_the_same(block):
     for a in range(0, len(t), block):
         counter.add(src[a:a + block], dst[a:a + block], t[a:a + block])
     assert counter.repeated == brute_force(src, dst, t) > 0
+
+
+@pytest.mark.parametrize("distinct_share", [0.0, 0.5, 0.99])
+def test_events_alone_at_their_time_are_never_counted(distinct_share):
+    """Only events sharing a time are compared: streams of mostly distinct times still count exactly."""
+    rng = np.random.default_rng(3)
+    t = np.sort(np.where(rng.random(5000) < distinct_share, rng.random(5000) * 1e6, rng.integers(0, 40, 5000)))
+    src, dst = rng.integers(0, 4, 5000), rng.integers(0, 4, 5000)
+    assert count_repeated_events(src, dst, t, 4) == brute_force(src, dst, t)
