@@ -32,6 +32,7 @@ from dgbench.loaders.guards import check_time_range, check_vertex_count
 from dgbench.loaders.parsing import TableBlocks, column_numpy
 from dgbench.loaders.stores import STREAM_BLOCK, TGL_ROLLS, RepeatCounter
 
+FEATURE_BLOCK_BYTES = 64 << 20  # edge features copied per write block (GDELT: 182 floats an event, 92K events)
 SPILLED = {"src": np.int64, "dst": np.int64, "t": None, "ext_roll": np.int8}  # None: the parsed dtype
 
 
@@ -247,13 +248,15 @@ def _write(out: Path, events: Events, spills: dict[str, _Spill], stats: _Pass1, 
         raise InputError(events.source_file, "ext_roll values must be 0 (train), 1 (val) or 2 (test)",
                          field="ext_roll")
     features = events.edge_features
+    width = 0 if features is None else int(features.shape[1])
     time_dtype = np.int64 if not stats.float_times or stats.whole_times else np.float64
     provenance = {**provenance, "duplicates": 0}  # counted while writing
     repeats = RepeatCounter(num_nodes)
     with EdgeStreamStoreWriter(out, num_nodes=num_nodes, directed=events.directed, provenance=provenance,
-                               time_dtype=time_dtype, edge_feature_dim=0 if features is None else features.shape[1],
+                               time_dtype=time_dtype, edge_feature_dim=width,
                                overwrite=overwrite, bipartite=bipartite) as writer:
-        for a, b in _blocks(stats.rows):
+        step = STREAM_BLOCK if features is None else max(1, min(STREAM_BLOCK, FEATURE_BLOCK_BYTES // (4 * width)))
+        for a, b in _blocks(stats.rows, step):
             src, dst = relabel("src", spills["src"].read(a, b)), relabel("dst", spills["dst"].read(a, b))
             t = spills["t"].read(a, b).astype(time_dtype, copy=False)
             repeats.add(src, dst, t)
@@ -269,9 +272,9 @@ def _write(out: Path, events: Events, spills: dict[str, _Spill], stats: _Pass1, 
         return writer.close()
 
 
-def _blocks(rows: int) -> Iterator[tuple[int, int]]:
-    for a in progress(range(0, rows, STREAM_BLOCK), desc="events", unit="block"):
-        yield a, min(a + STREAM_BLOCK, rows)
+def _blocks(rows: int, step: int) -> Iterator[tuple[int, int]]:
+    for a in progress(range(0, rows, step), desc="events", unit="block"):
+        yield a, min(a + step, rows)
 
 
 def _float32(rows: Any) -> np.ndarray:
