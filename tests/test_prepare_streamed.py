@@ -100,3 +100,12 @@ def test_a_split_going_back_is_refused_naming_the_event(tmp_path, small_blocks, 
         in_memory(monkeypatch, out=tmp_path / "m.zarr", raw=folder)
     assert str(streamed_error.value) == str(memory_error.value)
     assert "ext_roll goes back from 1 to 0 at event 4799" in str(streamed_error.value)
+
+
+def test_a_spill_left_by_a_killed_prepare_is_removed_by_the_next(tmp_path, small_blocks):
+    folder = tgl_folder(tmp_path / "TGL", features=False)
+    dead = tmp_path / ".s.zarr.spill-pid999999999-deadbeef"  # the name scratch_dir gives, of a process long gone
+    dead.mkdir()
+    (dead / "src").write_bytes(b"\0" * 64)
+    assert open_store(build_file(out=tmp_path / "s.zarr", fmt="tgl", raw=folder)).num_events == EVENTS
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["TGL", "s.zarr"]
