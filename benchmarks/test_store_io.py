@@ -3,7 +3,7 @@ and a full verified store read vs ``np.fromfile`` of the same bytes (docs/store-
 docs/loader-formats.md, "Preparing large files").
 
 Goals (issue "The seeds' datasets at their real size"): prepare <= 2x read_csv at 20M rows; a full read
->= 0.5x np.fromfile's speed. Rounds alternate the two sides (benchmarks/_alternate.py); the ratios are
+>= 0.5x np.fromfile's speed; prepare time per event constant in size (log-log slope <= 1.05). Rounds alternate the two sides (benchmarks/_alternate.py); the ratios are
 printed as median [min-max] on the wall clock and per CPU-second, with the load average seen. On a
 loaded machine they are not for publication. Rows: DGBENCH_BENCH_ROWS (default 5,000,000; quick runs set
 it small); rounds: DGBENCH_IO_ROUNDS (default 3).
@@ -89,6 +89,23 @@ def test_prepare_vs_read_csv(benchmark, tgl_folder: Path, tmp_path: Path, capsys
         print(f"\n{line}")
     from dgbench.store import open_store
     assert open_store(out).num_events == ROWS
+
+
+def test_prepare_time_slope(benchmark, tgl_folder: Path, tmp_path: Path, capsys) -> None:
+    """Prepare time against size: the log-log slope of the fastest of ROUNDS prepares at ROWS/4 and ROWS
+    events (goal <= 1.05: time per event does not grow with size), on the wall clock and in CPU seconds."""
+    import math
+    small = write_tgl_edges(tmp_path / "quarter", ROWS // 4, seed=1)
+    out = tmp_path / "slope.zarr"
+    rounds = [(timed(lambda: prepare(small, out))[1], timed(lambda: prepare(tgl_folder, out))[1])
+              for _ in range(ROUNDS)]
+    slopes = {clock: math.log(min(getattr(b, clock) for _, b in rounds) / min(getattr(a, clock) for a, _ in rounds))
+              / math.log(ROWS / (ROWS // 4)) for clock in ("wall_s", "cpu_s")}
+    benchmark.pedantic(prepare, args=(small, out), rounds=1, iterations=1)
+    benchmark.extra_info.update({"rows": [ROWS // 4, ROWS], "slope": slopes})
+    with capsys.disabled():
+        print(f"\nprepare time slope {ROWS // 4:,} -> {ROWS:,} events (goal <= 1.05): wall {slopes['wall_s']:.2f}, "
+              f"CPU {slopes['cpu_s']:.2f}; load average {os.getloadavg()[0]:.2f}")
 
 
 def test_store_read_vs_fromfile(benchmark, tgl_folder: Path, tmp_path: Path, capsys) -> None:
