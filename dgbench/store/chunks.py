@@ -2,7 +2,7 @@
 
 Zarr's own read path costs about a millisecond of Python and asyncio per chunk, more than decoding the
 chunk does. Arrays laid out as dgbench writes them (chunked along the first axis only, little-endian
-bytes, one Blosc codec) are read here instead: each chunk file is read (bounded and verified by the
+bytes, one Blosc codec or none; integer or float values) are read here instead: each chunk file is read (bounded and verified by the
 store, as zarr's reads are), its Blosc frame checked and decoded into its place in the result, chunks in
 parallel threads (reading, hashing and Blosc all release the GIL). Any other layout goes through zarr.
 """
@@ -43,7 +43,7 @@ def direct_layout(array: zarr.Array) -> tuple[int, Blosc | None] | None:
     dtype = np.dtype(array.dtype)
     if (not isinstance(raw, BytesCodec) or not (compressor is None or isinstance(compressor, BloscCodec))
             or not (raw.endian is None or raw.endian.value == "little" or dtype.itemsize == 1)
-            or dtype.kind not in "iufb" or dtype.byteorder == ">" or not array.shape
+            or dtype.kind not in "iuf" or dtype.byteorder == ">" or not array.shape
             or tuple(grid.chunk_shape[1:]) != tuple(array.shape[1:])):
         return None
     return int(grid.chunk_shape[0]), None if compressor is None else Blosc(cname=compressor.cname.value)
