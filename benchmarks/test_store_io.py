@@ -3,10 +3,11 @@ and a full verified store read vs ``np.fromfile`` of the same bytes (docs/store-
 docs/loader-formats.md, "Preparing large files").
 
 Goals (issue "The seeds' datasets at their real size"): prepare <= 2x read_csv at 20M rows; a full read
->= 0.5x np.fromfile's speed; prepare time per event constant in size (log-log slope <= 1.05). Rounds alternate the two sides (benchmarks/_alternate.py); the ratios are
-printed as median [min-max] on the wall clock and per CPU-second, with the load average seen. On a
-loaded machine they are not for publication. Rows: DGBENCH_BENCH_ROWS (default 5,000,000; quick runs set
-it small); rounds: DGBENCH_IO_ROUNDS (default 3).
+>= 0.5x np.fromfile's speed; prepare time per event constant in size (log-log slope <= 1.05). Rounds
+alternate the two sides (benchmarks/_alternate.py); the ratios are printed as median [min-max] on the
+wall clock and per CPU-second, with the load average seen. On a loaded machine they are not for
+publication. Rows: DGBENCH_BENCH_ROWS (default 5,000,000; quick runs set it small); rounds:
+DGBENCH_IO_ROUNDS (default 3).
 
     DGBENCH_BENCH_ROWS=20000000 .venv/bin/python -m pytest benchmarks/test_store_io.py --benchmark-disable -s
 

@@ -48,3 +48,18 @@ def test_a_frame_whose_header_disagrees_with_its_file_is_unreadable(tmp_path, sm
         store.read("dst", 1000, 2000)
     np.testing.assert_array_equal(store.read("dst", 0, 1000), store.array("dst")[0:1000])
 
+
+
+def test_a_forked_child_reads_with_its_own_threads(tmp_path, small_chunks):
+    """Ranks may be forked after the parent read a store: the child must not wait on the parent's threads."""
+    import multiprocessing
+    path = write_stream(tmp_path / "s.zarr", features=False)
+    expected = open_store(path).read("dst")  # the parent's pool now exists
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        result = pool.apply_async(_read_dst, (str(path),))
+        assert np.array_equal(result.get(timeout=60), expected)
+
+
+def _read_dst(path: str) -> np.ndarray:
+    return open_store(path).read("dst")

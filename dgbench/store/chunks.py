@@ -2,9 +2,10 @@
 
 Zarr's own read path costs about a millisecond of Python and asyncio per chunk, more than decoding the
 chunk does. Arrays laid out as dgbench writes them (chunked along the first axis only, little-endian
-bytes, one Blosc codec or none; integer or float values) are read here instead: each chunk file is read (bounded and verified by the
-store, as zarr's reads are), its Blosc frame checked and decoded into its place in the result, chunks in
-parallel threads (reading, hashing and Blosc all release the GIL). Any other layout goes through zarr.
+bytes, one Blosc codec or none; integer or float values) are read here instead: each chunk file is read
+(bounded and verified by the store, as zarr's reads are), its Blosc frame checked and decoded into its
+place in the result, chunks in parallel threads (reading, hashing and Blosc release the GIL). Any other
+layout goes through zarr.
 """
 from __future__ import annotations
 
@@ -116,4 +117,13 @@ def _pool() -> ThreadPoolExecutor:
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="dgbench-chunks")
     return _POOL
+
+
+def _forget_pool() -> None:
+    """A forked child (a rank started by fork) has none of the parent's threads: it starts its own pool."""
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
