@@ -54,16 +54,21 @@ def _first_existing(folder: Path, names: tuple[str, ...]) -> Path | None:
     return next((folder / n for n in names if (folder / n).is_file()), None)
 
 
-@register_format("tgl", summary="TGL folder: edges.csv (,src,dst,time,int_roll,ext_roll) + .pt features",
-                 natural="stream", patterns=("edges.csv",), folder_input=True)
-def load_tgl(path: Path, options: LoadOptions) -> Events:
+def edges_spec(path: Path) -> tuple[Path, TableSpec]:
+    """The folder's ``edges.csv`` and how to parse it (columns found by their header names)."""
     edges = path / "edges.csv" if path.is_dir() else path
-    folder = edges.parent
     if not edges.is_file():
         raise InputError(edges, "no edges.csv in the TGL folder")
     header, _ = sniff(edges, ",", header=True)
     refuse_other_layouts(edges, header)
-    spec = TableSpec(columns_by_role(edges, header, ROLES, ("src", "dst", "t")), delimiter=",", header=True)
+    return edges, TableSpec(columns_by_role(edges, header, ROLES, ("src", "dst", "t")), delimiter=",", header=True)
+
+
+@register_format("tgl", summary="TGL folder: edges.csv (,src,dst,time,int_roll,ext_roll) + .pt features",
+                 natural="stream", patterns=("edges.csv",), folder_input=True)
+def load_tgl(path: Path, options: LoadOptions) -> Events:
+    edges, spec = edges_spec(path)
+    folder = edges.parent
     table = read_table(edges, spec, drop_partial_last_line=options.drop_partial_last_line)
     cols = table.columns
     raw_files = [RawFile(edges.name, table.sha256, table.size_bytes)]
@@ -86,15 +91,10 @@ def load_tgl(path: Path, options: LoadOptions) -> Events:
 def stream_tgl(path: Path, options: LoadOptions) -> StreamSource | None:
     """The TGL folder for the bounded-memory stream prepare (loaders/streamed.py); None for files that
     need the in-memory path (not UTF-8). Yields the same Events metadata as :func:`load_tgl`."""
-    edges = path / "edges.csv" if path.is_dir() else path
+    edges, spec = edges_spec(path)
     folder = edges.parent
-    if not edges.is_file():
-        raise InputError(edges, "no edges.csv in the TGL folder")
     if not text_encoding(edges).is_utf8:
         return None
-    header, _ = sniff(edges, ",", header=True)
-    refuse_other_layouts(edges, header)
-    spec = TableSpec(columns_by_role(edges, header, ROLES, ("src", "dst", "t")), delimiter=",", header=True)
     blocks = TableBlocks(edges, spec, drop_partial_last_line=options.drop_partial_last_line)
     node_file = _first_existing(folder, NODE_FEATURE_FILES)
     nodes = None if node_file is None else np.arange(load_tensor(node_file).shape[0], dtype=np.int64)
