@@ -220,10 +220,14 @@ def normalise(events: Events) -> PreparedEvents:
 
 def _align_to_universe(events: Events, node_ids: np.ndarray, name: str) -> Any:
     """A per-vertex array given in ``events.nodes`` order, reordered to the relabelled ids."""
-    values = getattr(events, name)
+    return align_to_universe(getattr(events, name), events.nodes, node_ids)
+
+
+def align_to_universe(values: Any, nodes: np.ndarray | None, node_ids: np.ndarray) -> Any:
+    """``values`` given per vertex of ``nodes`` (None: indexed by original id), reordered to ``node_ids``."""
     if values is None:
         return None
-    if events.nodes is None:
+    if nodes is None:
         return values[node_ids]  # indexed by original id
-    position = np.argsort(events.nodes, kind="stable")
-    return values[position[np.searchsorted(events.nodes, node_ids, sorter=position)]]
+    position = np.argsort(nodes, kind="stable")
+    return values[position[np.searchsorted(nodes, node_ids, sorter=position)]]

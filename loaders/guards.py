@@ -29,15 +29,19 @@ def check_events(events: Events, force: bool, columns_given: bool = False) -> No
     if force or events.num_rows == 0:
         return
     t, path = events.t, events.source_file
-    low, high = t.min().item(), t.max().item()
-    if low == high and events.num_rows >= MIN_ROWS_ONE_TIME:
-        _refuse(path, f"every one of the {events.num_rows:,} events is at time {low}: the time column is "
-                      f"probably not the time; {OVERRIDE}")
-    if events.time_unit == "s" and (low < CALENDAR_SECONDS[0] or high > CALENDAR_SECONDS[1]):
-        _refuse(path, f"times run from {low} to {high}, outside 1900-2100 as seconds: milliseconds or another "
-                      f"unit? pass --time-unit ms|us|ns, --columns SRC,DST,TIME, or --force")
+    check_time_range(path, t.min().item(), t.max().item(), events.num_rows, events.time_unit)
     if events.num_rows >= MIN_ROWS and not columns_given:
         _check_swapped_time(events, path)
+
+
+def check_time_range(path: Path, low: float, high: float, rows: int, time_unit: str) -> None:
+    """Refuse a time column with one value throughout, or (seconds) outside the calendar 1900-2100."""
+    if low == high and rows >= MIN_ROWS_ONE_TIME:
+        _refuse(path, f"every one of the {rows:,} events is at time {low}: the time column is "
+                      f"probably not the time; {OVERRIDE}")
+    if time_unit == "s" and (low < CALENDAR_SECONDS[0] or high > CALENDAR_SECONDS[1]):
+        _refuse(path, f"times run from {low} to {high}, outside 1900-2100 as seconds: milliseconds or another "
+                      f"unit? pass --time-unit ms|us|ns, --columns SRC,DST,TIME, or --force")
 
 
 def _check_swapped_time(events: Events, path: Path) -> None:
@@ -53,12 +57,15 @@ def _check_swapped_time(events: Events, path: Path) -> None:
 
 def check_prepared(prepared: PreparedEvents, force: bool) -> None:
     """Guards on the relabelled events: a vertex per event means an index column was read as ids."""
-    if force or prepared.rows < MIN_ROWS:
-        return
-    if prepared.num_nodes >= NODES_PER_ROW * prepared.rows:
-        _refuse(prepared.source.source_file,
-                f"{prepared.num_nodes:,} distinct vertices in {prepared.rows:,} events: a row-index column "
-                f"read as vertex ids? {OVERRIDE}")
+    if not force:
+        check_vertex_count(prepared.source.source_file, prepared.num_nodes, prepared.rows)
+
+
+def check_vertex_count(path: Path, num_nodes: int, rows: int) -> None:
+    """Refuse (from MIN_ROWS events on) about as many distinct vertices as events."""
+    if rows >= MIN_ROWS and num_nodes >= NODES_PER_ROW * rows:
+        _refuse(path, f"{num_nodes:,} distinct vertices in {rows:,} events: a row-index column "
+                      f"read as vertex ids? {OVERRIDE}")
 
 
 def binary_labels(values: np.ndarray, path: Path, column: str, force: bool,

@@ -544,31 +544,50 @@ def read_table(path: str | Path, spec: TableSpec, *, drop_partial_last_line: boo
     whole = _read_clean_file(path, spec)
     if whole is not None:
         return whole
-    hasher = hashlib.sha256()
+    blocks = TableBlocks(path, spec, drop_partial_last_line, block_bytes)
     parts: dict[str, list[pa.Array]] = {c.name: [] for c in spec.converted}
-    rows = dropped = 0
-    header: str | None = None
-    size = path.stat().st_size
-    with progress(total=size, desc=f"parse {path.name}", unit="B") as bar:
-        for block in _blocks(path, hasher, block_bytes):
-            bar.update(len(block.data))
-            if spec.header and header is None:
-                header, block = _take_header(block, spec)
-                spec = _labelled(spec, header)
-            table = _parse_or_explain(path, block, spec, drop_partial_last_line)
-            if table is _DROPPED:
-                dropped += 1
-            elif table is not None:
-                rows += table.num_rows
-                for name in parts:
-                    parts[name].extend(table.column(name).chunks)
-    if spec.header and header is None:
-        raise InputError(path, "empty file: no header line")
-    columns = _numpy_columns(parts, spec)
+    for table in blocks:
+        for name in parts:
+            parts[name].extend(table.column(name).chunks)
+    columns = _numpy_columns(parts, blocks.spec)
     for column in spec.converted:  # as the whole-file parse returns them
         if column.whole_numbers:
             columns[column.name] = normalise_time(columns[column.name])
-    return Table(path, columns, rows, dropped, header, hasher.hexdigest(), size)
+    return Table(path, columns, blocks.rows, blocks.rows_dropped, blocks.header, blocks.sha256, blocks.size_bytes)
+
+
+class TableBlocks:
+    """A UTF-8 file parsed block by block (``block_bytes`` of whole lines each): iterating yields each
+    block's pyarrow table of converted columns, with every check and one-line error of :func:`read_table`;
+    afterwards ``rows``, ``rows_dropped``, ``header``, ``sha256`` (of every raw byte) and ``spec`` (with
+    the header's labels) describe the whole file. Memory: one block at a time."""
+
+    def __init__(self, path: Path, spec: TableSpec, drop_partial_last_line: bool = False,
+                 block_bytes: int | None = None):
+        self.path, self.spec, self.drop_partial_last_line = path, spec, drop_partial_last_line
+        self.block_bytes = block_bytes or BLOCK_BYTES
+        self.rows = self.rows_dropped = 0
+        self.header: str | None = None
+        self.sha256 = ""
+        self.size_bytes = path.stat().st_size
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        hasher = hashlib.sha256()
+        with progress(total=self.size_bytes, desc=f"parse {self.path.name}", unit="B") as bar:
+            for block in _blocks(self.path, hasher, self.block_bytes):
+                bar.update(len(block.data))
+                if self.spec.header and self.header is None:
+                    self.header, block = _take_header(block, self.spec)
+                    self.spec = _labelled(self.spec, self.header)
+                table = _parse_or_explain(self.path, block, self.spec, self.drop_partial_last_line)
+                if table is _DROPPED:
+                    self.rows_dropped += 1
+                elif table is not None:
+                    self.rows += table.num_rows
+                    yield table
+        if self.spec.header and self.header is None:
+            raise InputError(self.path, "empty file: no header line")
+        self.sha256 = hasher.hexdigest()
 
 
 def _read_decoded(path: Path, spec: TableSpec, encoding: TextEncoding, **options) -> Table:
@@ -784,6 +803,12 @@ def _partial_line_error(path: Path, block: _Block, spec: TableSpec) -> InputErro
     return InputError(path, f"the file ends mid-line ('{clip(text, 60)}': {len(fields)} of {len(spec.columns)} fields, "
                             f"no final newline) - a cut-off download? Download it again, or pass "
                             f"--drop-partial-last-line to drop that line", line=_line_number(path, block.offset))
+
+
+def column_numpy(table: pa.Table, name: str) -> np.ndarray:
+    """One column of a parsed block as a numpy-owned array (see :func:`_to_numpy`)."""
+    column = table.column(name)
+    return _to_numpy(column.chunks, column.type)
 
 
 def _to_numpy(chunks: list[pa.Array], dtype: pa.DataType, numpy_dtype: str | None = None) -> np.ndarray:

@@ -22,8 +22,10 @@ from dgbench.loaders import amlsim, edgelists, jodie, tgl, tgn  # noqa: F401  (r
 from dgbench.loaders.download import RemoteFile, default_cache_dir, fetch
 from dgbench.loaders.events import Events, PreparedEvents, normalise, to_seconds
 from dgbench.loaders.guards import check_events, check_prepared
-from dgbench.loaders.formats import FORMATS, TIME_UNITS, Format, LoadOptions, get_format, open_raw
-from dgbench.loaders.stores import DUPLICATE_POLICIES, loader_provenance, resolve_window, write_snapshots, write_stream
+from dgbench.loaders.formats import FORMATS, TIME_UNITS, Format, LoadOptions, RawInput, get_format, open_raw
+from dgbench.loaders.stores import (DUPLICATE_POLICIES, events_provenance, loader_provenance, resolve_window,
+                                    write_snapshots, write_stream)
+from dgbench.loaders.streamed import STREAM_SOURCES, NotTimeSorted, prepare_stream_store
 
 STORE_KINDS = ("snapshots", "stream")
 COLUMN_FORMATS = ("snap", "network-repository", "konect")  # the formats --columns applies to
@@ -136,7 +138,6 @@ def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str 
     out = Path(out)
     if out.exists() and not overwrite:
         raise DgbenchError(f"{out}: a store already exists (pass --overwrite to replace it)")
-    drop_partial_last_line = options.drop_partial_last_line
     kind = to or fmt.natural
     if duplicates == "sum" and kind == "stream":
         raise DgbenchError("--duplicates sum merges edges within a snapshot; a stream keeps every event")
@@ -144,6 +145,10 @@ def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str 
         raise DgbenchError(f"--columns applies to the edge-list formats ({', '.join(COLUMN_FORMATS)}); "
                            f"{fmt.name} files name their columns in their header")
     with open_raw(raw, fmt, scratch=out.parent, member=options.member) as found:
+        if kind == "stream":
+            streamed = _build_streamed(raw, found, fmt, out, overwrite, options, source, extra)
+            if streamed is not None:
+                return streamed
         events = fmt.load(found.path, options)
         apply_time_unit(events, options.time_unit)
         if found.archive is not None:
@@ -152,16 +157,53 @@ def _build_plain(*, raw: Path, fmt: Format, out: Path, overwrite: bool, to: str 
         prepared = normalise(events)
         check_prepared(prepared, options.force)
         _report_repairs(prepared, found.member and f"{found.member} from {Path(raw).name}")
-        params = {"to": kind, "drop_partial_last_line": drop_partial_last_line, "bipartite": events.bipartite,
-                  "raw_path": str(raw), **({"member": found.member} if found.member else {}),
-                  **({"columns": options.columns} if options.columns else {}),
-                  **({"time_unit": options.time_unit} if options.time_unit else {})}
         provenance = loader_provenance(prepared, source=source, fmt=fmt.name, loader=fmt.load.__module__,
-                                       params=params, extra=extra)
+                                       params=_params(kind, raw, found, options, events), extra=extra)
         if kind == "snapshots":
             return write_snapshots(prepared, out, window=resolve_window(window, events.time_unit),
                                    duplicates=duplicates, provenance=provenance, overwrite=overwrite)
         return write_stream(prepared, out, provenance=provenance, overwrite=overwrite)
+
+
+def _params(kind: str, raw: Path, found: RawInput, options: LoadOptions, events: Events) -> dict[str, Any]:
+    """The prepare parameters recorded in the provenance."""
+    return {"to": kind, "drop_partial_last_line": options.drop_partial_last_line, "bipartite": events.bipartite,
+            "raw_path": str(raw), **({"member": found.member} if found.member else {}),
+            **({"columns": options.columns} if options.columns else {}),
+            **({"time_unit": options.time_unit} if options.time_unit else {})}
+
+
+def _build_streamed(raw: Path, found: RawInput, fmt: Format, out: Path, overwrite: bool, options: LoadOptions,
+                    source: str, extra: dict[str, Any] | None) -> Path | None:
+    """The stream store prepared in bounded memory (loaders/streamed.py) when the format offers it and the
+    file allows (UTF-8, seconds, times sorted); None: use the in-memory path (nothing was written)."""
+    make = STREAM_SOURCES.get(fmt.name)
+    if make is None or options.time_unit not in (None, "s"):
+        return None
+    stream = make(found.path, options)
+    if stream is None:
+        return None
+    finish = stream.finish
+
+    def finished(rows: int) -> Events:
+        events = finish(rows)
+        if found.archive is not None:
+            events.raw_files.insert(0, found.archive)
+        return events
+
+    def provenance_of(events: Events, rows: int) -> dict[str, Any]:
+        return events_provenance(events, rows, 0, source=source, fmt=fmt.name, loader=fmt.load.__module__,
+                                 params=_params("stream", raw, found, options, events), extra=extra)
+
+    def report(events: Events) -> None:
+        _report_notes(events, 0, found.member and f"{found.member} from {Path(raw).name}")
+
+    stream.finish = finished
+    try:
+        return prepare_stream_store(stream, out, overwrite=overwrite, force=options.force,
+                                    provenance_of=provenance_of, report=report)
+    except NotTimeSorted:
+        return None
 
 
 def apply_time_unit(events: Events, unit: str | None) -> None:
@@ -175,15 +217,19 @@ def apply_time_unit(events: Events, unit: str | None) -> None:
 
 
 def _report_repairs(prepared: PreparedEvents, member: str | None = None) -> None:
+    _report_notes(prepared.source, prepared.rows_out_of_order, member)
+
+
+def _report_notes(events: Events, rows_out_of_order: int, member: str | None = None) -> None:
     """One stderr line naming the member read from a folder/archive and any rows re-ordered or dropped
     (all also in the provenance)."""
     notes = [f"read {member}"] if member else []  # "a/b.edges from x.zip"
-    if prepared.rows_out_of_order:
-        notes.append(f"{prepared.rows_out_of_order:,} rows were out of time order (sorted stably)")
-    if prepared.source.rows_dropped:
-        notes.append(f"{prepared.source.rows_dropped:,} cut-off last line dropped")
+    if rows_out_of_order:
+        notes.append(f"{rows_out_of_order:,} rows were out of time order (sorted stably)")
+    if events.rows_dropped:
+        notes.append(f"{events.rows_dropped:,} cut-off last line dropped")
     if notes:  # what was done to the data is said even under --quiet (which turns progress bars off)
-        click.echo(f"note: {prepared.source.source_file.name}: {'; '.join(notes)}", err=True)
+        click.echo(f"note: {events.source_file.name}: {'; '.join(notes)}", err=True)
 
 
 FILE_OPTIONS = [

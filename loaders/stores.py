@@ -18,7 +18,7 @@ from dgbench.convert import MAX_SNAPSHOTS, _window_indices, parse_window
 from dgbench.errors import DgbenchError, InputError
 from dgbench.progress import progress
 from dgbench.store import EdgeStreamStoreWriter, SnapshotStoreWriter
-from dgbench.loaders.events import PreparedEvents
+from dgbench.loaders.events import Events, PreparedEvents
 
 STREAM_BLOCK = 1 << 20
 SNAPSHOT_BATCH = 1 << 20  # rows sorted per batch while the previous batch is written
@@ -36,12 +36,18 @@ def resolve_window(window: str | None, time_unit: str) -> int | float:
 def loader_provenance(prepared: PreparedEvents, *, source: str, fmt: str, loader: str,
                       params: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Where a store came from: raw files with sha256, loader, parameters, row accounting."""
-    events = prepared.source
+    return events_provenance(prepared.source, prepared.rows, prepared.rows_out_of_order, source=source, fmt=fmt,
+                             loader=loader, params=params, extra=extra)
+
+
+def events_provenance(events: Events, rows: int, rows_out_of_order: int, *, source: str, fmt: str, loader: str,
+                      params: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`loader_provenance` from the parsed file's metadata (``events``) and its row counts."""
     return {"source": source, "format": fmt, "loader": loader, "params": params,
             "raw": [raw.record() for raw in events.raw_files],
             "raw_file": events.source_file.name, "raw_sha256": events.raw_files[0].sha256 if events.raw_files else None,
-            "rows_read": int(prepared.rows + events.rows_dropped), "rows_dropped": int(events.rows_dropped),
-            "rows_out_of_order": int(prepared.rows_out_of_order), "time_unit": events.time_unit,
+            "rows_read": int(rows + events.rows_dropped), "rows_dropped": int(events.rows_dropped),
+            "rows_out_of_order": int(rows_out_of_order), "time_unit": events.time_unit,
             "format_details": events.details, "dgbench_version": dgbench.__version__, "transforms": [],
             **(extra or {})}
 
@@ -209,24 +215,50 @@ def _count_stream_duplicates(prepared: PreparedEvents) -> int:
 
 def count_repeated_events(src: np.ndarray, dst: np.ndarray, t: np.ndarray, num_nodes: int) -> int:
     """How many events repeat an earlier one's (src, dst, t). In a time-sorted stream repeats share a run
-    of equal times, so (run index, src · N + dst) packed into one int64 and one sort of it count them
-    exactly; an unsorted stream, or one whose packed key could overflow, takes the two-key lexsort."""
+    of equal times, so only events sharing their time with a neighbour are looked at, their (run index,
+    src · N + dst) packed into one int64 and one sort of it counts them exactly; an unsorted stream, or one
+    whose packed key could overflow, takes the two-key lexsort."""
     if len(t) < 2:
         return 0
-    key = src.astype(np.int64) * num_nodes + dst
     new_time = t[1:] != t[:-1]
     pairs = int(num_nodes) ** 2  # a Python int: no overflow in the check
     if bool((t[1:] >= t[:-1]).all()) and int(np.count_nonzero(new_time)) < np.iinfo(np.int64).max // pairs:
-        packed = np.concatenate([[0], np.cumsum(new_time, dtype=np.int64)])
+        shares_time = np.zeros(len(t), dtype=bool)
+        shares_time[1:] = ~new_time
+        shares_time[:-1] |= shares_time[1:].copy()
+        rows = np.flatnonzero(shares_time)
+        packed = np.concatenate([[0], np.cumsum(new_time, dtype=np.int64)])[rows]
         packed *= pairs
-        packed += key
+        packed += src[rows].astype(np.int64) * num_nodes + dst[rows]
         packed.sort()
         return int(np.count_nonzero(packed[1:] == packed[:-1]))
+    key = src.astype(np.int64) * num_nodes + dst
     order = np.lexsort((key, t))
     key = key[order]
     same = key[1:] == key[:-1]
     same &= t[order][1:] == t[order][:-1]
     return int(np.count_nonzero(same))
+
+
+class RepeatCounter:
+    """:func:`count_repeated_events` of a time-sorted stream fed in blocks: each block is counted together
+    with the rows of the previous block's last time (repeats share a time), minus the repeats among those
+    rows, counted before. Memory: a block plus the rows of one time."""
+
+    def __init__(self, num_nodes: int):
+        self.num_nodes, self.repeated = num_nodes, 0
+        self.carry: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.carry_repeated = 0
+
+    def add(self, src: np.ndarray, dst: np.ndarray, t: np.ndarray) -> None:
+        if not len(t):
+            return
+        if self.carry is not None:
+            src, dst, t = (np.concatenate([kept, new]) for kept, new in zip(self.carry, (src, dst, t)))
+        self.repeated += count_repeated_events(src, dst, t, self.num_nodes) - self.carry_repeated
+        last = int(np.searchsorted(t, t[-1], side="left"))
+        self.carry = (src[last:].copy(), dst[last:].copy(), t[last:].copy())
+        self.carry_repeated = count_repeated_events(*self.carry, self.num_nodes)
 
 
 def _write_vertex_arrays(writer: SnapshotStoreWriter | EdgeStreamStoreWriter, prepared: PreparedEvents) -> None:

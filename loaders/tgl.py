@@ -18,8 +18,9 @@ from dgbench.loaders.download import file_sha256
 from dgbench.loaders.events import Events, RawFile
 from dgbench.loaders.formats import LoadOptions, register_format
 from dgbench.loaders.tgn import is_tgn_header
-from dgbench.loaders.parsing import (FLOAT, ID, INT, Column, TableSpec, columns_by_role, describe_fields, is_number,
-                             read_table, sniff, sniff_separator, split_fields)
+from dgbench.loaders.parsing import (FLOAT, ID, INT, Column, TableBlocks, TableSpec, columns_by_role, describe_fields,
+                                    is_number, read_table, sniff, sniff_separator, split_fields, text_encoding)
+from dgbench.loaders.streamed import STREAM_SOURCES, StreamSource, raw_file
 
 ROLES = {"src": (("src",), Column("src", ID, nonnegative=True)),
          "dst": (("dst",), Column("dst", ID, nonnegative=True)),
@@ -53,16 +54,21 @@ def _first_existing(folder: Path, names: tuple[str, ...]) -> Path | None:
     return next((folder / n for n in names if (folder / n).is_file()), None)
 
 
-@register_format("tgl", summary="TGL folder: edges.csv (,src,dst,time,int_roll,ext_roll) + .pt features",
-                 natural="stream", patterns=("edges.csv",), folder_input=True)
-def load_tgl(path: Path, options: LoadOptions) -> Events:
+def edges_spec(path: Path) -> tuple[Path, TableSpec]:
+    """The folder's ``edges.csv`` and how to parse it (columns found by their header names)."""
     edges = path / "edges.csv" if path.is_dir() else path
-    folder = edges.parent
     if not edges.is_file():
         raise InputError(edges, "no edges.csv in the TGL folder")
     header, _ = sniff(edges, ",", header=True)
     refuse_other_layouts(edges, header)
-    spec = TableSpec(columns_by_role(edges, header, ROLES, ("src", "dst", "t")), delimiter=",", header=True)
+    return edges, TableSpec(columns_by_role(edges, header, ROLES, ("src", "dst", "t")), delimiter=",", header=True)
+
+
+@register_format("tgl", summary="TGL folder: edges.csv (,src,dst,time,int_roll,ext_roll) + .pt features",
+                 natural="stream", patterns=("edges.csv",), folder_input=True)
+def load_tgl(path: Path, options: LoadOptions) -> Events:
+    edges, spec = edges_spec(path)
+    folder = edges.parent
     table = read_table(edges, spec, drop_partial_last_line=options.drop_partial_last_line)
     cols = table.columns
     raw_files = [RawFile(edges.name, table.sha256, table.size_bytes)]
@@ -80,6 +86,37 @@ def load_tgl(path: Path, options: LoadOptions) -> Events:
                   details={"header": table.header,
                            "edge_feature_dim": 0 if edge_features is None else int(edge_features.shape[1]),
                            "node_feature_dim": 0 if node_features is None else int(node_features.shape[1])})
+
+
+def stream_tgl(path: Path, options: LoadOptions) -> StreamSource | None:
+    """The TGL folder for the bounded-memory stream prepare (loaders/streamed.py); None for files that
+    need the in-memory path (not UTF-8). Yields the same Events metadata as :func:`load_tgl`."""
+    edges, spec = edges_spec(path)
+    folder = edges.parent
+    if not text_encoding(edges).is_utf8:
+        return None
+    blocks = TableBlocks(edges, spec, drop_partial_last_line=options.drop_partial_last_line)
+    node_file = _first_existing(folder, NODE_FEATURE_FILES)
+    nodes = None if node_file is None else np.arange(load_tensor(node_file).shape[0], dtype=np.int64)
+
+    def finish(rows: int) -> Events:
+        raw_files = [raw_file(blocks)]
+        edge_features = _feature_tensor(folder, EDGE_FEATURE_FILES, rows, "edge", raw_files)
+        node_features = _feature_tensor(folder, NODE_FEATURE_FILES, None, "node", raw_files)
+        none = np.empty(0, dtype=np.int64)  # the columns stay in the spill files
+        return Events(src=none, dst=none, t=none, source_file=edges, time_unit="s", edge_features=edge_features,
+                      bipartite=bool(options.bipartite), nodes=nodes,
+                      node_features=None if node_features is None else node_features.float().numpy(),
+                      raw_files=raw_files, rows_dropped=blocks.rows_dropped,
+                      details={"header": blocks.header,
+                               "edge_feature_dim": 0 if edge_features is None else int(edge_features.shape[1]),
+                               "node_feature_dim": 0 if node_features is None else int(node_features.shape[1])})
+
+    roles = {c.name: c.name for c in spec.converted}
+    return StreamSource(blocks, roles, finish, nodes=nodes, bipartite=bool(options.bipartite))
+
+
+STREAM_SOURCES["tgl"] = stream_tgl
 
 
 def refuse_other_layouts(edges: Path, header: list[str]) -> None:

@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
 from dgbench.errors import StoreError
+from dgbench.store.chunks import direct_layout, read_rows
 from dgbench.store.format import (EDGE_COLUMNS, SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS, STREAM, array_digest_update,
                                   file_digest)
 from dgbench.store.checks import (_short, attribute_problems, declared_fingerprint_problem, memory_problem,
@@ -116,6 +117,10 @@ class _SafeLocalStore(LocalStore):
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 
+    def fetch_chunk(self, key: str) -> bytes | None:
+        """A chunk file's bytes as zarr would get them (None: absent, all fill values), without asyncio."""
+        return self._read(key)
+
     async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
         if byte_range is not None:
             raise StoreError(f"{self.root}: '{key}': partial file reads are not used by dgbench stores")
@@ -162,6 +167,11 @@ class _VerifiedLocalStore(_SafeLocalStore):
         # read and hash in a worker thread, as zarr reads: chunks are checked in parallel (sha256 frees the GIL)
         data = await asyncio.to_thread(self._read_checked, key, expected)
         return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
+
+    def fetch_chunk(self, key: str) -> bytes | None:
+        """A chunk file's bytes, checked against its digest (None: never written, all fill values)."""
+        expected = self.digests.get(key)
+        return None if expected is None else self._read_checked(key, expected)
 
     def _read_checked(self, key: str, expected: str) -> bytes:
         where = f"{self.root}: array '{key.split('/')[0]}': file '{key}'"
@@ -240,19 +250,33 @@ class _OpenStore:
         array = self.array(name)
         if self.verify and "file_digests" not in self.attrs:
             self._check_whole_array(name, array)
+        check = self._check_ids if self.verify and name in ("src", "dst") else None
         try:
-            values = array[start:stop]
+            values = self._read_values(array, start, stop, check and (lambda ids, row: check(name, ids, row)))
         except StoreError:
             raise
         except Exception as exc:  # noqa: BLE001 - a truncated/garbled chunk: say which array, not a codec trace
             rows = "all rows" if start is None and stop is None else f"rows {start}..{stop}"
             raise StoreError(f"{self.path}: array '{name}' {rows} unreadable "
                              f"({type(exc).__name__}: {exc}; run `dgbench validate`)") from exc
-        if self.verify and name in ("src", "dst") and len(values):
-            self._check_ids(name, values, start or 0)
         return values
 
+    def _read_values(self, array: zarr.Array, start: int | None, stop: int | None,
+                     check: Callable[[np.ndarray, int], None] | None) -> np.ndarray:
+        """Rows [start, stop) from the chunk files directly (dgbench.store.chunks) when the array's layout
+        allows, else through zarr; ``check(rows, first_row)`` on what was read."""
+        fetch = getattr(self.group.store, "fetch_chunk", None)
+        first, last, _ = slice(start, stop).indices(array.shape[0]) if array.shape else (0, 0, 1)
+        if fetch is None or direct_layout(array) is None:
+            values = array[start:stop]
+            if check is not None:
+                check(values, first)
+            return values
+        return read_rows(array, first, max(first, last), fetch, check)
+
     def _check_ids(self, name: str, ids: np.ndarray, first_row: int) -> None:
+        if not len(ids):
+            return
         n = self.num_nodes
         unsigned = ids.view(ids.dtype.str.replace("i", "u")) if ids.dtype.kind == "i" else ids
         if unsigned.max() >= n:  # one pass: a negative id viewed unsigned is above any N

@@ -38,8 +38,8 @@ class _ColumnWriter:
         row_elems = int(np.prod(row_shape)) if row_shape else 1
         self.chunk_rows = max(1, CHUNK_ELEMENTS // row_elems)
         self.array = group.create_array(name, shape=(0, *row_shape), dtype=self.dtype,
-                                        chunks=(self.chunk_rows, *row_shape), compressors=[COMPRESSOR],
-                                        fill_value=0)
+                                        chunks=(self.chunk_rows, *row_shape), fill_value=0,
+                                        compressors=None if COMPRESSOR is None else [COMPRESSOR])
         self.hasher = hashlib.sha256()
         self.pending: list[np.ndarray] = []
         self.pending_rows = 0
@@ -108,7 +108,7 @@ def _local_chunk_directory(array: zarr.Array) -> Path | None:
 
 def _chunk_encoder(dtype: np.dtype) -> Blosc | None:
     """numcodecs' Blosc configured as zarr configures COMPRESSOR for this dtype (typesize = item size)."""
-    if dtype.byteorder == ">" or dtype.kind not in "iuf":
+    if COMPRESSOR is None or dtype.byteorder == ">" or dtype.kind not in "iuf":
         return None
     shuffles = {BloscShuffle.noshuffle: Blosc.NOSHUFFLE, BloscShuffle.shuffle: Blosc.SHUFFLE,
                 BloscShuffle.bitshuffle: Blosc.BITSHUFFLE}
