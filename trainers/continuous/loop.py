@@ -361,12 +361,14 @@ class ContinuousTrainer:
         root_t = torch.from_numpy(np.tile(self.stream.t[plan.events], count // b)).to(self.ctx.device, self.dtype)
         neighbor_view = views[count:] if self.model.uses_neighbors and len(views) > count else None
         h = self.model.embed(inputs, views[:count], root_t, neighbor_view)
-        sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
-        first_dst = 2 if plan.fixed_source else 2 + k
-        logits = [self.model.predictor(h[:b], h[b:2 * b])]
-        logits += [self.model.predictor(sources[j], h[(first_dst + j) * b:(first_dst + j + 1) * b]) for j in range(k)]
+        if plan.fixed_source:  # roots [src, dst, K·dst']: every candidate's source is the event's
+            sources, destinations = h[:b], h[b:]
+        else:  # roots [src, dst, K·src', K·dst']
+            sources = torch.cat([h[:b], h[2 * b:(2 + k) * b]])
+            destinations = torch.cat([h[b:2 * b], h[(2 + k) * b:]])
+        logits = self.model.predictor.score_blocks(sources, destinations, b)
         self._begin_write(plan, inputs, views, None).finish()
-        return torch.stack(logits, dim=1).double()
+        return logits.double()
 
     def _gather_candidate_scores(self, plan: BatchPlan, logits: torch.Tensor) -> np.ndarray:
         """(global event id, positive logit, K negative logits) of the whole batch on every rank."""
