@@ -350,7 +350,9 @@ class ContinuousTrainer:
         """(b, 1 + K) logits of this rank's events: the positive, then each negative pair. The model's own
         parts — node views, :meth:`~dgbench.models.temporal.TemporalModel.embed` per root, the edge
         predictor — run over the roots [src, dst, negatives...] once, so the K negatives cost K roots each
-        (``forward`` would embed [src, dst, negative] again for every negative); then the batch's write-back."""
+        (``forward`` would embed [src, dst, negative] again for every negative), and a source shared by the
+        candidates is projected once (:meth:`~dgbench.models.temporal.EdgePredictor.score_blocks`); then the
+        batch's write-back."""
         views, rows = self._views(plan)
         b, k = len(plan.events), plan.candidates
         if b == 0:
