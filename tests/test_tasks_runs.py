@@ -96,7 +96,10 @@ def test_every_negative_pair_is_scored_with_its_own_source_and_destination(strea
     assert plan.fixed_source == (strategy == "random")
     object.__setattr__(trainer.model, "embed", lambda inputs, views, t, nbr: torch.from_numpy(
         plan.roots.astype(np.float64))[:, None])
-    object.__setattr__(trainer.model, "predictor", lambda a, b: a[:, 0] * width + b[:, 0])
+    predictor = trainer.model.predictor  # logit relu(width·a + b) of embeddings a, b: the pair's code
+    object.__setattr__(predictor, "src", lambda a: a * width)
+    object.__setattr__(predictor, "dst", lambda b: b)
+    object.__setattr__(predictor, "out", lambda x: x)
     with torch.no_grad():
         scores = trainer._score_candidates(plan).numpy()
     rows = plan.events - problem.stream.ranges["test"][0]

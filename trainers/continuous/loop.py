@@ -377,7 +377,9 @@ class ContinuousTrainer:
         """(b, 1 + K) logits of this rank's events: the positive, then each negative pair. The model's own
         parts — node views, :meth:`~dgbench.models.temporal.TemporalModel.embed` per root, the edge
         predictor — run over the roots [src, dst, negatives...] once, so the K negatives cost K roots each
-        (``forward`` would embed [src, dst, negative] again for every negative); then the batch's write-back."""
+        (``forward`` would embed [src, dst, negative] again for every negative), and a source shared by the
+        candidates is projected once (:meth:`~dgbench.models.temporal.EdgePredictor.score_blocks`); then the
+        batch's write-back."""
         views, rows = self._views(plan)
         b, k = len(plan.events), plan.candidates
         if b == 0:
@@ -385,12 +387,14 @@ class ContinuousTrainer:
             return torch.zeros(0, 1 + k, dtype=torch.float64, device=self.ctx.device)
         inputs = self._inputs(plan, rows)
         h = self._root_embeddings(plan, inputs, views)
-        sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
-        first_dst = 2 if plan.fixed_source else 2 + k
-        logits = [self.model.predictor(h[:b], h[b:2 * b])]
-        logits += [self.model.predictor(sources[j], h[(first_dst + j) * b:(first_dst + j + 1) * b]) for j in range(k)]
+        if plan.fixed_source:  # roots [src, dst, K·dst']: every candidate's source is the event's
+            sources, destinations = h[:b], h[b:]
+        else:  # roots [src, dst, K·src', K·dst']
+            sources = torch.cat([h[:b], h[2 * b:(2 + k) * b]])
+            destinations = torch.cat([h[b:2 * b], h[(2 + k) * b:]])
+        logits = self.model.predictor.score_blocks(sources, destinations, b)
         self._begin_write(plan, inputs, views, None).finish()
-        return torch.stack(logits, dim=1).double()
+        return logits.double()
 
     def _gather_candidate_scores(self, plan: BatchPlan, logits: torch.Tensor) -> np.ndarray:
         """(global event id, positive logit, K negative logits) of the whole batch on every rank."""

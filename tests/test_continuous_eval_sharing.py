@@ -1,0 +1,151 @@
+"""Evaluation at the cost of training: the K + 1 candidates of an event share its source's sampling, memory
+read, embedding and projection, and the no-gradient kernels (blocked memory update and attention) give
+the scores of the training kernels (docs/performance.md, "Continuous-time cost per unit of work")."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dgbench.dist import Comm, DistContext, PhaseTimer
+from dgbench.models import temporal
+from dgbench.models.temporal import TGN, BatchInputs, MemoryUpdater
+from dgbench.trainers.config import RunConfig
+
+
+def _trainer(store, model: str):
+    from dgbench.trainers.continuous.family import build_trainer, partition_problem
+    from dgbench.trainers.experiment import resolve
+
+    run = resolve(RunConfig("single", model, store, batch_size=200, memory_dim=8, neighbors=4, seed=1))
+    ctx = DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))
+    problem = partition_problem(run)
+    return build_trainer(ctx, run, run.scheme.partition(problem, 1, run.scheme_options), problem)
+
+
+def _reference_scores(trainer, plan) -> np.ndarray:
+    """The candidates' logits the straightforward way: views and embeddings through the training kernels
+    (gradient on: no blocks), the predictor called once per candidate block with its own source rows."""
+    model, b, k = trainer.model, len(plan.events), plan.candidates
+    with torch.enable_grad():
+        views, rows = trainer._views(plan)
+        inputs = trainer._inputs(plan, rows)
+        count = len(plan.roots)
+        root_t = torch.from_numpy(np.tile(trainer.stream.t[plan.events], count // b)).to(trainer.dtype)
+        neighbor_view = views[count:] if model.uses_neighbors and len(views) > count else None
+        h = model.embed(inputs, views[:count], root_t, neighbor_view).detach()
+    with torch.no_grad():
+        sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
+        first_dst = 2 if plan.fixed_source else 2 + k
+        logits = [model.predictor(h[:b], h[b:2 * b])]
+        logits += [model.predictor(sources[j], h[(first_dst + j) * b:(first_dst + j + 1) * b]) for j in range(k)]
+    return torch.stack(logits, dim=1).double().numpy()
+
+
+@pytest.mark.parametrize("strategy", ["random", "historical"])
+@pytest.mark.parametrize("model_name", ["tgn", "jodie", "apan"])
+def test_candidate_scores_equal_the_training_kernels(stream_store, monkeypatch, model_name, strategy):
+    """Every validation batch's (1 + K) logits equal the reference's (small blocks, so each batch spans several
+    blocks of the memory update and of the attention); fails if a shared or blocked path changes a score."""
+    from dgbench.tasks.link import link_prediction_set
+    from dgbench.trainers.continuous.data import Prefetcher
+
+    monkeypatch.setattr(temporal, "QUERY_BLOCK", 64)
+    monkeypatch.setattr(temporal, "ROOT_BLOCK", 48)
+    trainer = _trainer(stream_store, model_name)
+    trainer.train_epoch(0, PhaseTimer())  # memory and mailboxes hold something
+    trainer.model.eval()
+    evaluation = link_prediction_set(stream_store, strategy, 5)
+    trainer.planner.candidates = {"val": (evaluation.get("val", "negative_src"), evaluation.get("val", "negatives"))}
+    batches = 0
+    with torch.no_grad():
+        for plan in Prefetcher(trainer.planner, "val", 200, depth=0):
+            want = _reference_scores(trainer, plan)  # before the batch's write-back
+            got = trainer._score_candidates(plan).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+            assert plan.fixed_source == (strategy == "random")
+            batches += 1
+    assert batches >= 2
+
+
+def test_each_event_source_is_sampled_read_embedded_and_projected_once(stream_store):
+    """K = 6 negatives of the random strategy: the sampler gets 2 + K queries per event (source, destination,
+    each negative destination; not 2 per candidate), the view function each distinct vertex's row once and
+    each distinct (vertex, time) query once, the predictor's source projection one row per event."""
+    from dgbench.tasks.link import link_prediction_set
+    from dgbench.trainers.continuous.data import Prefetcher
+
+    trainer = _trainer(stream_store, "tgn")
+    trainer.model.eval()
+    k = 6
+    evaluation = link_prediction_set(stream_store, "random", k)
+    trainer.planner.candidates = {"val": (evaluation.get("val", "negative_src"), evaluation.get("val", "negatives"))}
+    sampled, view_rows, view_queries, projected = [], [], [], {"src": 0, "dst": 0}
+    sampler, node_views = trainer.planner.sampler, trainer.model.node_views
+
+    def counting_sample(nodes, times, *args, **kwargs):
+        sampled.append(len(nodes))
+        return type(sampler).sample(sampler, nodes, times, *args, **kwargs)
+
+    def counting_views(rows, vertex, times):
+        view_rows.append(len(rows))
+        view_queries.append(len(times))
+        return node_views(rows, vertex, times)
+
+    object.__setattr__(sampler, "sample", counting_sample)
+    object.__setattr__(trainer.model, "node_views", counting_views)
+    for side in projected:
+        getattr(trainer.model.predictor, side).register_forward_hook(
+            lambda module, args, output, side=side: projected.__setitem__(side, projected[side] + len(args[0])))
+    sizes = []
+    with torch.no_grad():
+        for plan in Prefetcher(trainer.planner, "val", 200, depth=0):  # planning samples the batch's roots
+            before = len(view_rows)
+            trainer._score_candidates(plan)
+            sizes.append(len(plan.events))
+            ids, times = plan.needed_ids, plan.query_times
+            assert view_rows[before:] == [len(np.unique(ids))]
+            assert view_queries[before:] == [len(np.unique(np.stack([ids, times]), axis=1).T)]
+    assert sampled == [(2 + k) * b for b in sizes]
+    events = sum(sizes)
+    assert events > 0
+    assert projected == {"src": events, "dst": (1 + k) * events}
+
+
+@pytest.mark.parametrize("block", [64, 2048])
+def test_memory_update_without_gradient_is_the_training_update_bit_for_bit(monkeypatch, block):
+    """The blocked, in-place GRU update of evaluation (several blocks with a partial last one, or one block)
+    returns exactly the training path's values."""
+    monkeypatch.setattr(temporal, "QUERY_BLOCK", block)
+    torch.manual_seed(0)
+    updater = MemoryUpdater("gru", memory_dim=12, mail_dim=30, time_dim=12)
+    vertices, queries = 40, 1000
+    state, memory_ts = torch.randn(vertices, 12), torch.rand(vertices) * 5
+    mail, vertex = torch.randn(vertices, 30), torch.randint(0, vertices, (queries,))
+    query_t = 5 + torch.rand(queries) * 5
+    has_mail = torch.rand(vertices) < 0.8
+    with torch.enable_grad():
+        want = updater(state, memory_ts, mail, query_t, vertex, has_mail).detach()
+    with torch.no_grad():
+        got = updater(state, memory_ts, mail, query_t, vertex, has_mail)
+    assert torch.equal(got, want)
+
+
+def test_blocked_attention_without_gradient_is_the_whole_batch_to_rounding(monkeypatch):
+    """TGN's embedding over blocks of roots (a block boundary inside a run of real slots, roots without
+    neighbours) equals the whole batch's through the training path."""
+    monkeypatch.setattr(temporal, "ROOT_BLOCK", 7)
+    torch.manual_seed(0)
+    model = TGN(memory_dim=8, edge_dim=3)
+    roots, k = 50, 5
+    mask = torch.rand(roots, k) < 0.7
+    mask[3] = False
+    inputs = BatchInputs(None, torch.zeros(roots), torch.zeros(roots, 3), neighbor_mask=mask,
+                         neighbor_dt=torch.rand(roots, k) * 100, neighbor_edge_features=torch.randn(roots, k, 3))
+    root_view, neighbor_view = torch.randn(roots, 8), torch.randn(int(mask.sum()), 8)
+    with torch.enable_grad():
+        want = model.embed(inputs, root_view, torch.zeros(roots), neighbor_view).detach()
+    with torch.no_grad():
+        got = model.embed(inputs, root_view, torch.zeros(roots), neighbor_view)
+    # a block's GEMMs may take another MKL kernel than the whole batch's (4e-7 apart here)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
