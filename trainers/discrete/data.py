@@ -197,15 +197,17 @@ class DiscreteData:
         self.raw_edges_per_step = self.store.edges_per_snapshot()[:steps].astype(np.int64)
 
     def input_edge_lists(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(src, dst) of every input step as the model aggregates them (smoothed when the run smooths):
-        Ã_t's entries (row = dst, column = src) without the diagonal the normalisation adds."""
-        out = []
-        for a in self.adjacency:
-            col = np.asarray(a.col).astype(np.int64)
-            dst = np.repeat(np.arange(len(a.rowptr) - 1, dtype=np.int64), np.diff(a.rowptr))
-            keep = col != dst
-            out.append((col[keep], dst[keep]))
-        return out
+        """(src, dst) of every input step as the model aggregates them (:meth:`input_edges_of`)."""
+        return [self.input_edges_of(t) for t in range(self.num_steps)]
+
+    def input_edges_of(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of input step t as the model aggregates it (smoothed when the run smooths): Ã_t's
+        entries (row = dst, column = src) without the diagonal the normalisation adds."""
+        a = self.adjacency[t]
+        col = np.asarray(a.col).astype(np.int64)
+        dst = np.repeat(np.arange(len(a.rowptr) - 1, dtype=np.int64), np.diff(a.rowptr))
+        keep = col != dst
+        return col[keep], dst[keep]
 
     @property
     def in_features(self) -> int:
