@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from dgbench.errors import DgbenchError
+from dgbench.memory import current_rss_bytes
 from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
 from dgbench.store import SNAPSHOTS, Snapshot, SnapshotStore, open_store
 from dgbench.loaders.smoothing import M_PRODUCT, RAW, smooth_adjacencies, window_mean
@@ -141,6 +142,7 @@ class DiscreteData:
         if store.num_snapshots < MIN_SNAPSHOTS:
             raise DgbenchError(f"{store.path}: link prediction needs at least {MIN_SNAPSHOTS} snapshots "
                                f"(train, validation and test targets), the store has {store.num_snapshots}")
+        self.rss_before_bytes = current_rss_bytes()  # the process before this data: a rank's own floor
         self.store, self.theta, self.seed, self.group_length = store, theta, seed, group_length
         self.smoothing, self.smoothing_window = smoothing, smoothing_window
         self.fixed_training_pairs = fixed_training_pairs  # ESDG §6.4: one training set, drawn once
@@ -170,7 +172,8 @@ class DiscreteData:
 
     def figures(self) -> dict[str, Any]:
         """What this rank read from the store and built, for the record's per-rank entries."""
-        return {"store_bytes_read": int(self.store_bytes_read), "input_steps_held": self.steps_held()}
+        return {"store_bytes_read": int(self.store_bytes_read), "input_steps_held": self.steps_held(),
+                "rss_before_data_bytes": int(self.rss_before_bytes)}
 
     def _read_inputs_and_targets(self) -> None:
         """Inputs (Ã_t, degree features) of steps 0..T-2, smoothed when the run pairs its model with a
