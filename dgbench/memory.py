@@ -18,3 +18,12 @@ def peak_rss_bytes() -> int:
         import resource
         scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+def current_rss_bytes() -> int:
+    """Resident set size of this process now (VmRSS; 0 where /proc is absent)."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0

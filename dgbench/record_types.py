@@ -670,7 +670,9 @@ class DiscreteExtra(Extra):
     training_pairs: str = text("`fixed (ESDG §6.4)` or `redrawn every epoch`", checked=False, optional=True)
     rank_data: list[dict[str, Any]] = listing("per rank: `store_bytes_read` (bytes of the snapshot arrays it read), "
                                               "`input_steps_held` (the input steps whose Ã_t it built), "
-                                              "`peak_rss_bytes` after training and evaluation", checked=False,
+                                              "`rss_before_data_bytes` (its resident set before it read any "
+                                              "data: its own floor), `peak_rss_bytes` after training and "
+                                              "evaluation", checked=False,
                                               optional=True)
     minibatches: dict[str, Any] = mapping("BLAD §3.1's seed batches (`--seed-batch`): `seed_batch`, `fanouts`, "
                                           "`batches_last_epoch`, `sampled_vertices_per_snapshot` (mean, min, max, "

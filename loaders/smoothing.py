@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,37 +53,58 @@ def coalesce(keys: np.ndarray, weights: np.ndarray) -> WeightedAdjacency:
     return WeightedAdjacency(keys[starts], np.add.reduceat(weights, starts))
 
 
-def window_sum(window: deque[WeightedAdjacency]) -> WeightedAdjacency:
+def window_sum(window: Sequence[WeightedAdjacency]) -> WeightedAdjacency:
     """Entry-wise sum of the snapshots in the window, coalesced over the union of their supports."""
     if len(window) == 1:
         return window[0]
     return coalesce(np.concatenate([a.keys for a in window]), np.concatenate([a.weights for a in window]))
 
 
-def smooth_adjacencies(snapshots: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]], num_nodes: int,
-                       name: str, window: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """In memory: (src, dst, weight) of every snapshot after edge-life (window sum) or the M-product
-    (window mean) over the last ``window`` snapshots; the same entries the streaming transform writes."""
+def check_smoothing(name: str, window: int) -> None:
+    """Refuse an unknown smoothing or a window shorter than one snapshot."""
     if name not in (EDGE_LIFE, M_PRODUCT):
         raise DgbenchError(f"unknown smoothing {name!r}; expected {EDGE_LIFE} or {M_PRODUCT}")
     if window < 1:
         raise DgbenchError(f"{name}: the window must be at least 1 snapshot (got {window})")
-    n = np.int64(num_nodes)
+
+
+def coalesced_snapshot(src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None,
+                       num_nodes: int) -> WeightedAdjacency:
+    """One raw snapshot's entries as keys dst*N + src with float64 summed weights (1 per row when unweighted)."""
+    keys = np.asarray(dst, dtype=np.int64) * np.int64(num_nodes) + np.asarray(src, dtype=np.int64)
+    weights = np.ones(len(keys)) if weight is None else np.asarray(weight, dtype=np.float64)
+    return coalesce(keys, weights)
+
+
+def smoothed_entries(window: Sequence[WeightedAdjacency], name: str, num_nodes: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, weight) of one smoothed snapshot from the coalesced snapshots of its window, oldest first:
+    their sum (edge-life) or mean over the window's length (M-product)."""
+    smoothed = window_sum(window)
+    values = smoothed.weights / len(window) if name == M_PRODUCT else smoothed.weights
+    out_dst, out_src = np.divmod(smoothed.keys, np.int64(num_nodes))
+    return out_src, out_dst, values
+
+
+def smooth_adjacencies(snapshots: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]], num_nodes: int,
+                       name: str, window: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """In memory: (src, dst, weight) of every snapshot after edge-life (window sum) or the M-product
+    (window mean) over the last ``window`` snapshots; the same entries the streaming transform writes."""
+    check_smoothing(name, window)
     edges: deque[WeightedAdjacency] = deque(maxlen=window)
     for src, dst, weight in snapshots:
-        keys = np.asarray(dst, dtype=np.int64) * n + np.asarray(src, dtype=np.int64)
-        weights = np.ones(len(keys)) if weight is None else np.asarray(weight, dtype=np.float64)
-        edges.append(coalesce(keys, weights))
-        smoothed = window_sum(edges)
-        values = smoothed.weights / len(edges) if name == M_PRODUCT else smoothed.weights
-        out_dst, out_src = np.divmod(smoothed.keys, n)
-        yield out_src, out_dst, values
+        edges.append(coalesced_snapshot(src, dst, weight, num_nodes))
+        yield smoothed_entries(edges, name, num_nodes)
+
+
+def frame_mean(frames: Sequence[np.ndarray]) -> np.ndarray:
+    """The mean of a window of frames (float64 arithmetic, the frames' dtype): one frame of the M-product."""
+    return np.mean(np.stack(frames), axis=0, dtype=np.float64).astype(frames[-1].dtype)
 
 
 def window_mean(frames: list[np.ndarray], window: int) -> list[np.ndarray]:
     """TM-GCN's M-product on a feature tensor: frame t becomes the mean of frames max(0, t-w+1)..t."""
-    return [np.mean(np.stack(frames[max(0, t - window + 1):t + 1]), axis=0, dtype=np.float64).astype(frame.dtype)
-            for t, frame in enumerate(frames)]
+    return [frame_mean(frames[max(0, t - window + 1):t + 1]) for t in range(len(frames))]
 
 
 def store_smoothing(store: SnapshotStore) -> str | None:

@@ -9,9 +9,9 @@ import pytest
 
 from dgbench.errors import DgbenchError
 from dgbench.trainers.discrete.partition import (as_snapshot_edges, block_imbalance, build_halo_plan,
-                                                 column_net_hypergraph, connectivity_volume, local_subgraph,
-                                                 partition_vertices, partition_vertices_detailed, range_partition,
-                                                 reference_exchange, vertex_weights)
+                                                 build_rank_halo_plan, column_net_hypergraph, connectivity_volume,
+                                                 local_subgraph, partition_vertices, partition_vertices_detailed,
+                                                 range_partition, reference_exchange, vertex_weights)
 from dgbench.trainers.discrete.partition import partitioners
 from dgbench.store import open_store
 
@@ -122,6 +122,23 @@ def test_send_and_receive_lists_agree(random_case):
                 assert np.all(owner[sent] == p) and (q != p or len(sent) == 0)
                 per_peer.append(plan.send_rows_to(t, p, q))
             assert np.array_equal(plan.send_rows(t, p), np.concatenate(per_peer))
+
+
+def test_a_rank_plan_built_step_by_step_holds_its_lists_of_the_whole_plan(random_case):
+    edges, owner, num_parts = random_case
+    plan = build_halo_plan(edges, owner, num_parts)
+    for rank in range(num_parts):
+        mine = build_rank_halo_plan(zip(edges.src, edges.dst), owner, num_parts, rank)
+        assert np.array_equal(mine.send_counts, plan.send_counts) and mine.rows_sent() == plan.rows_sent()
+        assert np.array_equal(mine.local_row, plan.local_row)
+        assert all(np.array_equal(a, b) for a, b in zip(mine.owned, plan.owned))
+        for t in range(edges.num_snapshots):
+            for peer in range(num_parts):
+                assert np.array_equal(mine.recv_vertices_from(t, rank, peer), plan.recv_vertices_from(t, rank, peer))
+                assert np.array_equal(mine.recv_vertices_from(t, peer, rank), plan.recv_vertices_from(t, peer, rank))
+        others = [q for q in range(num_parts) if q != rank]
+        with pytest.raises(ValueError, match="holds no lists"):
+            mine.recv_vertices_from(0, others[0], others[1])
 
 
 def aggregate(src, dst, coef, x, num_rows):

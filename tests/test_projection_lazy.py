@@ -14,7 +14,7 @@ from dgbench.trainers.projection.lazydata import LazyDiscreteData, LazySteps, la
 from dgbench.registry import SCHEMES, load_plugins
 from dgbench.trainers.config import RunConfig
 from dgbench.trainers.discrete.data import TRAIN, DiscreteData
-from dgbench.trainers.experiment import family_hooks, resolve
+from dgbench.trainers.experiment import resolve
 
 load_plugins("dgbench.trainers")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -63,14 +63,22 @@ def _discrete_configs(store: Path, world: int) -> list[RunConfig]:
     return out
 
 
+def _smoothed_configs(store: Path, world: int) -> list[RunConfig]:
+    """The models paired with a smoothing (ESDG Table 1: tmgcn M-product, evolvegcn-o edge-life) under the
+    two ESDG schemes."""
+    return [_config(store, scheme, world, model) for scheme in ("snapshot", "vertex")
+            for model in ("tmgcn", "evolvegcn-o")]
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_dry_run_on_lazy_data_counts_what_it_counts_on_the_whole_data(store, world):
     """The same bytes per tag, (sender, receiver) matrices, per-rank work and totals, for every discrete
-    scheme registered at this world (the exactness test compares the lazy dry run with real runs)."""
+    scheme registered at this world and for the smoothed models (the exactness test compares the lazy dry
+    run with real runs)."""
     configs = _discrete_configs(store, world)
     assert {"snapshot", "vertex"} <= {c.scheme for c in configs}
-    for config in configs:
-        whole = dry_run(config, problem=family_hooks("discrete").partition_problem(resolve(config)))
+    for config in configs + _smoothed_configs(store, world):
+        whole = dry_run(config, problem=lazy_partition_problem(resolve(config), kind=DiscreteData))
         lazy = dry_run(config)
         where = f"{config.scheme} P={world}"
         assert lazy.bytes_by_tag() == whole.bytes_by_tag(), where
@@ -81,9 +89,11 @@ def test_dry_run_on_lazy_data_counts_what_it_counts_on_the_whole_data(store, wor
         assert lazy.extra == whole.extra, where
 
 
-def test_snapshot_dry_run_builds_only_rank_zeros_steps_and_no_pairs(store, monkeypatch):
+@pytest.mark.parametrize("model", ["cdgcn", "tmgcn", "evolvegcn-o"])
+def test_snapshot_dry_run_builds_only_rank_zeros_steps_and_no_pairs(store, monkeypatch, model):
     """What keeps the weak-scaling dry run small: Ã_t, Ã_t X_t and X_t are built for rank 0's own steps
-    only (T/P of them), never every step; the training pairs are never drawn."""
+    only (T/P of them), never every step, smoothed ones from the raw steps of their windows (rank 0's
+    first, so inside its range); the training pairs are never drawn."""
     built: list[int] = []
     original = LazySteps._one
 
@@ -96,12 +106,14 @@ def test_snapshot_dry_run_builds_only_rank_zeros_steps_and_no_pairs(store, monke
     drawn = []
     monkeypatch.setattr(LazyDiscreteData, "split_pairs", lambda self, *a, **k: drawn.append(a) or [])
     world = 4
-    config = _config(store, "snapshot", world)
+    config = _config(store, "snapshot", world, model)
     problem = partition_problem(config)
     result = dry_run(config, problem=problem)
     steps = problem.num_steps
     own = -(-steps // world)
-    assert result.bytes_by_tag()["to_vertex:forward"] > 0
+    assert result.total_bytes() > 0 and result.work["edges"][0] > 0
+    if model != "evolvegcn-o":  # its weights evolve: no per-vertex sequences to redistribute
+        assert result.bytes_by_tag()["to_vertex:forward"] > 0
     assert len(set(built)) <= own and max(built) < own, built  # rank 0 holds steps [0, ceil(T/P))
     assert drawn == []
 

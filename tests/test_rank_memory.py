@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dgbench.store import open_store
+from dgbench.loaders.smoothing import EDGE_LIFE, M_PRODUCT
 from dgbench.generators.esdg_random import build
 from dgbench.trainers.config import RunConfig
 from dgbench.trainers.discrete.data import TRAIN, DiscreteData
@@ -48,6 +49,22 @@ def test_rank_data_builds_the_steps_asked_for_with_the_whole_data_numbers(store)
     assert whole.steps_held() == list(range(SNAPSHOTS - 1))
 
 
+@pytest.mark.parametrize("smoothing", [EDGE_LIFE, M_PRODUCT])
+def test_smoothed_steps_built_from_their_window_equal_the_whole_smoothed_data(store, smoothing):
+    whole = DiscreteData(store, seed=3, smoothing=smoothing, smoothing_window=3)
+    rank = RankDiscreteData(store, seed=3, smoothing=smoothing, smoothing_window=3)
+    for t in (5, 6, 1):  # a window inside the sequence, its next step, and one cut at step 0
+        a, b = whole.adjacency[t], rank.adjacency[t]
+        assert np.array_equal(a.rowptr, b.rowptr) and np.array_equal(a.col, b.col) and np.array_equal(a.val, b.val)
+        assert np.array_equal(whole.degree_features[t], rank.degree_features[t])
+        assert np.array_equal(whole.first_layer_input[t], rank.first_layer_input[t])
+    assert rank.steps_held() == [1, 5, 6]
+    assert rank.store_bytes_read == snapshot_bytes(store, [3, 4, 5, 6, 0, 1]), "each raw step of a window read once"
+    assert np.array_equal(whole.edges_per_step, rank.edges_per_step) and whole.work() == rank.work()
+    assert np.array_equal(whole.nonzeros_per_step(), rank.nonzeros_per_step())
+    assert (rank.edges_per_step[2:] > rank.raw_edges_per_step[2:]).all(), "the windows add earlier edges"
+
+
 def _run(store: Path, scheme: str, nproc: int) -> dict:
     return run_experiments([RunConfig(scheme, "cdgcn", store, nproc=nproc, epochs=2, seed=7, hidden=6,
                                       out=store.parent / "runs")])[0]
@@ -72,7 +89,7 @@ def test_a_snapshot_rank_holds_only_its_steps_and_trains_like_single(store, sing
         a, b = snapshot["extra"]["time_ranges"][0][rank]
         assert figures["input_steps_held"] == list(range(a, b)), f"rank {rank}"
         assert figures["store_bytes_read"] == snapshot_bytes(store, targets) + snapshot_bytes(store, list(range(a, b)))
-        assert figures["peak_rss_bytes"] > 0
+        assert 0 < figures["rss_before_data_bytes"] < figures["peak_rss_bytes"], "its floor, before any data"
 
 
 def test_a_vertex_rank_keeps_no_more_than_a_few_steps_and_trains_like_single(store, single):

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from dgbench.errors import DgbenchError
+from dgbench.memory import current_rss_bytes
 from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
 from dgbench.store import SNAPSHOTS, Snapshot, SnapshotStore, open_store
 from dgbench.loaders.smoothing import M_PRODUCT, RAW, smooth_adjacencies, window_mean
@@ -141,6 +142,7 @@ class DiscreteData:
         if store.num_snapshots < MIN_SNAPSHOTS:
             raise DgbenchError(f"{store.path}: link prediction needs at least {MIN_SNAPSHOTS} snapshots "
                                f"(train, validation and test targets), the store has {store.num_snapshots}")
+        self.rss_before_bytes = current_rss_bytes()  # the process before this data: a rank's own floor
         self.store, self.theta, self.seed, self.group_length = store, theta, seed, group_length
         self.smoothing, self.smoothing_window = smoothing, smoothing_window
         self.fixed_training_pairs = fixed_training_pairs  # ESDG §6.4: one training set, drawn once
@@ -170,7 +172,8 @@ class DiscreteData:
 
     def figures(self) -> dict[str, Any]:
         """What this rank read from the store and built, for the record's per-rank entries."""
-        return {"store_bytes_read": int(self.store_bytes_read), "input_steps_held": self.steps_held()}
+        return {"store_bytes_read": int(self.store_bytes_read), "input_steps_held": self.steps_held(),
+                "rss_before_data_bytes": int(self.rss_before_bytes)}
 
     def _read_inputs_and_targets(self) -> None:
         """Inputs (Ã_t, degree features) of steps 0..T-2, smoothed when the run pairs its model with a
@@ -197,15 +200,17 @@ class DiscreteData:
         self.raw_edges_per_step = self.store.edges_per_snapshot()[:steps].astype(np.int64)
 
     def input_edge_lists(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(src, dst) of every input step as the model aggregates them (smoothed when the run smooths):
-        Ã_t's entries (row = dst, column = src) without the diagonal the normalisation adds."""
-        out = []
-        for a in self.adjacency:
-            col = np.asarray(a.col).astype(np.int64)
-            dst = np.repeat(np.arange(len(a.rowptr) - 1, dtype=np.int64), np.diff(a.rowptr))
-            keep = col != dst
-            out.append((col[keep], dst[keep]))
-        return out
+        """(src, dst) of every input step as the model aggregates them (:meth:`input_edges_of`)."""
+        return [self.input_edges_of(t) for t in range(self.num_steps)]
+
+    def input_edges_of(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of input step t as the model aggregates it (smoothed when the run smooths): Ã_t's
+        entries (row = dst, column = src) without the diagonal the normalisation adds."""
+        a = self.adjacency[t]
+        col = np.asarray(a.col).astype(np.int64)
+        dst = np.repeat(np.arange(len(a.rowptr) - 1, dtype=np.int64), np.diff(a.rowptr))
+        keep = col != dst
+        return col[keep], dst[keep]
 
     @property
     def in_features(self) -> int:

@@ -156,16 +156,15 @@ def is_baseline(run: ResolvedRun) -> bool:
 
 
 def _data(run: ResolvedRun) -> DiscreteData:
-    """This rank's data: raw inputs are built step by step as the placement reads them (a rank holds only
-    its own steps), smoothed ones whole (a smoothing mixes a window of steps)."""
-    from dgbench.trainers.projection.lazydata import RankDiscreteData, lazy_supported
+    """This rank's data, built step by step as the placement reads them (a rank holds only its own steps; a
+    smoothed step reads the raw steps of its window)."""
+    from dgbench.trainers.projection.lazydata import RankDiscreteData
     task = run.task
     assert isinstance(task, TaskOptions)
     smoothing = smoothing_of(run)
-    kind = RankDiscreteData if lazy_supported(smoothing) else DiscreteData
-    data = kind(run.config.dataset, theta=task.theta, seed=run.config.seed, group_length=task.group_length,
-                fingerprint=run.fingerprint, smoothing=smoothing, smoothing_window=task.smoothing_window,
-                fixed_training_pairs=task.paper_protocol)
+    data = RankDiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed,
+                            group_length=task.group_length, fingerprint=run.fingerprint, smoothing=smoothing,
+                            smoothing_window=task.smoothing_window, fixed_training_pairs=task.paper_protocol)
     # validation and test pairs: the run's fixed evaluation sets (none under node classification: its labels)
     data.evaluation = _evaluation(run) if task.task != NODE_CLASSIFICATION else []
     return data

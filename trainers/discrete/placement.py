@@ -23,8 +23,8 @@ from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
 from dgbench.models.contract import LayoutSequence, SequenceMask
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, graph_attention, spmm
-from dgbench.trainers.discrete.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges, build_halo_plan,
-                                         partition_vertices_detailed)
+from dgbench.trainers.discrete.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges,
+                                                 build_rank_halo_plan, partition_vertices_detailed)
 from dgbench.trainers.discrete.comm_shape import CommShape, distinct_asks, even_shape, score_patterns, unit_weight
 from dgbench.trainers.discrete.data import DiscreteData, PairBatch
 from dgbench.trainers.discrete.transfer import BASE, SnapshotMover
@@ -430,7 +430,9 @@ class VertexPlacement(Placement):
         self.owner, self.method, self.report = owner.astype(np.int64), method, report or {}
         if hasattr(data, "keep_recent_steps_only"):  # built per step: a rank keeps its own rows, not the steps
             data.keep_recent_steps_only()
-        self.plan = build_halo_plan(input_edges(data), self.owner, ctx.world_size)
+        # this rank's send/receive lists, one step's edges at a time (every rank's counts, for the volume)
+        self.plan = build_rank_halo_plan((data.input_edges_of(t) for t in range(data.num_steps)), self.owner,
+                                         ctx.world_size, ctx.rank)
         self.own = self.plan.owned[ctx.rank]
         self.vertex_rows = len(self.own)
         self.part_sizes = [len(p) for p in self.plan.owned]

@@ -11,14 +11,15 @@ the degree features, the target keys, ESDG §5.5's precomputed Ã_t X_t), each s
 only when a placement or plan asks for it, a few recent steps kept. Per-step nonzeros come from one
 streaming pass that counts the distinct (dst, src) entries plus self loops (what ``gcn_normalize`` keeps).
 
-Only the raw protocol streams: the smoothings (edge-life, M-product; ESDG Table 1) mix a window of steps,
-so a smoothed run's dry run builds the whole data (:func:`lazy_supported`). The link-prediction pairs a
+A smoothed step (edge-life, M-product; ESDG Table 1, §5.4) is built from the raw steps of its window, each
+raw step read once and a window of them kept (:func:`dgbench.loaders.smoothing.smoothed_entries`, the
+arithmetic of the whole-data path); its per-step counts come from one streaming pass. The link-prediction pairs a
 placement may ask for (vertex / instance pair scoring) are built on first use (:class:`LazyPairs`); the
 snapshot placement never asks, so they are never built for it.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -26,7 +27,8 @@ import numpy as np
 import torch
 
 from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
-from dgbench.loaders.smoothing import RAW
+from dgbench.loaders.smoothing import (M_PRODUCT, RAW, WeightedAdjacency, check_smoothing,
+                                       coalesced_snapshot, frame_mean, smoothed_entries)
 from dgbench.trainers.discrete.data import DiscreteData
 
 KEEP_STEPS = 4  # steps kept per lazy sequence: a rank's block, and a mover's previous step (graph difference)
@@ -149,39 +151,62 @@ class LazyPairs(Sequence):
         return iter(self._all())
 
 
-def lazy_supported(smoothing: str) -> bool:
-    """Whether a run with this input smoothing can build its data step by step (the raw protocol only)."""
-    return smoothing == RAW
-
-
 class LazyDiscreteData(DiscreteData):
     """:class:`~dgbench.trainers.discrete.data.DiscreteData` whose per-step arrays are computed on access (see the
-    module docstring). Same constructor; refuses smoothed inputs (:func:`lazy_supported`)."""
+    module docstring). Same constructor and the same numbers, smoothed inputs included."""
 
     keep_steps: int | None = KEEP_STEPS  # per-step values kept per lazy sequence
 
     def _read_inputs_and_targets(self) -> None:
-        if not lazy_supported(self.smoothing):
-            raise ValueError(f"LazyDiscreteData: smoothing {self.smoothing!r} mixes steps; build DiscreteData")
         steps = self.num_steps
         self._last_input: Any = None
         self.target_keys = LazyTargets(self)
+        if self.smoothing != RAW:  # the window's raw steps, coalesced, and their degree features
+            check_smoothing(self.smoothing, self.smoothing_window)
+            self._raw_parts = LazySteps(steps, self._raw_step, self.smoothing_window)
         self.degree_features = LazySteps(steps, self._degree_features, self.keep_steps)
         self.adjacency = LazySteps(steps, self._normalised, self.keep_steps)
         self.raw_edges_per_step = self.store.edges_per_snapshot()[:steps].astype(np.int64)
-        self.edges_per_step = self.raw_edges_per_step.copy()  # raw inputs: the model aggregates every stored edge
+        self._edges: np.ndarray | None = None
         self._nnz: np.ndarray | None = None
 
-    # the two readers below repeat DiscreteData's per-step arithmetic for one step (tests/test_projection_lazy.py
-    # holds them equal to it)
+    @property  # type: ignore[override]
+    def edges_per_step(self) -> np.ndarray:
+        """Entries the model aggregates per input step: every stored row of a raw step (as
+        :class:`DiscreteData` counts them); a smoothed step's distinct entries, counted in one streaming pass."""
+        if self._edges is None:
+            self._edges = self.raw_edges_per_step.copy() if self.smoothing == RAW else self._smoothed_counts()[0]
+        return self._edges
+
+    @edges_per_step.setter
+    def edges_per_step(self, value: np.ndarray) -> None:
+        self._edges = value
+
+    # the readers below repeat DiscreteData's per-step arithmetic for one step (tests/test_projection_lazy.py
+    # and tests/test_rank_memory.py hold them equal to it)
     def _degree_features(self, t: int) -> np.ndarray:
-        snap, n = self._input_snapshot(t), self.num_nodes
-        return np.stack([np.bincount(snap.dst, minlength=n), np.bincount(snap.src, minlength=n)],
-                        axis=1).astype(np.float32)
+        if self.smoothing == M_PRODUCT:  # TM-GCN averages the features over the window too (ESDG §5.4)
+            return frame_mean([self._raw_parts[s][1] for s in self._window(t)])
+        if self.smoothing != RAW:
+            return self._raw_parts[t][1]
+        return degree_features(self._input_snapshot(t), self.num_nodes)
 
     def _normalised(self, t: int) -> CsrArrays:
+        if self.smoothing != RAW:
+            window = [self._raw_parts[s][0] for s in self._window(t)]
+            return gcn_normalize(*smoothed_entries(window, self.smoothing, self.num_nodes), self.num_nodes)
         snap = self._input_snapshot(t)
         return gcn_normalize(snap.src, snap.dst, snap.weight, self.num_nodes)
+
+    def _window(self, t: int) -> range:
+        """The raw steps a smoothed step t combines, oldest first (cut at step 0, as the streaming smoothing)."""
+        return range(max(0, t - self.smoothing_window + 1), t + 1)
+
+    def _raw_step(self, t: int) -> tuple[WeightedAdjacency, np.ndarray]:
+        """Raw step t read once: its coalesced entries and its degree features (both what a smoothing mixes)."""
+        snap = self.read_snapshot(t)
+        return (coalesced_snapshot(snap.src, snap.dst, snap.weight, self.num_nodes),
+                degree_features(snap, self.num_nodes))
 
     def _input_snapshot(self, t: int) -> Any:
         """Input snapshot t; the last one read is kept, so a step's Ã_t and degree features read it once."""
@@ -202,14 +227,44 @@ class LazyDiscreteData(DiscreteData):
     def nonzeros_per_step(self) -> np.ndarray:
         """Nonzeros of every step's Ã_t (distinct (dst, src) entries and the N self loops), one streaming pass."""
         if self._nnz is None:
-            n = np.int64(self.num_nodes)
-            loops = np.arange(n, dtype=np.int64) * (n + 1)
+            if self.smoothing != RAW:
+                self._nnz = self._smoothed_counts()[1]
+                return self._nnz
             counts = []
             for snap in map(self.read_snapshot, range(self.num_steps)):
-                keys = np.sort(np.r_[snap.dst.astype(np.int64) * n + snap.src, loops])  # a sort: np.unique hashes,
-                counts.append(int((keys[1:] != keys[:-1]).sum()) + 1)  # ~20x slower here
+                counts.append(distinct_with_loops(snap.dst.astype(np.int64) * self.num_nodes + snap.src,
+                                                  self.num_nodes))
             self._nnz = np.array(counts, np.int64)
         return self._nnz
+
+    def _smoothed_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per smoothed input step: its distinct entries (the window's union) and its Ã_t's nonzeros (those and
+        the self loops), from one pass over the raw steps holding a window of keys; both cached."""
+        window: deque[np.ndarray] = deque(maxlen=self.smoothing_window)
+        edges, nonzeros = [], []
+        n = np.int64(self.num_nodes)
+        for snap in map(self.read_snapshot, range(self.num_steps)):
+            window.append(np.unique(snap.dst.astype(np.int64) * n + snap.src))
+            union = np.concatenate(window)
+            union.sort()
+            union = union[np.r_[True, union[1:] != union[:-1]]] if len(union) else union
+            edges.append(len(union))
+            nonzeros.append(distinct_with_loops(union, self.num_nodes))
+        self._edges, self._nnz = np.array(edges, np.int64), np.array(nonzeros, np.int64)
+        return self._edges, self._nnz
+
+
+def degree_features(snap: Any, num_nodes: int) -> np.ndarray:
+    """In- and out-degree of every vertex in one snapshot, [N, 2] (ESDG §6.1; :class:`DiscreteData`'s features)."""
+    return np.stack([np.bincount(snap.dst, minlength=num_nodes), np.bincount(snap.src, minlength=num_nodes)],
+                    axis=1).astype(np.float32)
+
+
+def distinct_with_loops(keys: np.ndarray, num_nodes: int) -> int:
+    """Distinct keys dst·N + src together with the N self loops: the nonzeros ``gcn_normalize`` keeps."""
+    n = np.int64(num_nodes)
+    ordered = np.sort(np.r_[keys, np.arange(n, dtype=np.int64) * (n + 1)])  # a sort: np.unique hashes, ~20x slower
+    return int((ordered[1:] != ordered[:-1]).sum()) + 1
 
 
 class RankDiscreteData(LazyDiscreteData):
@@ -217,7 +272,7 @@ class RankDiscreteData(LazyDiscreteData):
     Ã_t X_t frame built on first use and kept, so the rank reads and holds only the steps its placement
     asks for (a ``snapshot`` rank: its local step ranges). The target keys of every step are read for
     the pair sampling (the draws of all steps share one generator) but not kept beyond the concatenated
-    keys of each split. Raw inputs only (:func:`lazy_supported`)."""
+    keys of each split. A smoothed step also reads the raw steps of its window before it."""
 
     keep_steps = None
 
@@ -231,19 +286,18 @@ class RankDiscreteData(LazyDiscreteData):
             steps.keep_only(KEEP_STEPS)
 
 
-def lazy_partition_problem(run: Any) -> DiscreteData:
+def lazy_partition_problem(run: Any, kind: type[DiscreteData] | None = None) -> DiscreteData:
     """:func:`dgbench.trainers.discrete.family.partition_problem` with :class:`LazyDiscreteData` (the same steps, in the
-    same order; the exactness tests compare the dry run built on it with real runs, tag by tag). A smoothed
-    run gets the family's whole data."""
+    same order; the exactness tests compare the dry run built on it with real runs, tag by tag). ``kind``: another
+    data class to build instead (the tests' whole :class:`DiscreteData`)."""
     from dgbench.trainers.discrete import family
     from dgbench.trainers.discrete.presence import apply_presence
     smoothing = family.smoothing_of(run)
-    if not lazy_supported(smoothing):
-        return family.partition_problem(run)
     task = run.task
-    data = LazyDiscreteData(run.config.dataset, theta=task.theta, seed=run.config.seed,
-                            group_length=task.group_length, fingerprint=run.fingerprint, smoothing=smoothing,
-                            smoothing_window=task.smoothing_window, fixed_training_pairs=task.paper_protocol)
+    data = (kind or LazyDiscreteData)(run.config.dataset, theta=task.theta, seed=run.config.seed,
+                                      group_length=task.group_length, fingerprint=run.fingerprint,
+                                      smoothing=smoothing, smoothing_window=task.smoothing_window,
+                                      fixed_training_pairs=task.paper_protocol)
     data.evaluation = family._evaluation(run)
     apply_presence(data, task.presence)
     data.build_model = None if family.is_baseline(run) else \

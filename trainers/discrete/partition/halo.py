@@ -29,7 +29,7 @@ Torch sketch (the trainer's job; ``torch.distributed.nn.functional.all_to_all_si
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,6 +156,67 @@ def build_halo_plan(source: EdgeSource, owner: np.ndarray, num_parts: int) -> Ha
         sent.append(vertex[np.lexsort((vertex, receiver, sender))])
         received.append(vertex[np.lexsort((vertex, sender, receiver))])
     return HaloPlan(num_parts, owner, owned, local_row, send_counts, tuple(sent), tuple(received))
+
+
+@dataclass(frozen=True)
+class RankHaloPlan:
+    """One rank's share of a :class:`HaloPlan`: the lists it receives and sends, plus every rank's counts
+    (``send_counts``, for the predicted volume); build with :func:`build_rank_halo_plan`, one step at a time,
+    so a rank never holds every step's edges or the other ranks' lists."""
+
+    num_parts: int
+    rank: int
+    owner: np.ndarray
+    owned: tuple[np.ndarray, ...]
+    local_row: np.ndarray
+    send_counts: np.ndarray  # (T, P, P), as HaloPlan's
+    incoming: tuple[tuple[np.ndarray, ...], ...]  # per t, per sender q: ids this rank receives from q, ascending
+    outgoing: tuple[tuple[np.ndarray, ...], ...]  # per t, per receiver q: own ids this rank sends q, ascending
+
+    @property
+    def num_snapshots(self) -> int:
+        return len(self.send_counts)
+
+    def recv_vertices_from(self, t: int, rank: int, peer: int) -> np.ndarray:
+        """:meth:`HaloPlan.recv_vertices_from` for the exchanges this rank takes part in."""
+        if rank == self.rank:
+            return self.incoming[t][peer]
+        if peer == self.rank:
+            return self.outgoing[t][rank]
+        raise ValueError(f"rank {self.rank}'s plan holds no lists from rank {peer} to rank {rank}")
+
+    def rows_sent(self) -> int:
+        """Halo rows exchanged over all ranks and snapshots in one aggregation."""
+        return int(self.send_counts.sum())
+
+
+def build_rank_halo_plan(steps: Iterable[tuple[np.ndarray, np.ndarray]], owner: np.ndarray, num_parts: int,
+                         rank: int) -> RankHaloPlan:
+    """:func:`build_halo_plan`'s lists of one rank (and every rank's counts) from the snapshots' (src, dst)
+    given one at a time (``owner``: every vertex's rank; its length is N)."""
+    owner = np.asarray(owner).astype(np.int64, copy=False)
+    owned = tuple(np.split(np.argsort(owner, kind="stable"), np.cumsum(np.bincount(owner, minlength=num_parts))[:-1]))
+    local_row = np.empty(len(owner), dtype=np.int64)
+    for vertices in owned:
+        local_row[vertices] = np.arange(len(vertices))
+    counts, incoming, outgoing = [], [], []
+    for src, dst in steps:
+        receiver, vertex = _halo_pairs(np.asarray(src, np.int64), np.asarray(dst, np.int64), owner)
+        sender = owner[vertex]
+        counts.append(np.bincount(sender * num_parts + receiver,
+                                  minlength=num_parts * num_parts).reshape(num_parts, num_parts))
+        mine = receiver == rank  # ascending ids: the pairs are sorted by (receiver, vertex)
+        incoming.append(_grouped(vertex[mine], sender[mine], num_parts))
+        mine = sender == rank
+        outgoing.append(_grouped(vertex[mine], receiver[mine], num_parts))
+    send_counts = np.stack(counts) if counts else np.zeros((0, num_parts, num_parts), np.int64)
+    return RankHaloPlan(num_parts, rank, owner, owned, local_row, send_counts, tuple(incoming), tuple(outgoing))
+
+
+def _grouped(vertex: np.ndarray, peer: np.ndarray, num_parts: int) -> tuple[np.ndarray, ...]:
+    """``vertex`` (ascending) split by ``peer`` rank, ascending within each group."""
+    order = np.argsort(peer, kind="stable")
+    return tuple(np.split(vertex[order], np.cumsum(np.bincount(peer, minlength=num_parts))[:-1]))
 
 
 def local_subgraph(source: EdgeSource, plan: HaloPlan, rank: int, t: int) -> LocalSubgraph:
