@@ -163,7 +163,10 @@ class MiniBatchData:
         return np.array([a.val.size for a in self.adjacency], np.int64)
 
     def input_edge_lists(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        return DiscreteData.input_edge_lists(self)  # type: ignore[arg-type]
+        return [self.input_edges_of(t) for t in range(self.num_steps)]
+
+    def input_edges_of(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        return DiscreteData.input_edges_of(self, t)  # type: ignore[arg-type]
 
     def group_of(self, step: int) -> range:
         return self.full.group_of(step)
