@@ -130,56 +130,72 @@ def masked_recurrence(step: Step, y: torch.Tensor, carry: State, initial: State,
 
 _TANH_BACKWARD = torch.ops.aten.tanh_backward.default  # the derivative kernels autograd itself calls
 _SIGMOID_BACKWARD = torch.ops.aten.sigmoid_backward.default
+_SIGMOID_BACKWARD_INTO = torch.ops.aten.sigmoid_backward.grad_input  # the same kernels, into a given tensor
+_TANH_BACKWARD_INTO = torch.ops.aten.tanh_backward.grad_input
 
 
 class _LSTMRecurrence(torch.autograd.Function):
-    """One LSTM layer's recurrence over all steps as one autograd node, from its input projections
-    ``x W_ihᵀ + b_ih + b_hh`` (computed for every step at once, outside): per step ``gates = proj_t +
-    h W_hhᵀ``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)`` (torch.nn.LSTM's cell).
+    """One LSTM layer over all steps as one autograd node (torch.nn.LSTM's cell): per step ``gates =
+    W_ih x_t + W_hh h + (b_ih + b_hh)``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)``.
 
-    At a few features per vertex the work per step is a handful of [rows, 4F] element-wise passes, so
-    oneDNN's fused LSTM and autograd's per-op bookkeeping both cost more than the arithmetic; the
-    backward here is the textbook BPTT over the saved gates (checked by gradcheck in float64)."""
+    At a few features per vertex the work per step is a handful of element-wise passes over [rows, 4F],
+    so oneDNN's fused LSTM and autograd's per-op bookkeeping both cost more than the arithmetic; the
+    backward here is the textbook BPTT over the saved gates (checked by gradcheck in float64).
+
+    Inside, every per-step tensor is *feature-major*, [width, rows]: each gate is one contiguous block,
+    so every activation and product runs over contiguous memory in AVX-wide loops. In the [rows, 4F]
+    layout a gate is a strided column slice that ATen walks 6 or 12 floats at a time (sigmoid and tanh
+    6-16x slower at 16384 rows). Inputs and outputs keep the time layout [steps, rows, F]; the
+    transposes are two copies of the output's size."""
 
     @staticmethod
-    def forward(ctx, projected, h0, c0, w_hh):
-        steps, rows, four = projected.shape
-        width = four // 4
-        gates = torch.empty_like(projected)  # after their activations
-        cells = projected.new_empty((steps + 1, rows, width))
-        cells[0] = c0
-        squashed = projected.new_empty((steps, rows, width))
-        out = projected.new_empty((steps, rows, width))
-        into, h = w_hh.t(), h0
+    def forward(ctx, x, w_ih, bias, h0, c0, w_hh):
+        steps, rows, _ = x.shape
+        width = w_hh.shape[1]
+        gates = x.new_empty((steps, 4 * width, rows))  # after their activations
+        cells = x.new_empty((steps + 1, width, rows))
+        hidden = x.new_empty((steps + 1, width, rows))
+        squashed = x.new_empty((steps, width, rows))
+        cells[0], hidden[0] = c0.t(), h0.t()
+        column = bias[:, None]
         for t in range(steps):
-            gate = torch.addmm(projected[t], h, into, out=gates[t])
-            gate[:, :2 * width].sigmoid_(), gate[:, 2 * width:3 * width].tanh_(), gate[:, 3 * width:].sigmoid_()
-            i, f, g, o = gate.chunk(4, dim=1)
-            torch.add(f * cells[t], i * g, out=cells[t + 1])
+            gate = torch.addmm(column, w_ih, x[t].t(), out=gates[t]).addmm_(w_hh, hidden[t])
+            gate[:2 * width].sigmoid_(), gate[2 * width:3 * width].tanh_(), gate[3 * width:].sigmoid_()
+            i, f, g, o = gate.chunk(4)
+            torch.mul(f, cells[t], out=cells[t + 1]).add_(i * g)
             torch.tanh(cells[t + 1], out=squashed[t])
-            h = torch.mul(o, squashed[t], out=out[t])
-        ctx.save_for_backward(w_hh, h0, gates, cells, squashed, out)
-        return out, cells[steps].clone()
+            torch.mul(o, squashed[t], out=hidden[t + 1])
+        ctx.save_for_backward(x, w_ih, w_hh, gates, cells, squashed, hidden)
+        return hidden[1:].transpose(1, 2).contiguous(), cells[steps].t().contiguous()
 
     @staticmethod
     def backward(ctx, grad_out, grad_cell):
-        w_hh, h0, gates, cells, squashed, out = ctx.saved_tensors
-        steps, rows, four = gates.shape
-        grad_projected = torch.empty_like(gates)
-        grad_h, grad_c = torch.zeros_like(h0), grad_cell
-        for t in reversed(range(steps)):
-            dh = grad_out[t] + grad_h
-            i, f, g, o = gates[t].chunk(4, dim=1)
-            dc = grad_c + _TANH_BACKWARD(dh * o, squashed[t])
-            torch.cat([_SIGMOID_BACKWARD(dc * g, i), _SIGMOID_BACKWARD(dc * cells[t], f),
-                       _TANH_BACKWARD(dc * i, g), _SIGMOID_BACKWARD(dh * squashed[t], o)], dim=1,
-                      out=grad_projected[t])
-            grad_c = dc * f
-            grad_h = grad_projected[t] @ w_hh
-        # W_hh's gradient once for all steps: Σ_t ∂gates_tᵀ h_{t-1}
-        previous = torch.cat([h0[None], out[:-1]]).view(steps * rows, -1)
-        grad_w = grad_projected.view(steps * rows, four).t() @ previous
-        return grad_projected, grad_h, grad_c, grad_w
+        x, w_ih, w_hh, gates, cells, squashed, hidden = ctx.saved_tensors
+        width = w_hh.shape[1]
+        grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
+        grad_gates = torch.empty_like(gates)  # ∂ of the gates before their activations
+        grad_x = x.new_empty(x.shape)
+        grad_w_ih, grad_w_hh = torch.zeros_like(w_ih), torch.zeros_like(w_hh)
+        grad_h, grad_c = None, grad_cell.t()
+        for t in reversed(range(x.shape[0])):
+            dh = grad_hidden[t] if grad_h is None else grad_hidden[t].add_(grad_h)
+            i, f, g, o = gates[t].chunk(4)
+            sigmoid_part = grad_gates[t][:2 * width]  # i and f
+            d_g, d_o = grad_gates[t][2 * width:3 * width], grad_gates[t][3 * width:]
+            dc = _TANH_BACKWARD(dh * o, squashed[t]).add_(grad_c)
+            torch.mul(dc, g, out=sigmoid_part[:width])
+            torch.mul(dc, cells[t], out=sigmoid_part[width:])
+            torch.mul(dc, i, out=d_g)
+            torch.mul(dh, squashed[t], out=d_o)
+            _SIGMOID_BACKWARD_INTO(sigmoid_part, gates[t][:2 * width], grad_input=sigmoid_part)
+            _TANH_BACKWARD_INTO(d_g, g, grad_input=d_g)
+            _SIGMOID_BACKWARD_INTO(d_o, o, grad_input=d_o)
+            grad_c = dc.mul_(f)
+            grad_h = w_hh.t() @ grad_gates[t]
+            torch.mm(grad_gates[t].t(), w_ih, out=grad_x[t])
+            grad_w_ih.addmm_(grad_gates[t], x[t])
+            grad_w_hh.addmm_(grad_gates[t], hidden[t].t())
+        return grad_x, grad_w_ih, grad_gates.sum((0, 2)), grad_h.t(), grad_c.t(), grad_w_hh
 
 
 class _GRURecurrence(torch.autograd.Function):
@@ -308,11 +324,11 @@ class LSTMSequence(nn.Module):
         return masked_recurrence(self._step, y, carry, self.initial_carry(y.shape[1]), present, reset)
 
     def _layer_by_layer(self, y: torch.Tensor, carry: State) -> tuple[torch.Tensor, State]:
-        """Every step of layer 1, then of layer 2, ...: the input projections of a layer in one product."""
+        """Every step of layer 1, then of layer 2, ..."""
         hs, cs = [], []
         for layer in range(self.layers):
             w_ih, w_hh, b_ih, b_hh = (getattr(self.lstm, f"{name}_l{layer}") for name in _LSTM_PARAMETERS)
-            y, c = _LSTMRecurrence.apply(_project(y, w_ih, b_ih, b_hh), carry[0][layer], carry[1][layer], w_hh)
+            y, c = _LSTMRecurrence.apply(y, w_ih, b_ih + b_hh, carry[0][layer], carry[1][layer], w_hh)
             hs.append(y[-1])
             cs.append(c)
         return y, (torch.stack(hs), torch.stack(cs))
