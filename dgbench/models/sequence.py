@@ -171,13 +171,14 @@ class _LSTMRecurrence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out, grad_cell):
         x, w_ih, w_hh, gates, cells, squashed, hidden = ctx.saved_tensors
-        width = w_hh.shape[1]
+        steps, width = x.shape[0], w_hh.shape[1]
         grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
         grad_gates = torch.empty_like(gates)  # ∂ of the gates before their activations
-        grad_x = x.new_empty(x.shape)
-        grad_w_ih, grad_w_hh = torch.zeros_like(w_ih), torch.zeros_like(w_hh)
+        # per step one product gives ∂h_{t-1} (W_hhᵀ ∂gates) and ∂x_t (W_ihᵀ ∂gates), both feature-major
+        into_inputs = torch.cat([w_hh, w_ih], dim=1).t()
+        grad_inputs = x.new_empty((steps, width + x.shape[2], x.shape[1]))
         grad_h, grad_c = None, grad_cell.t()
-        for t in reversed(range(x.shape[0])):
+        for t in reversed(range(steps)):
             dh = grad_hidden[t] if grad_h is None else grad_hidden[t].add_(grad_h)
             i, f, g, o = gates[t].chunk(4)
             sigmoid_part = grad_gates[t][:2 * width]  # i and f
@@ -191,10 +192,11 @@ class _LSTMRecurrence(torch.autograd.Function):
             _TANH_BACKWARD_INTO(d_g, g, grad_input=d_g)
             _SIGMOID_BACKWARD_INTO(d_o, o, grad_input=d_o)
             grad_c = dc.mul_(f)
-            grad_h = w_hh.t() @ grad_gates[t]
-            torch.mm(grad_gates[t].t(), w_ih, out=grad_x[t])
-            grad_w_ih.addmm_(grad_gates[t], x[t])
-            grad_w_hh.addmm_(grad_gates[t], hidden[t].t())
+            grad_h = torch.mm(into_inputs, grad_gates[t], out=grad_inputs[t])[:width]
+        # the weights' gradients once for all steps: Σ_t ∂gates_t x_tᵀ and Σ_t ∂gates_t h_{t-1}ᵀ
+        grad_w_ih = torch.bmm(grad_gates, x).sum(0)
+        grad_w_hh = torch.bmm(grad_gates, hidden[:steps].transpose(1, 2)).sum(0)
+        grad_x = grad_inputs[:, width:].transpose(1, 2).contiguous()
         return grad_x, grad_w_ih, grad_gates.sum((0, 2)), grad_h.t(), grad_c.t(), grad_w_hh
 
 
