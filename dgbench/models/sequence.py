@@ -134,35 +134,44 @@ _SIGMOID_BACKWARD_INTO = torch.ops.aten.sigmoid_backward.grad_input  # the same 
 _TANH_BACKWARD_INTO = torch.ops.aten.tanh_backward.grad_input
 
 
+def _sigmoids_first(gates: torch.Tensor) -> torch.Tensor:
+    """Rows [i, f, g, o] of LSTM weights (torch's order) as [i, f, o, g], and back (the swap is its own
+    inverse): the three σ gates, then tanh's."""
+    i, f, g, o = gates.chunk(4)
+    return torch.cat([i, f, o, g])
+
+
 class _LSTMRecurrence(torch.autograd.Function):
     """One LSTM layer over all steps as one autograd node (torch.nn.LSTM's cell): per step ``gates =
-    W_ih x_t + W_hh h + (b_ih + b_hh)``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)``.
+    W_ih x_t + (b_ih + b_hh) + W_hh h``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)``.
 
     At a few features per vertex the work per step is a handful of element-wise passes over [rows, 4F],
     so oneDNN's fused LSTM and autograd's per-op bookkeeping both cost more than the arithmetic; the
     backward here is the textbook BPTT over the saved gates (checked by gradcheck in float64).
 
-    Inside, every per-step tensor is *feature-major*, [width, rows]: each gate is one contiguous block,
-    so every activation and product runs over contiguous memory in AVX-wide loops. In the [rows, 4F]
-    layout a gate is a strided column slice that ATen walks 6 or 12 floats at a time (sigmoid and tanh
-    6-16x slower at 16384 rows). Inputs and outputs keep the time layout [steps, rows, F]; the
-    transposes are two copies of the output's size."""
+    Inside, every per-step tensor is *feature-major*, [width, rows], and the gates are ordered [i, f, o, g]:
+    the σ gates are one contiguous block and tanh's another, so each activation is one call over
+    contiguous memory in full-width vector loops. In the [rows, 4F] layout a gate is a strided column
+    slice that ATen walks 6 or 12 floats at a time (sigmoid and tanh 6-16x slower at 16384 rows).
+    Inputs and outputs keep the time layout [steps, rows, F]; the transposes are two copies of the
+    output's size."""
 
     @staticmethod
     def forward(ctx, x, w_ih, bias, h0, c0, w_hh):
         steps, rows, _ = x.shape
         width = w_hh.shape[1]
-        gates = x.new_empty((steps, 4 * width, rows))  # after their activations
+        w_ih, w_hh, bias = _sigmoids_first(w_ih), _sigmoids_first(w_hh), _sigmoids_first(bias)
+        # every step's input part at once, W_ih x_t + b, then per step W_hh h is added in place
+        gates = torch.baddbmm(bias[None, :, None], w_ih.expand(steps, *w_ih.shape), x.transpose(1, 2))
         cells = x.new_empty((steps + 1, width, rows))
         hidden = x.new_empty((steps + 1, width, rows))
-        squashed = x.new_empty((steps, width, rows))
+        squashed = x.new_empty((steps, width, rows))  # tanh(c_t)
         cells[0], hidden[0] = c0.t(), h0.t()
-        column = bias[:, None]
         for t in range(steps):
-            gate = torch.addmm(column, w_ih, x[t].t(), out=gates[t]).addmm_(w_hh, hidden[t])
-            gate[:2 * width].sigmoid_(), gate[2 * width:3 * width].tanh_(), gate[3 * width:].sigmoid_()
-            i, f, g, o = gate.chunk(4)
-            torch.mul(f, cells[t], out=cells[t + 1]).add_(i * g)
+            gate = gates[t].addmm_(w_hh, hidden[t])
+            gate[:3 * width].sigmoid_(), gate[3 * width:].tanh_()  # after their activations
+            i, f, o, g = gate.chunk(4)
+            torch.mul(f, cells[t], out=cells[t + 1]).addcmul_(i, g)
             torch.tanh(cells[t + 1], out=squashed[t])
             torch.mul(o, squashed[t], out=hidden[t + 1])
         ctx.save_for_backward(x, w_ih, w_hh, gates, cells, squashed, hidden)
@@ -173,31 +182,31 @@ class _LSTMRecurrence(torch.autograd.Function):
         x, w_ih, w_hh, gates, cells, squashed, hidden = ctx.saved_tensors
         steps, width = x.shape[0], w_hh.shape[1]
         grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
-        grad_gates = torch.empty_like(gates)  # ∂ of the gates before their activations
+        grad_gates = torch.empty_like(gates)  # ∂ of the gates before their activations, [i, f, o, g]
         # per step one product gives ∂h_{t-1} (W_hhᵀ ∂gates) and ∂x_t (W_ihᵀ ∂gates), both feature-major
         into_inputs = torch.cat([w_hh, w_ih], dim=1).t()
         grad_inputs = x.new_empty((steps, width + x.shape[2], x.shape[1]))
         grad_h, grad_c = None, grad_cell.t()
         for t in reversed(range(steps)):
             dh = grad_hidden[t] if grad_h is None else grad_hidden[t].add_(grad_h)
-            i, f, g, o = gates[t].chunk(4)
-            sigmoid_part = grad_gates[t][:2 * width]  # i and f
-            d_g, d_o = grad_gates[t][2 * width:3 * width], grad_gates[t][3 * width:]
+            i, f, o, g = gates[t].chunk(4)
+            d_i, d_f, d_o, d_g = grad_gates[t].chunk(4)
             dc = _TANH_BACKWARD(dh * o, squashed[t]).add_(grad_c)
-            torch.mul(dc, g, out=sigmoid_part[:width])
-            torch.mul(dc, cells[t], out=sigmoid_part[width:])
-            torch.mul(dc, i, out=d_g)
+            torch.mul(dc, g, out=d_i)
+            torch.mul(dc, cells[t], out=d_f)
             torch.mul(dh, squashed[t], out=d_o)
-            _SIGMOID_BACKWARD_INTO(sigmoid_part, gates[t][:2 * width], grad_input=sigmoid_part)
+            torch.mul(dc, i, out=d_g)
+            sigmoid_part = grad_gates[t][:3 * width]
+            _SIGMOID_BACKWARD_INTO(sigmoid_part, gates[t][:3 * width], grad_input=sigmoid_part)
             _TANH_BACKWARD_INTO(d_g, g, grad_input=d_g)
-            _SIGMOID_BACKWARD_INTO(d_o, o, grad_input=d_o)
             grad_c = dc.mul_(f)
             grad_h = torch.mm(into_inputs, grad_gates[t], out=grad_inputs[t])[:width]
         # the weights' gradients once for all steps: Σ_t ∂gates_t x_tᵀ and Σ_t ∂gates_t h_{t-1}ᵀ
         grad_w_ih = torch.bmm(grad_gates, x).sum(0)
         grad_w_hh = torch.bmm(grad_gates, hidden[:steps].transpose(1, 2)).sum(0)
         grad_x = grad_inputs[:, width:].transpose(1, 2).contiguous()
-        return grad_x, grad_w_ih, grad_gates.sum((0, 2)), grad_h.t(), grad_c.t(), grad_w_hh
+        return (grad_x, _sigmoids_first(grad_w_ih), _sigmoids_first(grad_gates.sum((0, 2))), grad_h.t(), grad_c.t(),
+                _sigmoids_first(grad_w_hh))
 
 
 class _GRURecurrence(torch.autograd.Function):
