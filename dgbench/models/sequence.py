@@ -183,12 +183,10 @@ class _LSTMRecurrence(torch.autograd.Function):
         steps, width = x.shape[0], w_hh.shape[1]
         grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
         grad_gates = torch.empty_like(gates)  # ∂ of the gates before their activations, [i, f, o, g]
-        # per step one product gives ∂h_{t-1} (W_hhᵀ ∂gates) and ∂x_t (W_ihᵀ ∂gates), both feature-major
-        into_inputs = torch.cat([w_hh, w_ih], dim=1).t()
-        grad_inputs = x.new_empty((steps, width + x.shape[2], x.shape[1]))
-        grad_h, grad_c = None, grad_cell.t()
+        into_hidden = w_hh.t()
+        grad_h0, grad_c = None, grad_cell.t()
         for t in reversed(range(steps)):
-            dh = grad_hidden[t] if grad_h is None else grad_hidden[t].add_(grad_h)
+            dh = grad_hidden[t]
             i, f, o, g = gates[t].chunk(4)
             d_i, d_f, d_o, d_g = grad_gates[t].chunk(4)
             dc = _TANH_BACKWARD(dh * o, squashed[t]).add_(grad_c)
@@ -200,12 +198,16 @@ class _LSTMRecurrence(torch.autograd.Function):
             _SIGMOID_BACKWARD_INTO(sigmoid_part, gates[t][:3 * width], grad_input=sigmoid_part)
             _TANH_BACKWARD_INTO(d_g, g, grad_input=d_g)
             grad_c = dc.mul_(f)
-            grad_h = torch.mm(into_inputs, grad_gates[t], out=grad_inputs[t])[:width]
-        # the weights' gradients once for all steps: Σ_t ∂gates_t x_tᵀ and Σ_t ∂gates_t h_{t-1}ᵀ
+            if t:  # ∂h_{t-1} += W_hhᵀ ∂gates_t, accumulated where step t-1 reads it
+                grad_hidden[t - 1].addmm_(into_hidden, grad_gates[t])
+            else:
+                grad_h0 = into_hidden @ grad_gates[0]
+        # once for all steps: ∂x_t = W_ihᵀ ∂gates_t (feature-major, then to the time layout) and the weights'
+        # gradients Σ_t ∂gates_t x_tᵀ and Σ_t ∂gates_t h_{t-1}ᵀ
+        grad_x = torch.matmul(w_ih.t(), grad_gates).transpose(1, 2).contiguous()
         grad_w_ih = torch.bmm(grad_gates, x).sum(0)
         grad_w_hh = torch.bmm(grad_gates, hidden[:steps].transpose(1, 2)).sum(0)
-        grad_x = grad_inputs[:, width:].transpose(1, 2).contiguous()
-        return (grad_x, _sigmoids_first(grad_w_ih), _sigmoids_first(grad_gates.sum((0, 2))), grad_h.t(), grad_c.t(),
+        return (grad_x, _sigmoids_first(grad_w_ih), _sigmoids_first(grad_gates.sum((0, 2))), grad_h0.t(), grad_c.t(),
                 _sigmoids_first(grad_w_hh))
 
 
