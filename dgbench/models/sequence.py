@@ -130,56 +130,85 @@ def masked_recurrence(step: Step, y: torch.Tensor, carry: State, initial: State,
 
 _TANH_BACKWARD = torch.ops.aten.tanh_backward.default  # the derivative kernels autograd itself calls
 _SIGMOID_BACKWARD = torch.ops.aten.sigmoid_backward.default
+_SIGMOID_BACKWARD_INTO = torch.ops.aten.sigmoid_backward.grad_input  # the same kernels, into a given tensor
+_TANH_BACKWARD_INTO = torch.ops.aten.tanh_backward.grad_input
+
+
+def _sigmoids_first(gates: torch.Tensor) -> torch.Tensor:
+    """Rows [i, f, g, o] of LSTM weights (torch's order) as [i, f, o, g], and back (the swap is its own
+    inverse): the three σ gates, then tanh's."""
+    i, f, g, o = gates.chunk(4)
+    return torch.cat([i, f, o, g])
 
 
 class _LSTMRecurrence(torch.autograd.Function):
-    """One LSTM layer's recurrence over all steps as one autograd node, from its input projections
-    ``x W_ihᵀ + b_ih + b_hh`` (computed for every step at once, outside): per step ``gates = proj_t +
-    h W_hhᵀ``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)`` (torch.nn.LSTM's cell).
+    """One LSTM layer over all steps as one autograd node (torch.nn.LSTM's cell): per step ``gates =
+    W_ih x_t + (b_ih + b_hh) + W_hh h``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)``.
 
-    At a few features per vertex the work per step is a handful of [rows, 4F] element-wise passes, so
-    oneDNN's fused LSTM and autograd's per-op bookkeeping both cost more than the arithmetic; the
-    backward here is the textbook BPTT over the saved gates (checked by gradcheck in float64)."""
+    At a few features per vertex the work per step is a handful of element-wise passes over [rows, 4F],
+    so oneDNN's fused LSTM and autograd's per-op bookkeeping both cost more than the arithmetic; the
+    backward here is the textbook BPTT over the saved gates (checked by gradcheck in float64).
+
+    Inside, every per-step tensor is *feature-major*, [width, rows], and the gates are ordered [i, f, o, g]:
+    the σ gates are one contiguous block and tanh's another, so each activation is one call over
+    contiguous memory in full-width vector loops. In the [rows, 4F] layout a gate is a strided column
+    slice that ATen walks 6 or 12 floats at a time (sigmoid and tanh 6-16x slower at 16384 rows).
+    Inputs and outputs keep the time layout [steps, rows, F]; the transposes are two copies of the
+    output's size."""
 
     @staticmethod
-    def forward(ctx, projected, h0, c0, w_hh):
-        steps, rows, four = projected.shape
-        width = four // 4
-        gates = torch.empty_like(projected)  # after their activations
-        cells = projected.new_empty((steps + 1, rows, width))
-        cells[0] = c0
-        squashed = projected.new_empty((steps, rows, width))
-        out = projected.new_empty((steps, rows, width))
-        into, h = w_hh.t(), h0
+    def forward(ctx, x, w_ih, bias, h0, c0, w_hh):
+        steps, rows, _ = x.shape
+        width = w_hh.shape[1]
+        w_ih, w_hh, bias = _sigmoids_first(w_ih), _sigmoids_first(w_hh), _sigmoids_first(bias)
+        # every step's input part at once, W_ih x_t + b, then per step W_hh h is added in place
+        gates = torch.baddbmm(bias[None, :, None], w_ih.expand(steps, *w_ih.shape), x.transpose(1, 2))
+        cells = x.new_empty((steps + 1, width, rows))
+        hidden = x.new_empty((steps + 1, width, rows))
+        squashed = x.new_empty((steps, width, rows))  # tanh(c_t)
+        cells[0], hidden[0] = c0.t(), h0.t()
         for t in range(steps):
-            gate = torch.addmm(projected[t], h, into, out=gates[t])
-            gate[:, :2 * width].sigmoid_(), gate[:, 2 * width:3 * width].tanh_(), gate[:, 3 * width:].sigmoid_()
-            i, f, g, o = gate.chunk(4, dim=1)
-            torch.add(f * cells[t], i * g, out=cells[t + 1])
+            gate = gates[t].addmm_(w_hh, hidden[t])
+            gate[:3 * width].sigmoid_(), gate[3 * width:].tanh_()  # after their activations
+            i, f, o, g = gate.chunk(4)
+            torch.mul(f, cells[t], out=cells[t + 1]).addcmul_(i, g)
             torch.tanh(cells[t + 1], out=squashed[t])
-            h = torch.mul(o, squashed[t], out=out[t])
-        ctx.save_for_backward(w_hh, h0, gates, cells, squashed, out)
-        return out, cells[steps].clone()
+            torch.mul(o, squashed[t], out=hidden[t + 1])
+        ctx.save_for_backward(x, w_ih, w_hh, gates, cells, squashed, hidden)
+        return hidden[1:].transpose(1, 2).contiguous(), cells[steps].t().contiguous()
 
     @staticmethod
     def backward(ctx, grad_out, grad_cell):
-        w_hh, h0, gates, cells, squashed, out = ctx.saved_tensors
-        steps, rows, four = gates.shape
-        grad_projected = torch.empty_like(gates)
-        grad_h, grad_c = torch.zeros_like(h0), grad_cell
+        x, w_ih, w_hh, gates, cells, squashed, hidden = ctx.saved_tensors
+        steps, width = x.shape[0], w_hh.shape[1]
+        grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
+        grad_gates = torch.empty_like(gates)  # ∂ of the gates before their activations, [i, f, o, g]
+        into_hidden = w_hh.t()
+        grad_h0, grad_c = None, grad_cell.t()
         for t in reversed(range(steps)):
-            dh = grad_out[t] + grad_h
-            i, f, g, o = gates[t].chunk(4, dim=1)
-            dc = grad_c + _TANH_BACKWARD(dh * o, squashed[t])
-            torch.cat([_SIGMOID_BACKWARD(dc * g, i), _SIGMOID_BACKWARD(dc * cells[t], f),
-                       _TANH_BACKWARD(dc * i, g), _SIGMOID_BACKWARD(dh * squashed[t], o)], dim=1,
-                      out=grad_projected[t])
-            grad_c = dc * f
-            grad_h = grad_projected[t] @ w_hh
-        # W_hh's gradient once for all steps: Σ_t ∂gates_tᵀ h_{t-1}
-        previous = torch.cat([h0[None], out[:-1]]).view(steps * rows, -1)
-        grad_w = grad_projected.view(steps * rows, four).t() @ previous
-        return grad_projected, grad_h, grad_c, grad_w
+            dh = grad_hidden[t]
+            i, f, o, g = gates[t].chunk(4)
+            d_i, d_f, d_o, d_g = grad_gates[t].chunk(4)
+            dc = _TANH_BACKWARD(dh * o, squashed[t]).add_(grad_c)
+            torch.mul(dc, g, out=d_i)
+            torch.mul(dc, cells[t], out=d_f)
+            torch.mul(dh, squashed[t], out=d_o)
+            torch.mul(dc, i, out=d_g)
+            sigmoid_part = grad_gates[t][:3 * width]
+            _SIGMOID_BACKWARD_INTO(sigmoid_part, gates[t][:3 * width], grad_input=sigmoid_part)
+            _TANH_BACKWARD_INTO(d_g, g, grad_input=d_g)
+            grad_c = dc.mul_(f)
+            if t:  # ∂h_{t-1} += W_hhᵀ ∂gates_t, accumulated where step t-1 reads it
+                grad_hidden[t - 1].addmm_(into_hidden, grad_gates[t])
+            else:
+                grad_h0 = into_hidden @ grad_gates[0]
+        # once for all steps: ∂x_t = W_ihᵀ ∂gates_t (feature-major, then to the time layout) and the weights'
+        # gradients Σ_t ∂gates_t x_tᵀ and Σ_t ∂gates_t h_{t-1}ᵀ
+        grad_x = torch.matmul(w_ih.t(), grad_gates).transpose(1, 2).contiguous()
+        grad_w_ih = torch.bmm(grad_gates, x).sum(0)
+        grad_w_hh = torch.bmm(grad_gates, hidden[:steps].transpose(1, 2)).sum(0)
+        return (grad_x, _sigmoids_first(grad_w_ih), _sigmoids_first(grad_gates.sum((0, 2))), grad_h0.t(), grad_c.t(),
+                _sigmoids_first(grad_w_hh))
 
 
 class _GRURecurrence(torch.autograd.Function):
@@ -308,11 +337,11 @@ class LSTMSequence(nn.Module):
         return masked_recurrence(self._step, y, carry, self.initial_carry(y.shape[1]), present, reset)
 
     def _layer_by_layer(self, y: torch.Tensor, carry: State) -> tuple[torch.Tensor, State]:
-        """Every step of layer 1, then of layer 2, ...: the input projections of a layer in one product."""
+        """Every step of layer 1, then of layer 2, ..."""
         hs, cs = [], []
         for layer in range(self.layers):
             w_ih, w_hh, b_ih, b_hh = (getattr(self.lstm, f"{name}_l{layer}") for name in _LSTM_PARAMETERS)
-            y, c = _LSTMRecurrence.apply(_project(y, w_ih, b_ih, b_hh), carry[0][layer], carry[1][layer], w_hh)
+            y, c = _LSTMRecurrence.apply(y, w_ih, b_ih + b_hh, carry[0][layer], carry[1][layer], w_hh)
             hs.append(y[-1])
             cs.append(c)
         return y, (torch.stack(hs), torch.stack(cs))

@@ -109,10 +109,16 @@ def csr_transpose(a: CsrArrays) -> CsrArrays:
     return CsrArrays(rowptr, rows[order], a.val[order], (a.shape[1], a.shape[0]))
 
 
-def csr_tensor(a: CsrArrays) -> torch.Tensor:
+def csr_tensor(a: CsrArrays, kernel_indices: bool = False) -> torch.Tensor:
+    """``a`` as a torch CSR tensor. ``kernel_indices``: on the CPU, int32 row pointers and columns (when they
+    fit), the index type MKL's sparse product takes: with int64 ones every product first copies both index
+    arrays into int32 (25 % of the product at 131k rows x 6 columns); the product is the same, bit for bit."""
+    rowptr, col = a.rowptr, a.col
+    if kernel_indices and col.device.type == "cpu" and max(a.nnz, *a.shape) < 2 ** 31:
+        rowptr, col = rowptr.to(torch.int32), col.to(torch.int32)
     with warnings.catch_warnings():  # "CSR support is in beta": said once per process is noise enough
         warnings.simplefilter("ignore")
-        return torch.sparse_csr_tensor(a.rowptr, a.col, a.val, a.shape, check_invariants=False)
+        return torch.sparse_csr_tensor(rowptr, col, a.val, a.shape, check_invariants=False)
 
 
 @dataclass
@@ -131,7 +137,7 @@ class SparseOperator:
 
     def matrix(self) -> torch.Tensor:
         if self._forward is None:
-            self._forward = csr_tensor(self.csr)
+            self._forward = csr_tensor(self.csr, kernel_indices=True)
         return self._forward
 
     def row_index(self) -> torch.Tensor:
@@ -144,7 +150,7 @@ class SparseOperator:
     def transposed(self) -> torch.Tensor:
         """Aᵀ as CSR, built on first use and cached for every later backward pass."""
         if self._backward is None:
-            self._backward = csr_tensor(csr_transpose(self.csr))
+            self._backward = csr_tensor(csr_transpose(self.csr), kernel_indices=True)
         return self._backward
 
     def transpose_order(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
