@@ -303,10 +303,12 @@ class ContinuousTrainer:
         if not self.evaluation:
             return {split: figures for split in passes
                     if (figures := self._evaluate_split(split, score=split in which)) is not None}
-        trained = self.state.table.clone()
+        # the post-training memory is kept only for further sets; the last set reads it in place (no copy)
+        trained = self.state.table.clone() if len(self.evaluation) > 1 else None
         out = {}
         for index, evaluation in enumerate(self.evaluation):
-            self.state.table = trained.clone()
+            if index and trained is not None:
+                self.state.table = trained.clone() if index < len(self.evaluation) - 1 else trained
             for split in passes:
                 figures = self._evaluate_set(evaluation, split, score=split in which)
                 if figures is not None:

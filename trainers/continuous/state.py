@@ -113,7 +113,9 @@ class NodeState:
         return np.arange(len(self.owner), dtype=np.int64)
 
     def reset(self) -> None:
-        self.table = self.layout.empty_rows(len(self.table)).to(self.ctx.device)
+        """Every row back to :meth:`StateLayout.empty_rows`, in place: a second table is never allocated."""
+        self.table.zero_()
+        self.table[:, self.layout.mail_ts_start:] = -1.0
 
     def _rows(self, ids: np.ndarray) -> torch.Tensor:
         return self.table[torch.from_numpy(self.local_index[ids]).to(self.ctx.device)]
