@@ -409,9 +409,9 @@ class TGN(TemporalModel):
 
     def embed(self, inputs, root_view, root_t, neighbor_view):
         """Attention of each root over its sampled neighbours. Without gradient (evaluation), over blocks of
-        ``ROOT_BLOCK`` roots and their slots: every step is per root, so each root's embedding is the same
-        to float rounding (a block's GEMMs may take another MKL kernel), and a block's (roots, k, width) grids stay in cache instead of a whole evaluation
-        batch's (its K negatives make ~4x the roots of a training batch)."""
+        ``ROOT_BLOCK`` roots and their slots: every step is per root, so each root's embedding is the same to
+        float rounding (a block's GEMMs may take another MKL kernel), and a block's (roots, k, width) grids
+        stay in cache instead of a whole evaluation batch's (its K negatives make ~4x a training batch's roots)."""
         roots = len(root_view)
         if torch.is_grad_enabled() or neighbor_view is None or roots <= ROOT_BLOCK:
             return self._embed(inputs, root_view, neighbor_view)
