@@ -125,6 +125,13 @@ def _distinct_per_segment(starts: np.ndarray, counts: np.ndarray, rng: np.random
     return have
 
 
+def first_aggregation(a: CsrArrays, x: np.ndarray) -> np.ndarray:
+    """Ã_t X_t of one step in float64, stored as float32 (ESDG §5.5's parameter-free first aggregation)."""
+    matrix = csr_tensor(CsrArrays(torch.from_numpy(a.rowptr), torch.from_numpy(a.col.astype(np.int64)),
+                                  torch.from_numpy(a.val.astype(np.float64)), a.shape))
+    return (matrix @ torch.from_numpy(x.astype(np.float64))).numpy().astype(np.float32)
+
+
 def _distinct(ascending: np.ndarray) -> np.ndarray:
     return ascending[np.r_[True, ascending[1:] != ascending[:-1]]] if len(ascending) else ascending
 
@@ -220,9 +227,7 @@ class DiscreteData:
         """Ã_t X_t for every step, [T, N, 2]: parameter-free, so computed once (ESDG §5.5)."""
         out = np.empty((self.num_steps, self.num_nodes, self.in_features), np.float32)
         for t, (a, x) in enumerate(zip(self.adjacency, self.degree_features)):
-            matrix = csr_tensor(CsrArrays(torch.from_numpy(a.rowptr), torch.from_numpy(a.col.astype(np.int64)),
-                                          torch.from_numpy(a.val.astype(np.float64)), a.shape))
-            out[t] = (matrix @ torch.from_numpy(x.astype(np.float64))).numpy().astype(np.float32)
+            out[t] = first_aggregation(a, x)
         return out
 
     # ------------------------------------------------------------------ task

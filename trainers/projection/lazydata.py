@@ -24,12 +24,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
-from dgbench.models.sparse import CsrArrays, csr_tensor, gcn_normalize
+from dgbench.models.sparse import CsrArrays, gcn_normalize
 from dgbench.loaders.smoothing import (M_PRODUCT, RAW, WeightedAdjacency, check_smoothing,
                                        coalesced_snapshot, frame_mean, smoothed_entries)
-from dgbench.trainers.discrete.data import DiscreteData
+from dgbench.trainers.discrete.data import DiscreteData, first_aggregation
 
 KEEP_STEPS = 4  # steps kept per lazy sequence: a rank's block, and a mover's previous step (graph difference)
 
@@ -215,10 +214,7 @@ class LazyDiscreteData(DiscreteData):
         return self._last_input
 
     def _first_frame(self, t: int) -> np.ndarray:
-        a, x = self.adjacency[t], self.degree_features[t]
-        matrix = csr_tensor(CsrArrays(torch.from_numpy(a.rowptr), torch.from_numpy(a.col.astype(np.int64)),
-                                      torch.from_numpy(a.val.astype(np.float64)), a.shape))
-        return (matrix @ torch.from_numpy(x.astype(np.float64))).numpy().astype(np.float32)
+        return first_aggregation(self.adjacency[t], self.degree_features[t])
 
     def _precompute_first_aggregation(self) -> Any:
         return LazyFrames(LazySteps(self.num_steps, self._first_frame, self.keep_steps), self.num_nodes,

@@ -26,11 +26,10 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
-import torch
 
 from dgbench.errors import DgbenchError
-from dgbench.models.sparse import CsrArrays, csr_tensor
-from dgbench.trainers.discrete.data import TRAIN, DiscreteData, PairBatch
+from dgbench.models.sparse import CsrArrays
+from dgbench.trainers.discrete.data import TRAIN, DiscreteData, PairBatch, first_aggregation
 
 if TYPE_CHECKING:
     from dgbench.dist import PhaseTimer
@@ -154,9 +153,7 @@ class MiniBatchData:
     def _first_aggregation(self) -> np.ndarray:
         out = np.empty((self.num_steps, self.num_nodes, self.in_features), np.float32)
         for t, (a, x) in enumerate(zip(self.adjacency, self.degree_features)):
-            matrix = csr_tensor(CsrArrays(torch.from_numpy(a.rowptr), torch.from_numpy(a.col.astype(np.int64)),
-                                          torch.from_numpy(a.val.astype(np.float64)), a.shape))
-            out[t] = (matrix @ torch.from_numpy(x.astype(np.float64))).numpy().astype(np.float32)
+            out[t] = first_aggregation(a, x)
         return out
 
     def nonzeros_per_step(self) -> np.ndarray:
