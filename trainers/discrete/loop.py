@@ -102,11 +102,11 @@ class DiscreteTrainer:
         moved_before = self.placement.transfer_bytes()
         every = self.data.split_pairs(TRAIN, epoch)
         total_pairs = sum(len(b.src) for b in every)
-        work = self.data.work()
         with self.activations.watching():
             if self.minibatches is None:
                 local_loss = self.schedule.forward_backward(self, self.schedule.assign(self, every), total_pairs,
                                                             timer)
+                work = self.data.work()
             else:  # BLAD §3.1: seed batches, each on its sampled graph and placement
                 local_loss, work, moved = self.minibatches.train_epoch(self, every, total_pairs, epoch, timer)
         if not self.schedule.steps_optimizer():
