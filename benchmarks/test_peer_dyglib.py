@@ -27,13 +27,13 @@ messages), ``MergeLayer`` → sigmoid, ``BCELoss`` over [positives, negatives], 
 loop, in the peer's favour: its per-batch scikit-learn AP/AUC of the training batch and the tqdm bar.
 
 Equal on both sides: memory width M = DyGLib's node-feature width (its memory is as wide as the node
-features, zero here: Wikipedia and LastFM have none), time-encoding width M, k = 10 most recent
-neighbours (strictly earlier events), 1 layer, 2 heads, dropout 0 (dgbench's TGN has none), batch 600, Adam
-with the same lr, the same training negatives (one destination per positive, the very same ids: dgbench's
-(seed, split, batch) recipe), the same evaluation set (9 random negatives per validation/test positive,
-scored by dgbench's Evaluator: AP over each positive and its first negative), edge features as stored
-(none for Wikipedia: DyGLib's own loader would pad them to 172 zero columns), a fixed time encoding
-cos(Δt w), w_i = 10^(-9 i / (M - 1)) (dgbench's TimeEncoder; DyGLib's TimeEncoder with its own
+features, zero here: Wikipedia and LastFM have none), time-encoding width M, k = 10 most recent neighbours
+(strictly earlier events), 1 layer, 2 heads, dropout 0 (dgbench's TGN has none), batch 600, Adam with the
+same lr (torch's fused kernel on both sides), the same training negatives (one destination per positive, the
+very same ids: dgbench's (seed, split, batch) recipe), the same evaluation set (9 random negatives per
+validation/test positive, scored by dgbench's Evaluator: AP over each positive and its first negative), edge
+features as stored (none for Wikipedia: DyGLib's own loader would pad them to 172 zero columns), a fixed
+time encoding cos(Δt w), w_i = 10^(-9 i / (M - 1)) (dgbench's TimeEncoder; DyGLib's TimeEncoder with its own
 ``parameter_requires_grad=False``: its TGN trains w and b by default), memory reset each epoch and carried
 from training into validation and test, one process, the same intra-op thread count.
 
@@ -277,8 +277,10 @@ class DyGLibRun:
         width = data.node_features.shape[1]
         predictor = dyglib.modules.MergeLayer(input_dim1=width, input_dim2=width, hidden_dim=width, output_dim=1)
         self.model = torch.nn.Sequential(backbone, predictor)
-        self.optimizer = utils.create_optimizer(model=self.model, optimizer_name="Adam", learning_rate=lr,
-                                                weight_decay=0.0)
+        # DyGLib's utils.create_optimizer(..., "Adam", lr, weight_decay=0.0) is torch's Adam with those
+        # arguments; the peer gets the same Adam in torch's fused kernel, as dgbench's loop runs it, so the
+        # optimizer's implementation is not part of the ratio.
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, weight_decay=0.0, fused=True)
         self.uses_sampler = DYGLIB_MODELS[model] in ("TGN", "DyRep")
 
     def _bounds(self, split: str) -> list[tuple[int, int]]:
