@@ -171,9 +171,12 @@ class BatchPlanner:
     # negatives, scored instead of one random destination per event (MISSING slots: -1)
     candidates: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     protocol: str = TGL
+    max_batches: int | None = None  # --max-batches: each pass plans at most this many batches
 
     def batch_bounds(self, split: str, batch_size: int) -> list[tuple[int, int]]:
         a, b = self.stream.ranges[split]
+        if self.max_batches is not None:
+            b = min(b, a + self.max_batches * batch_size)
         return [(s, min(s + batch_size, b)) for s in range(a, b, batch_size)]
 
     def plan(self, split: str, index: int, start: int, stop: int) -> BatchPlan:

@@ -48,7 +48,7 @@ class ChunkedColumn:
         array = store.array(name)
         self.store, self.name, self.length, self.dtype = store, name, length, np.dtype(dtype)
         self.row_shape = tuple(array.shape[1:])
-        self.chunk_rows = rows_per_read or int(array.metadata.chunk_grid.chunk_shape[0])
+        self.chunk_rows = rows_per_read or int(array.chunks[0])
         self.convert, self.counter, self.capacity = convert, counter, max(1, cached_chunks)
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
