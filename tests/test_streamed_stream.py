@@ -14,6 +14,7 @@ from dgbench.trainers.continuous.data import (BATCH, TGL, BatchPlanner, EventStr
                                               neighbor_sampler)
 from dgbench.trainers.continuous.ring import RecentRing
 from dgbench.trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.continuous.streamed import streamed_gap_statistics
 
 
 def _open(path: Path) -> EdgeStreamStore:
@@ -43,8 +44,10 @@ def test_streamed_columns_equal_the_loaded_ones(stream_store: Path, max_events: 
 def test_streamed_gap_statistics_match_the_sampler(stream_store: Path) -> None:
     store = _open(stream_store)
     loaded = gap_statistics(EventStream.from_store(store))
-    streamed = gap_statistics(EventStream.streamed(store, rows_per_read=113))
-    np.testing.assert_allclose(streamed, loaded, rtol=1e-12)
+    streamed = EventStream.streamed(store, rows_per_read=113)
+    np.testing.assert_allclose(gap_statistics(streamed), loaded, rtol=1e-12)
+    blocks = streamed_gap_statistics(streamed.src, streamed.dst, streamed.t, streamed.num_nodes, block_events=89)
+    np.testing.assert_allclose(blocks, loaded, rtol=1e-12)  # a vertex's gaps that span two blocks
 
 
 def _tied_stream(events: int = 3000, nodes: int = 25, edge_dim: int = 3, seed: int = 4) -> EventStream:

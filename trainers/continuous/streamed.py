@@ -152,18 +152,18 @@ def distinct_destinations(dst: ChunkedColumn, num_nodes: int) -> np.ndarray:
     return np.flatnonzero(seen).astype(np.int64)
 
 
-def streamed_gap_statistics(src: ChunkedColumn, dst: ChunkedColumn, t: ChunkedColumn,
-                            num_nodes: int) -> tuple[float, float]:
+def streamed_gap_statistics(src: ChunkedColumn, dst: ChunkedColumn, t: ChunkedColumn, num_nodes: int,
+                            block_events: int = PASS_EVENTS) -> tuple[float, float]:
     """:meth:`TemporalSampler.gap_statistics` in one pass: the mean and standard deviation of the time
     between consecutive events of one vertex (both endpoints), each block's mean and squared deviations
     merged by Chan et al.'s pairwise update (equal to numpy's two-pass figures up to rounding)."""
     last = np.full(num_nodes, np.nan)
     count, mean, m2 = 0, 0.0, 0.0
-    for low, s in src.blocks(0, len(src)):
+    for low, s in src.blocks(0, len(src), block_events):
         d, times = dst.rows(low, low + len(s)), t.rows(low, low + len(s))
-        owner = np.concatenate([s, d])
-        stamp = np.concatenate([times, times])
-        order = np.lexsort((stamp, owner))
+        owner = np.stack([s, d], axis=1).ravel()  # both endpoints of each event, in time order
+        stamp = np.repeat(times, 2)
+        order = np.argsort(owner, kind="stable")  # by vertex, each vertex's entries still in time order
         owner, stamp = owner[order], stamp[order]
         first = np.ones(len(owner), dtype=bool)
         first[1:] = owner[1:] != owner[:-1]
