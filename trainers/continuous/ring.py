@@ -23,7 +23,7 @@ import numpy as np
 
 from dgbench.trainers.continuous.sampler import SampledNeighbors
 
-FOLD_EVENTS = 1 << 16  # events folded per step when the rings catch up over skipped events
+FOLD_EVENTS = 1 << 18  # events folded per step when the rings catch up over skipped events (~20 MB of temporaries)
 
 
 @dataclass
