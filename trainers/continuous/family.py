@@ -43,9 +43,11 @@ if TYPE_CHECKING:
 
 TASK = "link_prediction"
 DEFAULT_STREAM_BUDGET_GIB = 4.0
-# resident bytes per event of an in-memory stream: src, dst, t (8 each) and the T-CSR's two adjacency
-# entries (key, neighbour, event, time: 8 each), beside 4 bytes per edge-feature value
-IN_MEMORY_BYTES_PER_EVENT = 3 * 8 + 2 * 4 * 8
+# peak bytes per event of an in-memory stream: src, dst, t (8 each) and the T-CSR's two adjacency entries
+# (key, neighbour, event, time: 8 each) stay resident, 88 bytes; building the T-CSR (its sort and
+# concatenations) holds as much again (measured: 174-177 bytes per event at 5M and 20M events, docs/
+# continuous-training.md); beside 4 bytes per edge-feature value
+IN_MEMORY_BYTES_PER_EVENT = 2 * (3 * 8 + 2 * 4 * 8)
 STREAMING_SCHEMES = ("single",)  # schemes whose partition and driver read no whole-stream arrays
 
 
