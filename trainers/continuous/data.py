@@ -19,18 +19,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dgbench.errors import DgbenchError
 from dgbench.store import EdgeStreamStore
+from dgbench.trainers.continuous.ring import RecentRing
 from dgbench.trainers.continuous.sampler import SampledNeighbors, TemporalSampler
 from dgbench.trainers.continuous.state import FetchRoute
+from dgbench.trainers.continuous.streamed import (ReadCounter, distinct_destinations, streamed_columns,
+                                                  streamed_gap_statistics)
 
 SPLIT_CODES = {"train": 0, "val": 1, "test": 2}
 TGL, BATCH = "tgl", "batch"
 PROTOCOLS = (TGL, BATCH)
+IN_MEMORY, STREAMED = "memory", "streamed"  # where the stream's columns are (EventStream.source)
 
 
 @dataclass
 class EventStream:
-    """All events of a store in memory; times shifted to start at 0 (so -1 can mark 'no mail')."""
+    """All events of a store; times shifted to start at 0 (so -1 can mark 'no mail'). The columns are
+    arrays in memory, or (``source == STREAMED``) :class:`~dgbench.trainers.continuous.streamed.ChunkedColumn` s
+    read chunk by chunk from the store as batches are planned (``reads`` counts the bytes)."""
 
     src: np.ndarray
     dst: np.ndarray
@@ -39,6 +46,8 @@ class EventStream:
     num_nodes: int
     ranges: dict[str, tuple[int, int]]
     negative_pool: np.ndarray  # destinations negatives are drawn from (the items when bipartite)
+    source: str = IN_MEMORY
+    reads: ReadCounter | None = None
 
     @classmethod
     def from_store(cls, store: EdgeStreamStore, max_events: int | None = None) -> "EventStream":
@@ -50,18 +59,43 @@ class EventStream:
         features = columns.get("edge_features")
         if features is None:
             features = np.zeros((stop, 0), dtype=np.float32)
-        ranges = store.split_ranges()
-        if stop < store.num_events:  # a prefix keeps the store's split proportions
-            scale = stop / store.num_events
-            cut = [round(ranges["val"][0] * scale), round(ranges["test"][0] * scale)]
-            ranges = {"train": (0, cut[0]), "val": (cut[0], cut[1]), "test": (cut[1], stop)}
         dst = columns["dst"].astype(np.int64)
         return cls(columns["src"].astype(np.int64), dst, t, features.astype(np.float32), store.num_nodes,
-                   ranges, np.unique(dst))
+                   prefix_ranges(store, stop), np.unique(dst))
+
+    @classmethod
+    def streamed(cls, store: EdgeStreamStore, max_events: int | None = None,
+                 rows_per_read: int | None = None) -> "EventStream":
+        """:meth:`from_store`'s stream with its columns read on demand (one pass over ``dst`` finds the
+        negative pool); equal arrays, bounded memory. ``rows_per_read``: see ``ChunkedColumn``."""
+        stop = store.num_events if max_events is None else min(max_events, store.num_events)
+        reads = ReadCounter()
+        src, dst, t, features = streamed_columns(store, stop, reads, rows_per_read)
+        edge_features = features if features is not None else np.zeros((stop, 0), dtype=np.float32)
+        return cls(src, dst, t, edge_features, store.num_nodes, prefix_ranges(store, stop),  # type: ignore[arg-type]
+                   distinct_destinations(dst, store.num_nodes), STREAMED, reads)
 
     @property
     def edge_dim(self) -> int:
-        return self.edge_features.shape[1]
+        return int(self.edge_features.shape[1])
+
+    @property
+    def num_events(self) -> int:
+        return len(self.src)
+
+    @property
+    def is_streamed(self) -> bool:
+        return self.source == STREAMED
+
+
+def prefix_ranges(store: EdgeStreamStore, stop: int) -> dict[str, tuple[int, int]]:
+    """The store's split of events [0, stop): a prefix keeps the store's split proportions."""
+    ranges = store.split_ranges()
+    if stop < store.num_events:
+        scale = stop / store.num_events
+        cut = [round(ranges["val"][0] * scale), round(ranges["test"][0] * scale)]
+        ranges = {"train": (0, cut[0]), "val": (cut[0], cut[1]), "test": (cut[1], stop)}
+    return ranges
 
 
 @dataclass
@@ -125,7 +159,7 @@ class BatchPlanner:
     """Builds :class:`BatchPlan` s for one rank; ``assign(batch_src, rank)`` picks this rank's events."""
 
     stream: EventStream
-    sampler: TemporalSampler | None
+    sampler: TemporalSampler | RecentRing | None
     neighbors: int
     strategy: str
     seed: int
@@ -137,9 +171,12 @@ class BatchPlanner:
     # negatives, scored instead of one random destination per event (MISSING slots: -1)
     candidates: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     protocol: str = TGL
+    max_batches: int | None = None  # --max-batches: each pass plans at most this many batches
 
     def batch_bounds(self, split: str, batch_size: int) -> list[tuple[int, int]]:
         a, b = self.stream.ranges[split]
+        if self.max_batches is not None:
+            b = min(b, a + self.max_batches * batch_size)
         return [(s, min(s + batch_size, b)) for s in range(a, b, batch_size)]
 
     def plan(self, split: str, index: int, start: int, stop: int) -> BatchPlan:
@@ -170,7 +207,7 @@ class BatchPlanner:
         if self.sampler is not None and self.neighbors > 0:
             root_positions = np.concatenate([block * size + positions for block in range(count)])
             uniforms = rng.random((count * size, self.neighbors))[root_positions]  # rank-independent draws
-            neighbors = self.sampler.sample(roots, root_t, self.neighbors, self.strategy, uniforms)
+            neighbors = self.sampler.sample_window(start, stop, roots, root_t, self.neighbors, self.strategy, uniforms)
             mask = neighbors.mask
             if self.fetch_neighbors:
                 needed = np.concatenate([roots, neighbors.nodes[mask]])
@@ -201,7 +238,8 @@ class BatchPlanner:
         needed, event_of = unique, root_event
         if self.sampler is not None and self.neighbors > 0:
             uniforms = vertex_uniforms((self.seed, SPLIT_CODES[split], index), unique, self.neighbors)
-            neighbors = self.sampler.sample(unique, root_times, self.neighbors, self.strategy, uniforms)
+            neighbors = self.sampler.sample_window(start, start + size, unique, root_times, self.neighbors,
+                                                   self.strategy, uniforms)
             mask = neighbors.mask
             if self.fetch_neighbors:
                 needed = np.concatenate([unique, neighbors.nodes[mask]])
@@ -294,3 +332,26 @@ class Prefetcher:
                     slots.get_nowait()
                 except queue.Empty:
                     worker.join(timeout=0.05)
+
+
+STREAMED_SAMPLER_REFUSAL = ("a streamed stream (larger than --stream-budget) samples with the bounded per-vertex "
+                            "rings of --sampler recent only")
+
+
+def neighbor_sampler(stream: EventStream, strategy: str, k: int, decay: float = 0.0,
+                     keep_features: bool = True) -> TemporalSampler | RecentRing:
+    """The T-CSR over the whole stream in memory; on a streamed stream the bounded ``recent`` rings
+    (docs/continuous-training.md, "Streams larger than memory": uniform and sis need the whole history)."""
+    if not stream.is_streamed:
+        return TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes, decay=decay)
+    if strategy != "recent":
+        raise DgbenchError(f"--sampler {strategy}: {STREAMED_SAMPLER_REFUSAL}; use --sampler recent or raise "
+                           f"--stream-budget")
+    return RecentRing(stream, k, keep_features=keep_features)
+
+
+def gap_statistics(stream: EventStream) -> tuple[float, float]:
+    """Mean and standard deviation of the per-vertex time between events (one pass when streamed)."""
+    if stream.is_streamed:
+        return streamed_gap_statistics(stream.src, stream.dst, stream.t, stream.num_nodes)  # type: ignore[arg-type]
+    return TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes).gap_statistics()

@@ -31,9 +31,10 @@ from dgbench.tasks import NODE_CLASSIFICATION
 from dgbench.tasks.options import (check_task, decoder_epochs_option, decoder_lr_option, eval_negatives_option,
                                    evaluation_block, evaluation_sets, extra_negatives_option, negatives_option,
                                    record_task, task_option)
-from dgbench.trainers.continuous.data import BATCH, PROTOCOLS, EventStream, StreamProblem
+from dgbench.trainers.continuous.data import BATCH, PROTOCOLS, EventStream, StreamProblem, gap_statistics
+from dgbench.trainers.continuous.ring import RecentRing
 from dgbench.trainers.continuous.loop import BatchCounters, ContinuousTrainer, LoopOptions
-from dgbench.trainers.continuous.sampler import STRATEGIES, TemporalSampler
+from dgbench.trainers.continuous.sampler import STRATEGIES
 from dgbench.trainers.contract import ContinuousScheme, Partition
 from dgbench.trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
 
@@ -41,6 +42,13 @@ if TYPE_CHECKING:
     from dgbench.trainers.experiment import ResolvedRun
 
 TASK = "link_prediction"
+DEFAULT_STREAM_BUDGET_GIB = 4.0
+# peak bytes per event of an in-memory stream: src, dst, t (8 each) and the T-CSR's two adjacency entries
+# (key, neighbour, event, time: 8 each) stay resident, 88 bytes; building the T-CSR (its sort and
+# concatenations) holds as much again (measured: 174-177 bytes per event at 5M and 20M events, docs/
+# continuous-training.md); beside 4 bytes per edge-feature value
+IN_MEMORY_BYTES_PER_EVENT = 2 * (3 * 8 + 2 * 4 * 8)
+STREAMING_SCHEMES = ("single",)  # schemes whose partition and driver read no whole-stream arrays
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,12 @@ class TaskOptions(Options):
                                   "earlier batches (PyG's TGN; docs/continuous-training.md).", choices=PROTOCOLS)
     max_events: int | None = option(None, "Train on the first N events only (split in the store's proportions).",
                                     positive=True)
+    stream_budget: float = option(DEFAULT_STREAM_BUDGET_GIB, "GiB the stream may take in memory (columns and the "
+                                  "T-CSR sampler); a larger stream is read chunk by chunk from the store with "
+                                  "bounded recent-sampler rings (docs/continuous-training.md); 0: always.",
+                                  minimum=0.0)
+    max_batches: int | None = option(None, "Stop each pass (train, validation, test) after N batches: a bounded "
+                                           "probe of a large stream, scored without evaluation sets.", positive=True)
     negatives: str = negatives_option()
     extra_negatives: str | None = extra_negatives_option()
     eval_negatives: int = eval_negatives_option()
@@ -90,7 +104,39 @@ def check(run: ResolvedRun) -> None:
         if isinstance(probe, Baseline) or type(run.scheme).train_rank is not ContinuousScheme.train_rank:
             raise DgbenchError(f"--task {task.task}: {run.scheme.name}/{run.model.name} has no embeddings "
                                f"to decode (baselines and schemes with their own driver score link prediction only)")
+    if streams_from_store(run):
+        _check_streamed(run)
     _evaluation(run)  # written beside the store before any rank starts (dgbench/tasks/evalset.py)
+
+
+def in_memory_bytes(store: EdgeStreamStore, max_events: int | None) -> int:
+    """What the stream would hold resident in memory (``IN_MEMORY_BYTES_PER_EVENT`` and its features)."""
+    events = store.num_events if max_events is None else min(max_events, store.num_events)
+    edge_dim = int(store.array("edge_features").shape[1]) if store.has("edge_features") else 0
+    return events * (IN_MEMORY_BYTES_PER_EVENT + 4 * edge_dim)
+
+
+def streams_from_store(run: ResolvedRun) -> bool:
+    """Whether the run reads its stream chunk by chunk: the in-memory stream would exceed --stream-budget."""
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    return in_memory_bytes(_store(run), task.max_events) > task.stream_budget * (1 << 30)
+
+
+def _check_streamed(run: ResolvedRun) -> None:
+    """A streamed stream is refused where a scheme, sampler or task reads the whole stream at once."""
+    task = run.task
+    assert isinstance(task, TaskOptions)
+    why = f"the stream exceeds --stream-budget {task.stream_budget:g} GiB and is read chunk by chunk"
+    if run.scheme.name not in STREAMING_SCHEMES:
+        raise DgbenchError(f"--scheme {run.scheme.name}: {why}; its partition reads the whole stream "
+                           f"(streamed schemes: {', '.join(STREAMING_SCHEMES)}), or raise --stream-budget")
+    if task.sampler != "recent":
+        raise DgbenchError(f"--sampler {task.sampler}: {why}; only --sampler recent keeps bounded state "
+                           f"(docs/continuous-training.md), or raise --stream-budget")
+    if isinstance(_probe(run, 0), Baseline) or task.task == NODE_CLASSIFICATION:
+        raise DgbenchError(f"{why}; baselines and --task {NODE_CLASSIFICATION} read the whole stream, "
+                           f"raise --stream-budget")
 
 
 def _check_batch_protocol(run: ResolvedRun) -> None:
@@ -107,15 +153,19 @@ def _check_batch_protocol(run: ResolvedRun) -> None:
 def _evaluation(run: ResolvedRun) -> list[EvaluationSet]:
     task = run.task
     assert isinstance(task, TaskOptions)
+    if task.max_batches is not None:  # a bounded probe scores each pass's random negatives (loop.py)
+        return []
     return run.once("evaluation", lambda: evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives,
                                                           task.eval_negatives, task.max_events, task.task))
 
 
 def _stream(run: ResolvedRun) -> EventStream:
-    """The run's events (``--max-events`` of them), read once per process."""
+    """The run's events (``--max-events`` of them), loaded once per process, or read chunk by chunk from
+    the store when they exceed ``--stream-budget``."""
     task = run.task
     assert isinstance(task, TaskOptions)
-    return run.once("stream", lambda: EventStream.from_store(_store(run), task.max_events))
+    load = EventStream.streamed if streams_from_store(run) else EventStream.from_store
+    return run.once("stream", lambda: load(_store(run), task.max_events))
 
 
 def _store(run: ResolvedRun) -> EdgeStreamStore:
@@ -152,13 +202,14 @@ def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
     assert isinstance(task, TaskOptions) and isinstance(scheme, ContinuousScheme)
     torch.manual_seed(run.config.seed)  # identical initial weights on every rank
     stream = problem.stream
-    gap_mean, gap_std = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes).gap_statistics()
+    gap_mean, gap_std = gap_statistics(stream)
     model = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=stream.edge_dim,
                             time_shift=gap_mean, time_scale=gap_std)
     assert isinstance(model, TemporalModel)
     options = LoopOptions(batch_size=task.batch_size, neighbors=task.neighbors, sampler=task.sampler,
                           sampler_decay=task.sampler_decay, protocol=task.protocol,
-                          lr=run.config.lr, seed=run.config.seed, prefetch=int(run.config.extra.get("prefetch", 2)))
+                          lr=run.config.lr, seed=run.config.seed, prefetch=int(run.config.extra.get("prefetch", 2)),
+                          max_batches=task.max_batches)
     trainer = ContinuousTrainer(ctx, stream, model, scheme, run.scheme_options, partition, options)
     trainer.evaluation = _evaluation(run)  # validation and test: the run's fixed evaluation sets
     if task.task == NODE_CLASSIFICATION:
@@ -213,7 +264,20 @@ def _train(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: St
             "losses": trainer.losses, "state_row_width": trainer.model.layout.width,
             "parameters": sum(p.numel() for p in trainer.model.parameters()),
             "partition": partition if ctx.is_main else None,
-            "selection": selection.summary() if selection.active else None}
+            "selection": selection.summary() if selection.active else None,
+            "stream_source": stream_source(trainer)}
+
+
+def stream_source(trainer: ContinuousTrainer) -> dict[str, Any]:
+    """Where this rank's events came from: memory or the store chunk by chunk (bytes decoded, chunk
+    reads), and the bytes of its sampler's per-vertex rings when bounded."""
+    stream, sampler = trainer.stream, trainer.planner.sampler
+    out: dict[str, Any] = {"source": stream.source}
+    if stream.reads is not None:
+        out.update(bytes_read=stream.reads.bytes_read, chunk_reads=stream.reads.chunk_reads)
+    if isinstance(sampler, RecentRing):
+        out["sampler_state_bytes"] = sampler.nbytes
+    return out
 
 
 def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
@@ -296,7 +360,11 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
                          "measured_nm_sent_bytes_per_rank": sent, "measured_max_nm_sent_bytes": max(sent)},
              "best_validation": best_validation(epochs, per_rank[0].get("selection")),
              "microbatches": per_rank[0]["microbatches"], "state_row_width": per_rank[0]["state_row_width"],
-             "parameters": per_rank[0]["parameters"], "events_used": len(stream.src),
+             "parameters": per_rank[0]["parameters"], "events_used": stream.num_events,
+             "stream_source": {**(per_rank[0].get("stream_source") or {"source": stream.source}),
+                               "budget_bytes": int(task.stream_budget * (1 << 30)),
+                               "in_memory_bytes": in_memory_bytes(store, task.max_events),
+                               **({"max_batches": task.max_batches} if task.max_batches is not None else {})},
              "batch_losses_last_epoch": per_rank[0]["losses"],
              **({"baseline": per_rank[0]["baseline"]} if "baseline" in per_rank[0] else {}),
              **run.scheme.record_extras(run.scheme_options, partition)}
@@ -310,4 +378,5 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
                         backend=backend, device=torch.device("cuda" if backend == "nccl" else "cpu"),
                         epochs=epochs, final_metrics=final_metrics, started_at=started,
                         extra=ContinuousExtra.from_json(extra),
-                        evaluation=evaluation_block(_evaluation(run)))  # the sets every figure above scored
+                        # the sets every figure above scored (none under --max-batches)
+                        evaluation=evaluation_block(sets) if (sets := _evaluation(run)) else None)

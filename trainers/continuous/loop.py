@@ -34,8 +34,7 @@ from dgbench.progress import bar as progress_bar
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import Evaluator, SplitFigures, split_name
 from dgbench.tasks.node import NodeClassification
-from dgbench.trainers.continuous.data import TGL, BatchPlan, BatchPlanner, EventStream, Prefetcher
-from dgbench.trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.continuous.data import TGL, BatchPlan, BatchPlanner, EventStream, Prefetcher, neighbor_sampler
 from dgbench.trainers.continuous.state import (AGGREGATE_TAG, BACKWARD_SUFFIX, DISPATCH_TAG, ID_SUFFIX, TIME_SUFFIX,
                                                PendingWrite)
 from dgbench.trainers.continuous.traffic import BatchTraffic, redundancy, remote_redundancy
@@ -58,6 +57,7 @@ class LoopOptions:
     prefetch: int = 2
     sampler_decay: float = 0.0
     protocol: str = TGL  # --protocol (trainers/continuous/data.py)
+    max_batches: int | None = None  # --max-batches: each pass stops after this many batches
 
 
 @dataclass
@@ -99,12 +99,12 @@ class ContinuousTrainer:
         self.state = scheme.node_state(ctx, model.layout, partition, scheme_options)
         self.microbatches = scheme.microbatches(scheme_options)
         delivers = getattr(model, "delivers_to_neighbors", False)
-        sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes, decay=options.sampler_decay) \
-            if (model.uses_neighbors or delivers) else None
+        sampler = neighbor_sampler(stream, options.sampler, options.neighbors, options.sampler_decay,
+                                   keep_features=model.uses_neighbors) if (model.uses_neighbors or delivers) else None
         self.planner = BatchPlanner(stream, sampler, options.neighbors, options.sampler, options.seed,
                                     scheme.assign_events(partition, ctx.rank, ctx.world_size), self.state.route,
                                     fetch_neighbors=model.uses_neighbors, deliver_to_neighbors=delivers,
-                                    protocol=options.protocol)
+                                    protocol=options.protocol, max_batches=options.max_batches)
         self.counters = BatchCounters()
         self.gradients = GradientSync(ctx.comm, list(model.parameters()), GRAD_TAG,
                                       staleness=scheme.gradient_staleness(scheme_options))
@@ -138,7 +138,8 @@ class ContinuousTrainer:
                 inputs.neighbor_dt = torch.from_numpy(np.where(nbr.mask, root_t[:, None] - nbr.times, 0.0)).to(
                     device, self.dtype)
                 inputs.neighbor_edge_features = torch.from_numpy(
-                    s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
+                    nbr.edge_features if nbr.edge_features is not None
+                    else s.edge_features[np.where(nbr.mask, nbr.events, 0)]).to(device, self.dtype)
         return inputs
 
     def _views(self, plan: BatchPlan) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -272,8 +273,8 @@ class ContinuousTrainer:
         self.model.train()
         self.losses = []
         self.counters = BatchCounters()
-        a, b = self.stream.ranges["train"]
-        bar = progress_bar(b - a, f"epoch {epoch + 1}", "ev") if self.ctx.is_main else None
+        events = sum(b - a for a, b in self.planner.batch_bounds("train", self.options.batch_size))
+        bar = progress_bar(events, f"epoch {epoch + 1}", "ev") if self.ctx.is_main else None
         for plan in Prefetcher(self.planner, "train", self.options.batch_size, self.options.prefetch):
             self.optimizer.zero_grad(set_to_none=True)
             loss, _ = self._step(plan, train=True, timer=timer)
@@ -288,7 +289,7 @@ class ContinuousTrainer:
             self._step_with(self.gradients.load(last, fresh=True))
         if bar is not None:
             bar.close()
-        return (float(np.mean(self.losses)) if self.losses else 0.0), b - a
+        return (float(np.mean(self.losses)) if self.losses else 0.0), events
 
     @torch.no_grad()
     def evaluate(self, which: tuple[str, ...] = ("val", "test")) -> dict[str, dict[str, float]]:

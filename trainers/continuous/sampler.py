@@ -27,12 +27,15 @@ STRATEGIES = ("recent", "uniform", "sis")
 
 @dataclass
 class SampledNeighbors:
-    """(Q, k) arrays; slots with ``mask`` False are padding (vertex 0, event -1, time 0)."""
+    """(Q, k) arrays; slots with ``mask`` False are padding (vertex 0, event -1, time 0). ``edge_features``
+    (Q, k, edge_dim): the sampled events' features where the sampler holds them (the bounded ``recent``
+    rings of :mod:`dgbench.trainers.continuous.ring`); None: read them from the stream by event id."""
 
     nodes: np.ndarray
     events: np.ndarray
     times: np.ndarray
     mask: np.ndarray
+    edge_features: np.ndarray | None = None
 
 
 class TemporalSampler:
@@ -67,6 +70,12 @@ class TemporalSampler:
         rank = np.searchsorted(self.unique_times, np.asarray(times, dtype=np.float64), side="left")
         end = np.searchsorted(self.keys, nodes * self.stride + rank, side="left")
         return self.indptr[nodes], end
+
+    def sample_window(self, start: int, stop: int, nodes: np.ndarray, times: np.ndarray, k: int,
+                      strategy: str = "recent", uniforms: np.ndarray | None = None) -> SampledNeighbors:
+        """:meth:`sample` for the queries of batch [start, stop) (the whole stream is indexed: the window
+        matters only to the bounded sampler, :class:`~dgbench.trainers.continuous.ring.RecentRing`)."""
+        return self.sample(nodes, times, k, strategy, uniforms)
 
     def sample(self, nodes: np.ndarray, times: np.ndarray, k: int, strategy: str = "recent",
                uniforms: np.ndarray | None = None) -> SampledNeighbors:

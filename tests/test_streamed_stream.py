@@ -1,0 +1,153 @@
+"""A stream read chunk by chunk from its store, and the bounded ``recent`` rings, against the in-memory
+stream and the T-CSR sampler: equal arrays, equal samples, equal batch plans."""
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dgbench.errors import DgbenchError
+from dgbench.store import EdgeStreamStore, open_store
+from dgbench.trainers.continuous.data import (BATCH, TGL, BatchPlanner, EventStream, gap_statistics,
+                                              neighbor_sampler)
+from dgbench.trainers.continuous.ring import RecentRing
+from dgbench.trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.continuous.streamed import streamed_gap_statistics
+
+
+def _open(path: Path) -> EdgeStreamStore:
+    store = open_store(path)
+    assert isinstance(store, EdgeStreamStore)
+    return store
+
+
+@pytest.mark.parametrize("max_events", [None, 1500])
+def test_streamed_columns_equal_the_loaded_ones(stream_store: Path, max_events: int | None) -> None:
+    store = _open(stream_store)
+    loaded = EventStream.from_store(store, max_events)
+    streamed = EventStream.streamed(store, max_events, rows_per_read=97)  # reads that cross chunk blocks
+    assert streamed.is_streamed and not loaded.is_streamed
+    assert streamed.ranges == loaded.ranges and streamed.num_events == loaded.num_events
+    np.testing.assert_array_equal(streamed.negative_pool, loaded.negative_pool)
+    for name in ("src", "dst", "t", "edge_features"):
+        whole, lazy = getattr(loaded, name), getattr(streamed, name)
+        assert lazy.dtype == whole.dtype and lazy.shape == whole.shape
+        np.testing.assert_array_equal(lazy[0:len(whole)], whole)
+        np.testing.assert_array_equal(lazy[90:310], whole[90:310])
+        picks = np.random.default_rng(0).integers(0, len(whole), size=(7, 5))
+        np.testing.assert_array_equal(lazy[picks], whole[picks])
+    assert streamed.reads is not None and streamed.reads.bytes_read > 0
+
+
+def test_streamed_gap_statistics_match_the_sampler(stream_store: Path) -> None:
+    store = _open(stream_store)
+    loaded = gap_statistics(EventStream.from_store(store))
+    streamed = EventStream.streamed(store, rows_per_read=113)
+    np.testing.assert_allclose(gap_statistics(streamed), loaded, rtol=1e-12)
+    blocks = streamed_gap_statistics(streamed.src, streamed.dst, streamed.t, streamed.num_nodes, block_events=89)
+    np.testing.assert_allclose(blocks, loaded, rtol=1e-12)  # a vertex's gaps that span two blocks
+
+
+def _tied_stream(events: int = 3000, nodes: int = 25, edge_dim: int = 3, seed: int = 4) -> EventStream:
+    """Integer times (many ties, also across batch boundaries) and self-loops."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, nodes, events), rng.integers(0, nodes, events)
+    t = np.sort(rng.integers(0, events // 6, events)).astype(np.float64)
+    features = rng.normal(size=(events, edge_dim)).astype(np.float32)
+    cut = [int(events * 0.7), int(events * 0.85)]
+    ranges = {"train": (0, cut[0]), "val": (cut[0], cut[1]), "test": (cut[1], events)}
+    return EventStream(src, dst, t, features, nodes, ranges, np.unique(dst))
+
+
+@pytest.mark.parametrize("batch", [1, 7, 200])
+def test_rings_sample_what_the_tcsr_samples(batch: int) -> None:
+    stream = _tied_stream()
+    k = 4
+    tcsr = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes)
+    ring = RecentRing(stream, k)
+    rng = np.random.default_rng(1)
+    # in order, a restart (a new epoch) and a skip ahead (the rings fold the events between)
+    windows = [(a, min(a + batch, 900)) for a in range(0, 900, batch)]
+    windows += [(0, batch), (2000, 2000 + batch)]
+    for start, stop in windows:
+        nodes = np.concatenate([stream.src[start:stop], stream.dst[start:stop], rng.integers(0, 25, stop - start)])
+        times = np.tile(stream.t[start:stop], 3)
+        want = tcsr.sample(nodes, times, k, "recent")
+        got = ring.sample_window(start, stop, nodes, times, k)
+        for name in ("nodes", "events", "times", "mask"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+        expected_features = np.where(want.mask[..., None], stream.edge_features[np.where(want.mask, want.events, 0)],
+                                     0)
+        np.testing.assert_array_equal(got.edge_features, expected_features)
+    assert ring.nbytes < 25 * k * 64  # the state is per vertex, not per event
+
+
+def _plans(stream: EventStream, sampler: object, protocol: str) -> list:
+    planner = BatchPlanner(stream, sampler, 5, "recent", 3, lambda src: np.ones(len(src), dtype=bool),
+                           lambda ids: None, protocol=protocol)
+    out = []
+    for split in ("train", "val", "train"):  # val continues training's history; train again restarts
+        out += [planner.plan(split, i, a, b) for i, (a, b) in enumerate(planner.batch_bounds(split, 150))]
+    return out
+
+
+@pytest.mark.parametrize("protocol", [TGL, BATCH])
+def test_streamed_plans_equal_the_in_memory_plans(stream_store: Path, protocol: str) -> None:
+    store = _open(stream_store)
+    loaded, streamed = EventStream.from_store(store), EventStream.streamed(store, rows_per_read=131)
+    want = _plans(loaded, neighbor_sampler(loaded, "recent", 5), protocol)
+    got = _plans(streamed, neighbor_sampler(streamed, "recent", 5), protocol)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        for f in fields(a):
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            if f.name == "neighbors":
+                for name in ("nodes", "events", "times", "mask"):
+                    np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
+                read = loaded.edge_features[np.where(y.mask, y.events, 0)]
+                np.testing.assert_array_equal(x.edge_features, np.where(y.mask[..., None], read, 0))
+            elif isinstance(y, np.ndarray):
+                np.testing.assert_array_equal(x, y, err_msg=f.name)
+            else:
+                assert x == y, f.name
+
+
+def test_streamed_stream_refuses_whole_history_samplers(stream_store: Path) -> None:
+    streamed = EventStream.streamed(_open(stream_store))
+    for strategy in ("uniform", "sis"):
+        with pytest.raises(DgbenchError, match="--sampler recent"):
+            neighbor_sampler(streamed, strategy, 5)
+
+
+def _run(store: Path, out: Path, **options: object) -> dict:
+    from dgbench.trainers.config import RunConfig
+    from dgbench.trainers.experiment import run_experiments
+    config = RunConfig("single", "tgn", store, nproc=1, out=out, extra={"dtype": "float64"}, epochs=2,
+                       batch_size=200, memory_dim=16, neighbors=5, seed=3, **options)
+    return run_experiments([config])[0]
+
+
+def test_a_streamed_run_trains_like_the_in_memory_run(stream_store: Path, tmp_path: Path) -> None:
+    loaded = _run(stream_store, tmp_path / "a")
+    streamed = _run(stream_store, tmp_path / "b", stream_budget=0.0)
+    assert loaded["extra"]["stream_source"]["source"] == "memory"
+    source = streamed["extra"]["stream_source"]
+    assert source["source"] == "streamed" and source["bytes_read"] > 0 and source["sampler_state_bytes"] > 0
+    # the same batches, samples and features; only the time-encoding shift and scale are summed in another
+    # order (a one-pass gap statistic), so the losses agree to rounding
+    np.testing.assert_allclose([e["loss"] for e in streamed["epochs"]], [e["loss"] for e in loaded["epochs"]],
+                               rtol=1e-9)
+    assert streamed["final_metrics"]["test"]["ap"] == pytest.approx(loaded["final_metrics"]["test"]["ap"], abs=1e-9)
+
+
+def test_max_batches_bounds_every_pass(stream_store: Path, tmp_path: Path) -> None:
+    record = _run(stream_store, tmp_path, stream_budget=0.0, max_batches=2)
+    assert record["extra"]["stream_source"]["max_batches"] == 2
+    assert [e["work"] for e in record["epochs"]] == [400, 400] and "evaluation" not in record
+
+
+def test_a_streamed_run_refuses_what_reads_the_whole_stream(stream_store: Path, tmp_path: Path) -> None:
+    with pytest.raises(DgbenchError, match="--sampler recent"):
+        _run(stream_store, tmp_path, stream_budget=0.0, sampler="uniform")
