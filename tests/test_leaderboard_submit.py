@@ -51,6 +51,18 @@ def test_too_few_epochs_for_a_track(board, tmp_path):
     assert [p.parent.name for p in submit(path, board).paths] == ["accuracy"]  # auto: only where it qualifies
 
 
+def test_a_bounded_probe_fits_no_track(board, tmp_path):
+    record = make_record(epochs=6)
+    record["hyperparameters"]["max_batches"] = 20
+    path = write(reseal(record), tmp_path / "r.json")
+    with pytest.raises(Rejected) as caught:
+        submit(path, board)
+    assert set(reasons(caught)) == {
+        "hyperparameters.max_batches: is 20: a bounded probe (each pass cut after 20 batches) is not a whole epoch "
+        "(so it fits no track)"}
+    assert not any((board / "tracks").glob("*/*.json"))
+
+
 def test_duplicate_is_refused(board, tmp_path):
     path = write(make_record(), tmp_path / "r.json")
     submit(path, board)
