@@ -357,8 +357,10 @@ class TemporalModel(nn.Module):
 
     def _outputs(self, inputs: BatchInputs, h: torch.Tensor, endpoint_view: torch.Tensor) -> BatchOutputs:
         b = len(inputs.t)
-        pos = self.predictor(h[:b], h[b:2 * b])
-        neg = self.predictor(h[:b], h[2 * b:])
+        # [src | dst, negative dst] by split (its backward is one concatenation; a slice's fills a zero copy of
+        # h per slice), the sources projected once for both candidates (EdgePredictor.score_blocks)
+        sources, destinations = h.split([b, len(h) - b])
+        pos, neg = self.predictor.score_blocks(sources, destinations, b).unbind(1)
         new_rows, delivered = self.write_rows(inputs, endpoint_view)
         return BatchOutputs(pos, neg, new_rows, delivered)
 
