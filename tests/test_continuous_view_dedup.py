@@ -72,6 +72,44 @@ def test_views_once_per_pair_equal_every_position(placement, model_name):
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("model_name", ["tgn", "jodie", "apan"])
+def test_one_query_time_per_vertex_passes_rows_without_a_gather(model_name):
+    """Where every vertex is queried at one time (--protocol batch), the view function gets the pairs' rows
+    with no per-pair index (vertex None) when a gradient is kept, and the views and gradients equal those of
+    every position; without a gradient the per-pair index stays (evaluation's blocked GRU path)."""
+    torch.manual_seed(0)
+    model = build_temporal_model(model_name, memory_dim=6, edge_dim=3).double()
+    layout = model.layout
+    state = ResidentState(_ctx(), layout, np.zeros(12, dtype=np.int64))
+    rng = np.random.default_rng(2)
+    table = torch.from_numpy(rng.normal(size=(12, layout.width)))
+    table[:, layout.mail_ts_start:] = torch.from_numpy(rng.integers(-1, 3, size=(12, layout.mail_slots))).double()
+    table[:, layout.memory_ts_col] = 0.0
+    state.table = table
+    ids = rng.integers(0, 12, 80)
+    query_t = torch.from_numpy(np.full(80, 5.0))
+    received = []
+
+    def recording_view(rows: torch.Tensor, vertex: torch.Tensor | None, times: torch.Tensor) -> torch.Tensor:
+        received.append(vertex)
+        return model.node_views(rows, vertex, times)
+
+    views, _ = state.views(state.route(ids), query_t, recording_view)
+    assert received == [None]
+    expected = model.node_view(table[torch.from_numpy(ids)], query_t)
+    torch.testing.assert_close(views, expected, rtol=1e-12, atol=1e-12)
+    weights = torch.from_numpy(rng.normal(size=views.shape))
+    grads = torch.autograd.grad((views * weights).sum(), list(model.parameters()), allow_unused=True)
+    reference = torch.autograd.grad((expected * weights).sum(), list(model.parameters()), allow_unused=True)
+    for got, want in zip(grads, reference):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    with torch.no_grad():
+        state.views(state.route(ids), query_t, recording_view)
+    assert received[-1] is not None
+
+
 @pytest.mark.parametrize("kind", ["gru", "rnn", "lstm"])
 @pytest.mark.parametrize("grouped", [False, True])
 def test_memory_updater_is_the_torch_cell(kind, grouped):
