@@ -115,7 +115,8 @@ QUERY_BLOCK = 2048  # queries per block of the evaluation-time memory update (a 
 ROOT_BLOCK = 512  # roots per block of the evaluation-time attention (a block's neighbour grids stay in cache)
 # TGN's attention runs over the real slots alone when they fill less than this share of the (roots, k) grid:
 # per training step (forward + backward, Wikipedia, M = 100) the grid form costs ~2.0 us per grid cell and
-# the real-slot form ~5.1 us per real slot, so they break even at ~0.39 (docs/performance.md, "The TGN step")
+# the real-slot form ~5.1 us per real slot: they break even at a fill of ~0.33-0.39 (M = 100 and 172;
+# docs/performance.md, "The TGN step")
 FLAT_ATTENTION_DENSITY = 0.4
 
 
