@@ -20,7 +20,8 @@ Quiet-host command (the numbers in docs/performance.md)::
 ``DGBENCH_EFFICIENCY_EVENTS``: events of the real Wikipedia stream (default 20,000, 3,000 under
 ``DGBENCH_BENCH_QUICK``; 0 = all 157,474); a generated stream stands in where the real-data folder is
 absent. ``DGBENCH_EFFICIENCY_ROUNDS`` (default 3, 1 when quick). ``DGBENCH_EFFICIENCY_MODELS``: comma list
-of ``model:strategy`` cases to run (default every case below).
+of ``model:strategy`` cases to run (default every case below). ``DGBENCH_EFFICIENCY_PROTOCOL``: dgbench's
+``--protocol`` (default tgl; batch: PyG's), ``DGBENCH_EFFICIENCY_MEMORY``: memory width M (default 100).
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ EVENTS = int(os.environ.get("DGBENCH_EFFICIENCY_EVENTS", "3000" if QUICK else "2
 ROUNDS = int(os.environ.get("DGBENCH_EFFICIENCY_ROUNDS", "1" if QUICK else "3"))
 CEILING_SIZE = int(os.environ.get("DGBENCH_EFFICIENCY_CEILING_SIZE", "2048"))
 # TGL's Wikipedia protocol: batch 600, memory 100, 10 recent neighbours; K = 9 negatives (dgbench's default)
-PROTOCOL = dict(batch_size=600, memory_dim=100, neighbors=10, lr=0.001, seed=0)
+PROTOCOL = dict(batch_size=600, memory_dim=int(os.environ.get("DGBENCH_EFFICIENCY_MEMORY", "100")), neighbors=10,
+                lr=0.001, seed=0, protocol=os.environ.get("DGBENCH_EFFICIENCY_PROTOCOL", "tgl"))
 CASES = ["tgn:random", "tgn:historical", "jodie:random", "apan:random"]
 SELECTED = [c.strip() for c in os.environ.get("DGBENCH_EFFICIENCY_MODELS", ",".join(CASES)).split(",") if c.strip()]
 
@@ -180,10 +182,11 @@ def test_cost_per_root_and_candidate(benchmark, efficiency_store, case):
         pytest.skip(f"{case} not in DGBENCH_EFFICIENCY_MODELS")
     model, negatives = case.split(":")
     result = benchmark.pedantic(measure, args=(efficiency_store, model, negatives), rounds=1, iterations=1)
-    benchmark.extra_info.update(result)
+    benchmark.extra_info.update(result, protocol=PROTOCOL["protocol"], memory_dim=PROTOCOL["memory_dim"])
     verdict = "met" if result["eval_cpu_per_candidate_us"]["median"] <= result["train_cpu_per_root_us"]["median"] \
         else "NOT met"
-    print(f"\n{model} ({negatives} negatives), {result['events']} events, {ROUNDS} rounds, 1 thread, load average "
+    print(f"\n{model} ({negatives} negatives), --protocol {PROTOCOL['protocol']}, M = {PROTOCOL['memory_dim']}, "
+          f"{result['events']} events, {ROUNDS} rounds, 1 thread, load average "
           f"{result['load_average'][0]:.2f}->{result['load_average'][1]:.2f} (timings on a loaded host are noisy):\n"
           f"  training CPU per root      {show(result['train_cpu_per_root_us'], ' us')}\n"
           f"  evaluation CPU / candidate {show(result['eval_cpu_per_candidate_us'], ' us')} "

@@ -1,10 +1,12 @@
 """Where one epoch of dgbench's TGN training goes: cProfile of ``train_epoch`` of a ``single``
-run, its inclusive seconds sorted into the step's parts, and torch.profiler's top operators.
+run, its inclusive seconds sorted into the step's parts, torch.profiler's top operators (operator calls per
+step beside them) and, with ``--shapes``, the top operators by input shape.
 
 Batches are planned inline (``prefetch=0``) so the sampler's share shows (training overlaps it with
 compute on a background thread). Times are wall seconds on whatever else runs on the machine: noisy.
+docs/performance.md ("The TGN step").
 
-    nice -n 5 .venv/bin/python scripts/profile_tgn_step.py STORE --memory-dim 172 --events 20000
+    nice -n 5 .venv/bin/python scripts/profile_tgn_step.py STORE --memory-dim 172 --events 20000 --protocol batch
 """
 from __future__ import annotations
 
@@ -70,6 +72,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ops", type=int, default=15, help="torch.profiler operators to list")
+    parser.add_argument("--protocol", choices=("tgl", "batch"), default="tgl", help="dgbench's --protocol")
+    parser.add_argument("--shapes", action="store_true", help="also list the top operators by input shape")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     profiler = cProfile.Profile()
@@ -80,7 +84,7 @@ def main() -> None:
         import time
         start = time.perf_counter()
         profiler.enable()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as ops:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=args.shapes) as ops:
             result = original(self, epoch, timer)
         profiler.disable()
         seconds["epoch"] = time.perf_counter() - start
@@ -91,13 +95,16 @@ def main() -> None:
     try:
         record = run_experiment(RunConfig(scheme="single", model="tgn", dataset=args.store, epochs=1, batch_size=600,
                                           neighbors=10, memory_dim=args.memory_dim, lr=0.001, seed=0,
-                                          max_events=args.events, extra={"prefetch": 0}))
+                                          max_events=args.events, protocol=args.protocol, extra={"prefetch": 0}))
     finally:
         ContinuousTrainer.train_epoch = original
     stats = pstats.Stats(profiler)
     epoch = seconds["epoch"]
     trained = record["epochs"][0]["work"]
-    print(f"TGN single, memory {args.memory_dim}, {trained} training events, batch 600, k=10, {args.threads} thread(s),"
+    steps = -(-trained // 600)  # batches of 600 events
+    calls = sum(event.count for event in seconds["ops"].key_averages())
+    print(f"TGN single, protocol {args.protocol}, memory {args.memory_dim}, {trained} training events, batch 600, "
+          f"k=10, {args.threads} thread(s),"
           f" prefetch 0, profiled epoch {epoch:.2f}s ({trained / epoch:.0f} ev/s under the profilers); "
           f"commit {(record['code']['commit'] or 'not a git tree')[:10]} dirty={record['code']['dirty']}")
     print(f"{'part':52s} {'s':>7s} {'%':>6s}")
@@ -107,6 +114,11 @@ def main() -> None:
     table = seconds["ops"].key_averages().table(sort_by="self_cpu_time_total", row_limit=args.ops,
                                                 max_name_column_width=40)
     print(table)
+    print(f"operator calls per step (every aten operator, nested and backward ones included): {calls / steps:.0f}")
+    if args.shapes:
+        print(f"\ntop {args.ops} operators by (name, input shapes):")
+        print(seconds["ops"].key_averages(group_by_input_shape=True).table(
+            sort_by="self_cpu_time_total", row_limit=args.ops, max_name_column_width=30, max_shapes_column_width=70))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,44 @@ def test_views_once_per_pair_equal_every_position(placement, model_name):
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("model_name", ["tgn", "jodie", "apan"])
+def test_one_query_time_per_vertex_passes_rows_without_a_gather(model_name):
+    """Where every vertex is queried at one time (--protocol batch), the view function gets the pairs' rows
+    with no per-pair index (vertex None) when a gradient is kept, and the views and gradients equal those of
+    every position; without a gradient the per-pair index stays (evaluation's blocked GRU path)."""
+    torch.manual_seed(0)
+    model = build_temporal_model(model_name, memory_dim=6, edge_dim=3).double()
+    layout = model.layout
+    state = ResidentState(_ctx(), layout, np.zeros(12, dtype=np.int64))
+    rng = np.random.default_rng(2)
+    table = torch.from_numpy(rng.normal(size=(12, layout.width)))
+    table[:, layout.mail_ts_start:] = torch.from_numpy(rng.integers(-1, 3, size=(12, layout.mail_slots))).double()
+    table[:, layout.memory_ts_col] = 0.0
+    state.table = table
+    ids = rng.integers(0, 12, 80)
+    query_t = torch.from_numpy(np.full(80, 5.0))
+    received = []
+
+    def recording_view(rows: torch.Tensor, vertex: torch.Tensor | None, times: torch.Tensor) -> torch.Tensor:
+        received.append(vertex)
+        return model.node_views(rows, vertex, times)
+
+    views, _ = state.views(state.route(ids), query_t, recording_view)
+    assert received == [None]
+    expected = model.node_view(table[torch.from_numpy(ids)], query_t)
+    torch.testing.assert_close(views, expected, rtol=1e-12, atol=1e-12)
+    weights = torch.from_numpy(rng.normal(size=views.shape))
+    grads = torch.autograd.grad((views * weights).sum(), list(model.parameters()), allow_unused=True)
+    reference = torch.autograd.grad((expected * weights).sum(), list(model.parameters()), allow_unused=True)
+    for got, want in zip(grads, reference):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    with torch.no_grad():
+        state.views(state.route(ids), query_t, recording_view)
+    assert received[-1] is not None
+
+
 @pytest.mark.parametrize("kind", ["gru", "rnn", "lstm"])
 @pytest.mark.parametrize("grouped", [False, True])
 def test_memory_updater_is_the_torch_cell(kind, grouped):
@@ -123,12 +161,14 @@ def _dense_tgn_attention(model, inputs, query: torch.Tensor, hidden: torch.Tenso
     return (weights[..., None] * values.view(roots, k, heads, head_dim)).sum(1).flatten(1)
 
 
+@pytest.mark.parametrize("form", ["_attend_grid", "_attend_real_slots"])
 @pytest.mark.parametrize("edge_dim", [3, 0])
-def test_tgn_attention_reassociated_equals_the_dense_grid(edge_dim):
-    """TGN's attention with its key/value products moved to the root side ((W_kᵀ q)·x_j, W_v Σ w_j x_j) equals
-    TGL's dense (roots, k) form with keys and values per slot: embeddings and the gradients of the query, the
-    neighbours' views and every parameter, float64, with a root that has no neighbour at all and (edge_dim 0)
-    a stream without edge features (Wikipedia's)."""
+def test_tgn_attention_forms_equal_the_dense_grid(edge_dim, form):
+    """Both forms of TGN's attention, its key/value products moved to the root side ((W_kᵀ q)·x_j,
+    W_v Σ w_j x_j) over the padded grid, and keys and values of the real slots alone in one stacked product,
+    equal TGL's dense (roots, k) form with keys and values per slot: embeddings and the gradients of the query,
+    the neighbours' views and every parameter, float64, with a root that has no neighbour at all and
+    (edge_dim 0) a stream without edge features (Wikipedia's)."""
     from dgbench.models.temporal import BatchInputs
 
     torch.manual_seed(0)
@@ -145,12 +185,40 @@ def test_tgn_attention_reassociated_equals_the_dense_grid(edge_dim):
                          neighbor_edge_features=torch.from_numpy(rng.normal(size=(roots, k, edge_dim))))
     query = torch.from_numpy(rng.normal(size=(roots, 6))).requires_grad_()
     hidden = torch.from_numpy(rng.normal(size=(int(mask.sum()), 6))).requires_grad_()
-    got = model._attend(inputs, query, hidden)
+    got = getattr(model, form)(inputs, query, hidden)
     want = _dense_tgn_attention(model, inputs, query, hidden)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     assert got[0].abs().max() == 0
     _assert_same_gradients(got, want, [query, hidden, *model.parameters()],
                            torch.from_numpy(rng.normal(size=got.shape)), atol=1e-10)
+
+
+@pytest.mark.parametrize("density", [0.15, 0.9])
+def test_tgn_attention_takes_the_real_slot_form_on_sparse_grids(monkeypatch, density):
+    """The real-slot form runs where real slots fill less than FLAT_ATTENTION_DENSITY of the grid (the batch
+    protocol's sparse grids), the grid form elsewhere; both give the embedding the other gives."""
+    from dgbench.models import temporal
+    from dgbench.models.temporal import BatchInputs
+
+    torch.manual_seed(1)
+    model = build_temporal_model("tgn", memory_dim=6, edge_dim=2).double()
+    roots, k = 40, 10
+    mask = torch.rand(roots, k) < density
+    inputs = BatchInputs(None, torch.zeros(3), torch.zeros(3, 2), neighbor_mask=mask,
+                         neighbor_dt=torch.rand(roots, k, dtype=torch.float64) * 5,
+                         neighbor_edge_features=torch.randn(roots, k, 2, dtype=torch.float64))
+    query = torch.randn(roots, 6, dtype=torch.float64)
+    hidden = torch.randn(int(mask.sum()), 6, dtype=torch.float64)
+    sparse = int(mask.sum()) < temporal.FLAT_ATTENTION_DENSITY * mask.numel()
+    assert sparse == (density < 0.5)
+    taken = []
+    for form in ("_attend_grid", "_attend_real_slots"):
+        original = getattr(temporal.TGN, form)
+        monkeypatch.setattr(temporal.TGN, form, lambda self, *a, _f=original, _n=form: taken.append(_n) or _f(self, *a))
+    got = model._attend(inputs, query, hidden)
+    assert taken == ["_attend_real_slots" if sparse else "_attend_grid"]
+    other = temporal.TGN._attend_grid if sparse else temporal.TGN._attend_real_slots
+    torch.testing.assert_close(got, other(model, inputs, query, hidden), rtol=1e-12, atol=1e-12)
 
 
 def _assert_same_gradients(got: torch.Tensor, want: torch.Tensor, wrt: list[torch.Tensor], weights: torch.Tensor,

@@ -113,6 +113,11 @@ class TimeEncoder(nn.Module):
 
 QUERY_BLOCK = 2048  # queries per block of the evaluation-time memory update (a block's gates stay in cache)
 ROOT_BLOCK = 512  # roots per block of the evaluation-time attention (a block's neighbour grids stay in cache)
+# TGN's attention runs over the real slots alone when they fill less than this share of the (roots, k) grid:
+# per training step (forward + backward, Wikipedia, M = 100) the grid form costs ~2.0 us per grid cell and
+# the real-slot form ~5.1 us per real slot: they break even at a fill of ~0.33-0.39 (M = 100 and 172;
+# docs/performance.md, "The TGN step")
+FLAT_ATTENTION_DENSITY = 0.4
 
 
 class MemoryUpdater(nn.Module):
@@ -353,8 +358,10 @@ class TemporalModel(nn.Module):
 
     def _outputs(self, inputs: BatchInputs, h: torch.Tensor, endpoint_view: torch.Tensor) -> BatchOutputs:
         b = len(inputs.t)
-        pos = self.predictor(h[:b], h[b:2 * b])
-        neg = self.predictor(h[:b], h[2 * b:])
+        # [src | dst, negative dst] by split (its backward is one concatenation; a slice's fills a zero copy of
+        # h per slice), the sources projected once for both candidates (EdgePredictor.score_blocks)
+        sources, destinations = h.split([b, len(h) - b])
+        pos, neg = self.predictor.score_blocks(sources, destinations, b).unbind(1)
         new_rows, delivered = self.write_rows(inputs, endpoint_view)
         return BatchOutputs(pos, neg, new_rows, delivered)
 
@@ -448,6 +455,44 @@ class TGN(TemporalModel):
         """Multi-head attention of each root over its real neighbour slots, TGL's layer: per head, scores
         q·(W_k x_j + b_k) / sqrt(d) over the slots' inputs x_j = [h_j, e_j, φ(Δt_j)], softmax over the real
         slots, output Σ_j w_j (W_v x_j + b_v); a root without neighbours aggregates nothing.
+
+        Two forms of the same equations, chosen by the share of real slots in the (roots, k) grid
+        (``len(neighbor_hidden)``: one view per real slot): below ``FLAT_ATTENTION_DENSITY`` the keys and
+        values of the real slots alone, in one product (:meth:`_attend_real_slots`), else the products moved
+        to the root side over the padded grid (:meth:`_attend_grid`). docs/performance.md ("The TGN step")."""
+        if len(neighbor_hidden) < FLAT_ATTENTION_DENSITY * inputs.neighbor_mask.numel():
+            return self._attend_real_slots(inputs, query, neighbor_hidden)
+        return self._attend_grid(inputs, query, neighbor_hidden)
+
+    def _attend_real_slots(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor
+                           ) -> torch.Tensor:
+        """:meth:`_attend` over the real slots only, as TGL computes it: keys and values of every real slot
+        in one (slots, 2M+E) by (2M+E, 2M) product ([W_k; W_v] stacked; the h_j columns and the gradient-free
+        [e_j, φ(Δt_j)] columns as two GEMMs summed, so no gradient is formed for the latter), scores per
+        slot, a softmax over each root's slots (on the small (roots, k, heads) score grid) and the weighted
+        values summed per root. Its cost grows with the real slots, not with the grid: the form for sparse
+        grids (under ``--protocol batch`` a Wikipedia batch fills ~20 % of its grid, under TGL's ~48 %)."""
+        mask = inputs.neighbor_mask
+        roots, k = mask.shape
+        heads, head_dim, width = self.heads, self.memory_dim // self.heads, self.memory_dim
+        root_of_slot, slot = mask.nonzero(as_tuple=True)  # row-major: the order of ``neighbor_hidden``
+        rest = self.time_encoder.beside(inputs.neighbor_edge_features[root_of_slot, slot],
+                                        inputs.neighbor_dt[root_of_slot, slot])  # [e_j, φ(Δt_j)], no gradient
+        weight = torch.cat([self.key.weight, self.value.weight])
+        bias = torch.cat([self.key.bias, self.value.bias])
+        # split, not views of one (slots, 2, heads, d) tensor: a split's backward is one concatenation,
+        # a select's fills a zero tensor of the whole width per part
+        keys, values = torch.addmm(F.linear(rest, weight[:, width:], bias), neighbor_hidden,
+                                   weight[:, :width].t()).split([width, width], 1)
+        per_slot_query = query.index_select(0, root_of_slot).view(-1, heads, head_dim)
+        scores = (per_slot_query * keys.view(-1, heads, head_dim)).sum(-1) / math.sqrt(head_dim)  # (slots, heads)
+        grid = scores.new_full((roots, k, heads), -1e9).index_put((root_of_slot, slot), scores)
+        weights = torch.softmax(grid, dim=1)[root_of_slot, slot]
+        weighted = weights[:, :, None] * values.view(-1, heads, head_dim)
+        return query.new_zeros(roots, heads, head_dim).index_add(0, root_of_slot, weighted).flatten(1)
+
+    def _attend_grid(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor) -> torch.Tensor:
+        """:meth:`_attend` with its products moved to the root side, over the padded (roots, k) grid.
 
         Both products are linear in x_j, so they are reassociated to the root side (the same equations,
         summed in another order): the scores are (W_kᵀ q)·x_j + q·b_k and the output W_v (Σ_j w_j x_j) +
@@ -566,8 +611,10 @@ class APAN(TemporalModel):
         keys_in = torch.cat([mails, encoded_dt], dim=2)
         head_dim = self.memory_dim // self.heads
         q = self.query(hidden).view(roots, 1, self.heads, head_dim)
-        keys = self.key(keys_in).view(roots, slots, self.heads, head_dim)
-        values = self.value(keys_in).view(roots, slots, self.heads, head_dim)
+        # keys and values in one product with [W_k; W_v] stacked (one GEMM and one weight gradient, not two)
+        stacked = F.linear(keys_in, torch.cat([self.key.weight, self.value.weight]),
+                           torch.cat([self.key.bias, self.value.bias]))
+        keys, values = (part.view(roots, slots, self.heads, head_dim) for part in stacked.chunk(2, dim=-1))
         scores = ((q * keys).sum(-1) / math.sqrt(head_dim)).masked_fill(~valid[:, :, None], -1e9)
         weights = torch.softmax(scores, dim=1) * valid[:, :, None]  # an empty mailbox gives zeros
         return (weights[..., None] * values).sum(1).flatten(1)  # roots may be 0 (a rank's empty share)

@@ -95,7 +95,10 @@ class ContinuousTrainer:
         self.owner = partition.owner
         self.model.to(ctx.device)
         self.dtype = next(model.parameters()).dtype  # float32; float64 in exactness tests
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=options.lr)
+        # fused: one kernel over every parameter instead of ~10 operators per parameter (Adam's equations; its
+        # steps differ from the per-parameter loop's by float rounding only). ~20 parameters make the loop
+        # ~200 operators per step, a tenth of a --protocol batch step (docs/performance.md, "The TGN step")
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=options.lr, fused=True)
         self.state = scheme.node_state(ctx, model.layout, partition, scheme_options)
         self.microbatches = scheme.microbatches(scheme_options)
         delivers = getattr(model, "delivers_to_neighbors", False)

@@ -65,7 +65,10 @@ def _pair_views(ids: np.ndarray, times: torch.Tensor, rows_at: Callable[[np.ndar
     pair_ids = ids[first]
     starts = np.r_[True, pair_ids[1:] != pair_ids[:-1]] if len(first) else np.zeros(0, dtype=bool)
     device = times.device
-    vertex_of_pair = torch.from_numpy(np.cumsum(starts) - 1).to(device)
+    # one pair per vertex (--protocol batch queries each vertex once): the rows are already the pairs' rows,
+    # so no gather per pair (None: a row per query); evaluation keeps the blocked per-pair GRU path
+    one_per_vertex = bool(starts.all()) and torch.is_grad_enabled()
+    vertex_of_pair = None if one_per_vertex else torch.from_numpy(np.cumsum(starts) - 1).to(device)
     pair_views = view(rows_at(first[starts]), vertex_of_pair, times[torch.from_numpy(first).to(device)])
     # an embedding lookup: autograd sums the copies' gradients, ~2x faster on CPU than indexing's backward
     return torch.nn.functional.embedding(torch.from_numpy(pair).to(device), pair_views)
