@@ -232,6 +232,8 @@ class TimePlacement(Placement):
             timer = PhaseTimer(ctx.device)
             self.resident = {b: self._load(b, timer) for b in range(len(self.blocks))}
             self.mover.release_host_copies()  # moved once: the resident views hold what the rank needs
+            if not data.group_length and hasattr(data, "hand_over_steps"):  # groups build more views from it
+                data.hand_over_steps()
 
     def local_ranges(self, block: range) -> list[tuple[int, int]]:
         return split_range(block.start, block.stop, self.ctx.world_size)
