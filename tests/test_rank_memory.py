@@ -4,10 +4,12 @@ builds only the input steps its placement reads, with the same numbers as the wh
 `single`. Memory goals: the printed tables of benchmarks/test_scale_bench.py."""
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from dgbench.store import open_store
 from dgbench.loaders.smoothing import EDGE_LIFE, M_PRODUCT
@@ -16,6 +18,12 @@ from dgbench.trainers.config import RunConfig
 from dgbench.trainers.discrete.data import TRAIN, DiscreteData
 from dgbench.trainers.experiment import run_experiments
 from dgbench.trainers.projection.lazydata import KEEP_STEPS, RankDiscreteData
+from dgbench.dist import Comm, DistContext, PhaseTimer
+from dgbench.models.discrete import cdgcn
+from dgbench.trainers.discrete.data import PairBatch
+from dgbench.trainers.discrete.loop import DiscreteTrainer
+from dgbench.trainers.discrete.placement import TimePlacement
+from dgbench.trainers.discrete.schedule import BlockSchedule
 
 SNAPSHOTS = 9
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -47,6 +55,41 @@ def test_rank_data_builds_the_steps_asked_for_with_the_whole_data_numbers(store)
         assert np.array_equal(x.src, y.src) and np.array_equal(x.dst, y.dst) and np.array_equal(x.label, y.label)
     assert rank.steps_held() == [2, 3, 4], "sampling pairs reads the targets, builds no input step"
     assert whole.steps_held() == list(range(SNAPSHOTS - 1))
+
+
+def test_a_resident_time_placement_takes_over_the_steps_it_copied(store):
+    cpu = torch.device("cpu")
+    rank = RankDiscreteData(store, seed=3)
+    placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), rank, blocks=2, streamed=False)
+    assert rank.adjacency.held() == [] and rank.first_layer_input.steps.held() == [], "no second copy of a step"
+    assert rank.steps_held() == list(range(SNAPSHOTS - 1)), "the handed-over steps still count as built"
+    whole = DiscreteData(store, seed=3)
+    view = placement.view(1, PhaseTimer(cpu))
+    a, b = view.local
+    assert np.array_equal(view.first_input.numpy(), whole.first_layer_input[a:b])
+    again = rank.adjacency[a]  # asked for again: rebuilt from the store, the same numbers
+    assert np.array_equal(again.col, whole.adjacency[a].col) and np.array_equal(again.val, whole.adjacency[a].val)
+
+
+def test_a_rank_keeps_only_its_own_training_pairs_through_the_pass(store):
+    cpu = torch.device("cpu")
+    rank = RankDiscreteData(store, seed=3)
+    placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), rank, blocks=1, streamed=False)
+    placement.rank, placement.ctx = 1, DistContext(1, 2, "gloo", cpu, Comm(1, 2, cpu))  # rank 1 of 2: late steps
+    own = [range(*placement.local_ranges(block)[1]) for block in placement.blocks]
+    seen: list[list[PairBatch]] = []
+
+    class Recording(BlockSchedule):  # the pairs alive while the pass would run
+        def forward_backward(self, trainer, batches, total_pairs, timer):
+            seen.append([b for b in gc.get_objects() if type(b) is PairBatch and len(b.src)])
+            return 0.0
+
+    trainer = DiscreteTrainer(placement.ctx, rank, placement, cdgcn(), lr=0.01, schedule=Recording())
+    trainer.gradients.synchronise = lambda: None
+    trainer.ctx.comm.all_reduce = lambda tensor, tag=None: tensor
+    trainer.train_epoch(0, PhaseTimer(cpu))
+    held = seen[-1]
+    assert held and all(any(b.step in steps for steps in own) for b in held), "another rank's pairs stayed alive"
 
 
 @pytest.mark.parametrize("smoothing", [EDGE_LIFE, M_PRODUCT])

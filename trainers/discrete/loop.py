@@ -104,8 +104,9 @@ class DiscreteTrainer:
         total_pairs = sum(len(b.src) for b in every)
         with self.activations.watching():
             if self.minibatches is None:
-                local_loss = self.schedule.forward_backward(self, self.schedule.assign(self, every), total_pairs,
-                                                            timer)
+                own = self.schedule.assign(self, every)
+                del every  # the other ranks' pairs: this rank keeps only its share through the pass
+                local_loss = self.schedule.forward_backward(self, own, total_pairs, timer)
                 work = self.data.work()
             else:  # BLAD §3.1: seed batches, each on its sampled graph and placement
                 local_loss, work, moved = self.minibatches.train_epoch(self, every, total_pairs, epoch, timer)

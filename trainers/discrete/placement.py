@@ -192,10 +192,12 @@ class TimeView(LayoutSequence):
         if p.ctx.world_size == 1:
             return y
         width, steps = y.shape[-1], self._local_counts()
-        pieces = [y[:, a:b].reshape(-1, width) for a, b in p.vertex_ranges]
+        # one gather into send order (a slice and a concatenation per rank copied twice and, in the backward
+        # pass, padded each rank's slice to the whole frame)
+        rows = y.reshape(-1, width).index_select(0, p.send_order(steps[p.rank]))
         send = [steps[p.rank] * (b - a) for a, b in p.vertex_ranges]
         recv = [count * p.vertex_rows for count in steps]
-        received = all_to_all_autograd(torch.cat(pieces), p.ctx.comm, send, recv, tag="to_vertex")
+        received = all_to_all_autograd(rows, p.ctx.comm, send, recv, tag="to_vertex")
         return received.view(len(self.block), p.vertex_rows, width)
 
     def to_time(self, z: torch.Tensor) -> torch.Tensor:
@@ -226,15 +228,28 @@ class TimePlacement(Placement):
         self.mover = SnapshotMover(data.adjacency, ctx.device, transfer)
         self.first_input_bytes = 0
         self._features: dict[tuple[int, int], torch.Tensor] = {}
+        self._send_orders: dict[int, torch.Tensor] = {}
         self.resident: dict[int, TimeView] = {}
         self._ranges: dict[tuple[int, int], TimeView] = {}  # resident views of other step ranges (groups)
         if not streamed:
             timer = PhaseTimer(ctx.device)
             self.resident = {b: self._load(b, timer) for b in range(len(self.blocks))}
             self.mover.release_host_copies()  # moved once: the resident views hold what the rank needs
+            if not data.group_length and hasattr(data, "hand_over_steps"):  # groups build more views from it
+                data.hand_over_steps()
 
     def local_ranges(self, block: range) -> list[tuple[int, int]]:
         return split_range(block.start, block.stop, self.ctx.world_size)
+
+    def send_order(self, steps: int) -> torch.Tensor:
+        """Rows of ``steps`` local [N, F] frames, flattened, in the order ``to_vertex`` sends them: each rank's
+        vertex range (rank after rank), step-major within it; built once per step count."""
+        if steps not in self._send_orders:
+            n = self.data.num_nodes
+            order = [(np.arange(steps, dtype=np.int64)[:, None] * n + np.arange(a, b, dtype=np.int64)).reshape(-1)
+                     for a, b in self.vertex_ranges]
+            self._send_orders[steps] = torch.from_numpy(np.concatenate(order)).to(self.ctx.device)
+        return self._send_orders[steps]
 
     def _load(self, block: int, timer: PhaseTimer) -> TimeView:
         return self._load_steps(self.blocks[block], timer)

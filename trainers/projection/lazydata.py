@@ -64,6 +64,10 @@ class LazySteps(Sequence):
         while keep is not None and len(self._cache) > keep:
             self._cache.popitem(last=False)
 
+    def clear(self) -> None:
+        """Drop every value held (each is computed again if asked for)."""
+        self._cache.clear()
+
     def held(self) -> list[int]:
         """The steps whose values are held now, ascending."""
         return sorted(self._cache)
@@ -272,8 +276,22 @@ class RankDiscreteData(LazyDiscreteData):
 
     keep_steps = None
 
+    def _read_inputs_and_targets(self) -> None:
+        super()._read_inputs_and_targets()
+        self._handed_over: set[int] = set()  # steps a placement copied into its own views (hand_over_steps)
+
     def steps_held(self) -> list[int]:
-        return self.adjacency.held()
+        """The input steps this rank built: held here, or handed over to the placement's views."""
+        return sorted(self._handed_over.union(self.adjacency.held()))
+
+    def hand_over_steps(self) -> None:
+        """For placements that copy each step's Ã_t and Ã_t X_t into views they keep (a resident ``snapshot``
+        rank's block-diagonal operator): drop this data's own copies, so the rank holds each once. A step
+        asked for again is rebuilt from the store (the same numbers); the degree features stay (X⁰)."""
+        self._handed_over.update(self.adjacency.held())
+        self.adjacency.clear()
+        self.first_layer_input.steps.clear()
+        self._last_input = None
 
     def keep_recent_steps_only(self) -> None:
         """Keep a few recently built steps instead of all: for placements that copy out what they need of
