@@ -269,6 +269,58 @@ class _GRURecurrence(torch.autograd.Function):
         return (grad_x, torch.bmm(grad_gates, x).sum(0), grad_gates.sum((0, 2)), grad_h0.t(), grad_w_hh, grad_b_hh)
 
 
+class _GateWiseGRURecurrence(torch.autograd.Function):
+    """The recurrence of :class:`GateWiseGRUSequence` (PGT's T-GCN cell) as one autograd node, feature-major
+    as :class:`_LSTMRecurrence`: per step ``z, r = σ(U_zr + L_zr h)``, ``c = tanh(U_h + L_h (h ⊙ r))``,
+    ``h ← c + z ⊙ (h - c)`` on [width, rows] tensors; the backward is the textbook BPTT over the saved gates.
+    ``inputs`` [steps, rows, 3F] = [U_z | U_r | U_h], ``weight`` [3, F, F] = (L_z, L_r, L_h)."""
+
+    @staticmethod
+    def forward(ctx, inputs, h0, weight):
+        steps, rows, three = inputs.shape
+        width = three // 3
+        gates = inputs.transpose(1, 2).contiguous()  # U per step, feature-major; then z, r and c in place
+        hidden = inputs.new_empty((steps + 1, width, rows))
+        reset_hidden = inputs.new_empty((steps, width, rows))  # h ⊙ r, which L_h multiplies
+        hidden[0] = h0.t()
+        both, candidate_weight = weight[:2].reshape(2 * width, width), weight[2]
+        for t in range(steps):
+            h, gate = hidden[t], gates[t]
+            z, r = gate[:2 * width].addmm_(both, h).sigmoid_().chunk(2)
+            torch.mul(h, r, out=reset_hidden[t])
+            candidate = gate[2 * width:].addmm_(candidate_weight, reset_hidden[t]).tanh_()
+            torch.lerp(candidate, h, z, out=hidden[t + 1])
+        ctx.save_for_backward(weight, gates, hidden, reset_hidden)
+        return hidden[1:].transpose(1, 2).contiguous()
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        weight, gates, hidden, reset_hidden = ctx.saved_tensors
+        steps, width = gates.shape[0], weight.shape[1]
+        both, candidate_weight = weight[:2].reshape(2 * width, width), weight[2]
+        grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
+        grad_gates = torch.empty_like(gates)  # ∂ of z, r, c before their activations (= ∂U, feature-major)
+        grad_h0 = None
+        for t in reversed(range(steps)):
+            dh, h = grad_hidden[t], hidden[t]
+            z, r, candidate = gates[t].chunk(3)
+            d_z, d_r, d_c = grad_gates[t].chunk(3)
+            through_z = dh * z  # ∂h_{t-1} along h = c + z (h_{t-1} - c)
+            _TANH_BACKWARD_INTO(dh - through_z, candidate, grad_input=d_c)
+            _SIGMOID_BACKWARD_INTO(torch.sub(h, candidate).mul_(dh), z, grad_input=d_z)
+            grad_reset_hidden = candidate_weight.t() @ d_c  # ∂(h ⊙ r)
+            _SIGMOID_BACKWARD_INTO(grad_reset_hidden * h, r, grad_input=d_r)
+            into = grad_hidden[t - 1].add_(through_z) if t else through_z
+            into.addcmul_(grad_reset_hidden, r).addmm_(both.t(), grad_gates[t][:2 * width])
+            if not t:
+                grad_h0 = into
+        previous = hidden[:steps].transpose(1, 2)
+        grad_both = torch.bmm(grad_gates[:, :2 * width], previous).sum(0).view(2, width, width)
+        grad_candidate = torch.bmm(grad_gates[:, 2 * width:], reset_hidden.transpose(1, 2)).sum(0)
+        return (grad_gates.transpose(1, 2).contiguous(), grad_h0.t(),
+                torch.cat([grad_both, grad_candidate[None]]))
+
+
 class GRUSequence(nn.Module):
     """A one-layer GRU over each vertex's sequence (T-GCN's temporal encoder, DGC §4.1/§6); the carry
     is h, [1, rows, width]."""
@@ -360,7 +412,8 @@ class GateWiseGRUSequence(nn.Module):
     ``Linear(cat[conv_g(X), H])`` (so ``[K_g | L_g]`` is that linear's weight). The input is
     ``[U_z | U_r | U_h]`` (width 3·width), computed per snapshot before the layout change; the carry
     is H, [1, rows, width]. Unlike ``nn.GRU``, the reset gate multiplies H before its product (PGT).
-    Every step runs through :func:`masked_recurrence` (there is no fused kernel for this cell).
+    On the CPU without masks the block runs as one node (:class:`_GateWiseGRURecurrence`); with masks, or
+    on a GPU, step by step through :func:`masked_recurrence`.
     """
 
     dependency = Dependency.RECURRENT
@@ -377,6 +430,10 @@ class GateWiseGRUSequence(nn.Module):
     def forward(self, y: torch.Tensor, carry: State, mask: SequenceMask | None = None) -> tuple[torch.Tensor, State]:
         if _nothing_to_run(y):
             return _empty_output(y, self.out_width), carry
+        present, reset = _masks(mask)
+        if present is None and reset is None and y.device.type == "cpu":
+            z = _GateWiseGRURecurrence.apply(y, carry[0][0], self.hidden_weight)
+            return z, (z[-1][None],)
         width = self.out_width
         gates = self.hidden_weight.transpose(1, 2)  # [3, F_in, F_out]: H L_gᵀ = H @ gates[g]
         both = torch.cat([gates[0], gates[1]], dim=1)  # Z and R in one product per step
@@ -388,7 +445,6 @@ class GateWiseGRUSequence(nn.Module):
             candidate = torch.tanh(torch.addmm(x[:, 2 * width:], h * reset, candidate_weight))
             return [torch.lerp(candidate, h, update)]  # Z ⊙ H + (1 - Z) ⊙ H̃
 
-        present, reset = _masks(mask)
         return masked_recurrence(step, y, carry, self.initial_carry(y.shape[1]), present, reset)
 
 
