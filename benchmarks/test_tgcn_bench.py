@@ -104,3 +104,90 @@ def test_dygnn_on_real_streams_with_and_without_the_prepass(benchmark, shared_da
     prepass = {"tgcn-P1-sparsify-0.5": ("tgcn", {"sparsify": 0.5})}
     rows = benchmark.pedantic(dygnn_runs, args=(store, events, epochs, prepass), rounds=1, iterations=1)
     report(benchmark, f"DyGNN on {name}, {events} events, {epochs} epochs", rows)
+
+
+# --------------------------------------------------------------------------- evaluation at the cost of training
+
+COST_EVENTS = int(os.environ.get("DGBENCH_BENCH_EVENTS", "3000" if QUICK else "20000"))
+COST_ROUNDS = int(os.environ.get("DGBENCH_PEER_ROUNDS", "1" if QUICK else "3"))
+
+
+def _grid_trainer(store: Path):
+    """``tgcn`` on one process (one grid range) as train_grid builds it, with the run's evaluation sets."""
+    from dgbench.dist import Comm, DistContext
+    from dgbench.tasks.options import evaluation_sets
+    from dgbench.trainers.continuous.family import partition_problem
+    from dgbench.trainers.continuous.tgcn.scheme import GridTrainer
+    from dgbench.trainers.experiment import resolve
+    run = resolve(RunConfig("tgcn", "dygnn", store, max_events=COST_EVENTS, **PROTOCOL, **RUN))
+    stream, task = partition_problem(run).stream, run.task
+    torch.manual_seed(run.config.seed)
+    model = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=stream.edge_dim,
+                            time_shift=0.0, time_scale=float(max(stream.t.std(), 1.0)))
+    ctx = DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))
+    trainer = GridTrainer(ctx, stream, model, run.scheme_options, task.batch_size, run.config.lr, run.config.seed)
+    trainer.evaluation = evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives,
+                                         task.eval_negatives, task.max_events)
+    return trainer
+
+
+def _one_candidate_at_a_time(trainer):
+    """The scoring before candidates shared their source: every root embedded, the predictor called per
+    candidate block with its own copy of the source rows (the A side of the A/B below)."""
+    def score(plan, rows):
+        b, k = len(plan.events), plan.candidates
+        h = trainer.model.embed(None, rows[torch.from_numpy(plan.roots)], None, None)
+        sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
+        first_dst = 2 if plan.fixed_source else 2 + k
+        logits = [trainer.model.predictor(h[:b], h[b:2 * b])]
+        logits += [trainer.model.predictor(sources[j], h[(first_dst + j) * b:(first_dst + j + 1) * b])
+                   for j in range(k)]
+        return torch.stack(logits, dim=1)
+    return score
+
+
+def test_tgcn_evaluation_cpu_per_candidate_against_training_cpu_per_root(benchmark, shared_data, tmp_path_factory):
+    """Wikipedia's first DGBENCH_BENCH_EVENTS events, ``tgcn`` on one range: per round one training epoch
+    (CPU per root, 3 per event) and validation + test scoring (CPU per candidate, 1 + K per event) with the
+    shared scoring and with one candidate at a time, alternating; median [min-max] over the rounds."""
+    import statistics
+    import time as clock
+
+    from test_sis_bench import real_store
+
+    from dgbench.dist import PhaseTimer
+    store = real_store(shared_data, "wikipedia", tmp_path_factory.getbasetemp())
+    trainer = _grid_trainer(store)
+    ranges, negatives = trainer.stream.ranges, trainer.evaluation[0].get("val", "negatives").shape[1]
+    roots = 3 * (ranges["train"][1] - ranges["train"][0])
+    candidates = sum(ranges[s][1] - ranges[s][0] for s in ("val", "test")) * (1 + negatives)
+    shared_scoring = trainer._score_candidates
+    figures: dict[str, list[float]] = {"train_us_per_root": [], "eval_us_per_candidate": [],
+                                       "eval_one_at_a_time_us_per_candidate": []}
+
+    def cpu(work) -> float:
+        start = clock.process_time()
+        work()
+        return clock.process_time() - start
+
+    def measure():
+        for epoch in range(COST_ROUNDS):
+            figures["train_us_per_root"].append(cpu(lambda: trainer.train_epoch(epoch, PhaseTimer())) / roots * 1e6)
+            kept = trainer.scoring_state()
+            for key, scoring in (("eval_us_per_candidate", shared_scoring),
+                                 ("eval_one_at_a_time_us_per_candidate", _one_candidate_at_a_time(trainer))):
+                trainer._score_candidates = scoring
+                figures[key].append(cpu(trainer.evaluate) / candidates * 1e6)
+                trainer.restore_scoring_state(kept)
+                kept = trainer.scoring_state()
+        trainer._score_candidates = shared_scoring
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    if trainer.loader is not None:
+        trainer.loader.shutdown()
+    show = {k: f"{statistics.median(v):.2f} [{min(v):.2f}-{max(v):.2f}]" for k, v in figures.items()}
+    benchmark.extra_info.update(events=COST_EVENTS, negatives=negatives, rounds=COST_ROUNDS, **show)
+    print(f"\ntgcn on Wikipedia ({COST_EVENTS} events, K = {negatives}, {COST_ROUNDS} rounds, one thread; "
+          f"load average {os.getloadavg()[0]:.2f}): training CPU per root {show['train_us_per_root']} us; "
+          f"evaluation CPU per candidate {show['eval_us_per_candidate']} us (one candidate at a time "
+          f"{show['eval_one_at_a_time_us_per_candidate']} us)")
+    assert all(v > 0 for values in figures.values() for v in values)

@@ -327,3 +327,26 @@ def test_cpu_recurrences_equal_torch_rnn_modules_and_their_gradients(kind):
     assert torch.autograd.gradcheck(
         lambda *w: functional_call(module, {f"{'gru' if kind == 'gru' else 'lstm'}.{n}": v
                                             for n, v in zip(names, w)}, (y, carry))[0], weights)
+
+
+def test_gatewise_recurrence_node_equals_its_step_by_step_cell_with_gradients():
+    """PGT's T-GCN cell as one CPU node computes what the step-by-step cell computes (the masked path, every
+    instance present), gradients of the inputs, the carry and L_z, L_r, L_h included; gradcheck in float64."""
+    module = recurrent_modules()["gatewise"].double()
+    rows, steps = 4, 5
+    y = torch.randn(steps, rows, module.in_width, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    h0 = torch.randn(1, rows, module.out_width, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    everyone = SequenceMask(present=torch.ones(steps, rows, dtype=torch.bool))
+    weights = torch.randn(steps, rows, module.out_width, dtype=torch.float64)
+
+    def gradients(mask):
+        inputs, carry = y.clone().requires_grad_(), h0.clone().requires_grad_()
+        module.zero_grad()
+        out, after = module(inputs, (carry,), *([mask] if mask is not None else []))
+        ((out * weights).sum() + after[0].sum()).backward()
+        return out.detach(), after[0].detach(), inputs.grad, carry.grad, module.hidden_weight.grad.clone()
+    for fused, stepped in zip(gradients(None), gradients(everyone)):
+        torch.testing.assert_close(fused, stepped)
+    assert torch.autograd.gradcheck(lambda x, h, w: functional_call(module, {"hidden_weight": w}, (x, (h,)))[0],
+                                    (y.clone().requires_grad_(), h0.clone().requires_grad_(),
+                                     module.hidden_weight.detach().clone().requires_grad_()))

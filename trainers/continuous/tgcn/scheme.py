@@ -544,18 +544,32 @@ class GridTrainer:
     def _score_then_update(self, plan: BatchPlan, rows: torch.Tensor) -> np.ndarray:
         """(b, 1 + K) logits from every root's E(t-) at the batch's start (as the family's loop scores), then
         the batch's interactions update their endpoints (immediately, DyGNN)."""
-        b, k = len(plan.events), plan.candidates
-        h = self.model.embed(None, rows[torch.from_numpy(plan.roots)], None, None)
-        sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
-        first_dst = 2 if plan.fixed_source else 2 + k
-        logits = [self.model.predictor(h[:b], h[b:2 * b])]
-        logits += [self.model.predictor(sources[j], h[(first_dst + j) * b:(first_dst + j + 1) * b]) for j in range(k)]
+        b = len(plan.events)
+        logits = self._score_candidates(plan, rows)
         ids = torch.from_numpy(np.concatenate([plan.src, plan.dst, plan.dst]))  # no negative needed to update
         inputs = BatchInputs(rows[ids], torch.from_numpy(self.stream.t[plan.events]).to(self.dtype),
                              torch.zeros(b, self.model.edge_dim))
         inputs.root_ids = ids
         rows.index_copy_(0, ids[:2 * b], self.model(inputs).new_rows)
-        return torch.stack(logits, dim=1).double().numpy()
+        return logits.double().numpy()
+
+    def _score_candidates(self, plan: BatchPlan, rows: torch.Tensor) -> torch.Tensor:
+        """(b, 1 + K) logits of the batch's events and candidates, sharing what the candidates of an event have
+        in common: every distinct root vertex is read and embedded once (E(t-) of Eq. 6/7 depends on the
+        vertex only, all rows being those at the batch's start), and each event's source is projected once
+        by the predictor for its 1 + K candidates (:meth:`EdgePredictor.score_blocks`; the strategies that
+        draw a negative source per candidate project each of those). The equations of scoring candidate by
+        candidate; products over other row counts may round differently (docs/performance.md)."""
+        b, k = len(plan.events), plan.candidates
+        distinct, slot = np.unique(plan.roots, return_inverse=True)
+        embedded = self.model.embed(None, rows[torch.from_numpy(distinct)], None, None)
+        h = embedded.index_select(0, torch.from_numpy(slot.reshape(-1)))
+        if plan.fixed_source:  # roots [src, dst, K·dst']: one source block, 1 + K destination blocks
+            sources, destinations = h[:b], h[b:(2 + k) * b]
+        else:  # roots [src, dst, K·src', K·dst']
+            sources = torch.cat([h[:b], h[2 * b:(2 + k) * b]])
+            destinations = torch.cat([h[b:2 * b], h[(2 + k) * b:(2 + 2 * k) * b]])
+        return self.model.predictor.score_blocks(sources, destinations, b)
 
 
 # ---------------------------------------------------------------- the scheme
