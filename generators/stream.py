@@ -43,12 +43,34 @@ def zipf_weights(count: int, exponent: float, rng: np.random.Generator) -> np.nd
 
 def draw_partners(src: np.ndarray, dst_weights: np.ndarray, repeat: float, last_partner: np.ndarray,
                   rng: np.random.Generator) -> np.ndarray:
-    """Destinations for a block of sources: repeat the last partner or pick by popularity."""
+    """Destinations for a block of sources: repeat the last partner or pick by popularity.
+
+    Event by event: a source that has a partner draws one uniform number and, below ``repeat``, repeats its
+    last partner; otherwise it takes its fresh pick. Computed vectorised with the same draws in the same
+    order (the fresh picks, then one uniform per event whose source has a partner), so the stream is the
+    one the event-by-event loop gave (tests/test_generators.py)."""
     fresh = rng.choice(len(dst_weights), size=len(src), p=dst_weights)
+    order = np.argsort(src, kind="stable")  # each source's events together, in time order
+    by_src = src[order]
+    first = np.ones(len(src), dtype=bool)
+    first[1:] = by_src[1:] != by_src[:-1]
+    carried = last_partner[by_src]
+    has_partner = ~first | (carried >= 0)
+    draws = np.zeros(len(src))
+    has_partner_in_time = np.zeros(len(src), dtype=bool)
+    has_partner_in_time[order] = has_partner
+    draws[has_partner_in_time] = rng.random(int(has_partner_in_time.sum()))
+    repeats = (has_partner_in_time & (draws < repeat))[order]
+    position = np.arange(len(src))
+    group_start = np.maximum.accumulate(np.where(first, position, 0))
+    last_fresh = np.maximum.accumulate(np.where(repeats, -1, position))  # latest own pick so far
+    from_block = last_fresh >= group_start
+    dst_sorted = np.where(from_block, fresh[order][np.maximum(last_fresh, 0)], carried)
     dst = np.empty(len(src), dtype=np.int64)
-    for i, (s, f) in enumerate(zip(src, fresh)):  # sequential: repeats depend on earlier events
-        dst[i] = last_partner[s] if last_partner[s] >= 0 and rng.random() < repeat else f
-        last_partner[s] = dst[i]
+    dst[order] = dst_sorted
+    last = np.ones(len(src), dtype=bool)
+    last[:-1] = first[1:]
+    last_partner[by_src[last]] = dst_sorted[last]
     return dst
 
 
