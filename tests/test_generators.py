@@ -207,3 +207,20 @@ def test_stream_partners_drawn_vectorised_are_the_event_by_event_ones():
                                           event_by_event(src, weights, repeat, partners_loop, rng_loop))
             np.testing.assert_array_equal(partners, partners_loop)
         assert rng.random() == rng_loop.random()  # the generator is left where the loop left it
+
+
+def test_esdg_random_presorted_snapshots_are_the_ones_the_writer_sorts(tmp_path):
+    """esdg-random hands the writer snapshots it sorted itself: the store must be the one the writer's own
+    sort gives from the unsorted pairs (same fingerprint)."""
+    from dgbench.generators.common import snapshot_rngs
+    from dgbench.generators.esdg_random import build
+    from dgbench.store import SnapshotStoreWriter, open_store
+    nodes, snapshots = 300, 5
+    made = open_store(build(out=tmp_path / "made.zarr", nodes=nodes, snapshots=snapshots, edge_factor=3.0, seed=2))
+    with SnapshotStoreWriter(tmp_path / "plain.zarr", num_nodes=nodes, directed=True, cut=made.attrs["cut"],
+                             provenance=made.provenance) as writer:
+        for t, rng in enumerate(snapshot_rngs(2, snapshots)):
+            pairs = rng.integers(0, nodes, size=(2, 3 * nodes), dtype=np.int64).astype(np.int32)
+            writer.append_snapshot(pairs[0], pairs[1], start=t)
+        plain = open_store(writer.close())
+    assert made.fingerprint == plain.fingerprint
