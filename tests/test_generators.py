@@ -224,3 +224,17 @@ def test_esdg_random_presorted_snapshots_are_the_ones_the_writer_sorts(tmp_path)
             writer.append_snapshot(pairs[0], pairs[1], start=t)
         plain = open_store(writer.close())
     assert made.fingerprint == plain.fingerprint
+
+
+def test_stream_weighted_picks_are_rng_choice_draws():
+    """`stream` computes its cumulative weights once: the picks must stay rng.choice's, draw for draw."""
+    from dgbench.generators.stream import cumulative, weighted_picks
+    for seed in range(30):
+        draw = np.random.default_rng(seed)
+        weights = draw.random(int(draw.integers(1, 3000))) ** 3
+        weights /= weights.sum()
+        count = int(draw.integers(0, 2000))
+        with_choice, with_picks = np.random.default_rng(seed + 1), np.random.default_rng(seed + 1)
+        np.testing.assert_array_equal(weighted_picks(cumulative(weights), count, with_picks),
+                                      with_choice.choice(len(weights), size=count, p=weights))
+        assert with_picks.random() == with_choice.random()
