@@ -166,3 +166,25 @@ def test_the_file_checksum_is_the_documented_formula():
     for p, word in enumerate(words):
         total += word * splitmix_odd(p % WSUM64_BLOCK) * splitmix_odd(WSUM64_BLOCK + p // WSUM64_BLOCK)
     assert file_checksum(data) == f"{total % 2**64:016x}"
+
+
+def test_a_flip_in_any_piece_of_a_whole_raw_chunk_is_caught(tmp_path):
+    """Raw chunks (1 MiB here) are read and checked in pieces while in cache: every piece counts."""
+    from dgbench.store.read import READ_PIECE
+    rng = np.random.default_rng(5)
+    events = 300_000
+    with EdgeStreamStoreWriter(tmp_path / "s.zarr", num_nodes=NODES, directed=True, provenance={}) as writer:
+        writer.append_events(rng.integers(0, NODES, events), rng.integers(0, NODES, events), np.arange(events))
+        path = writer.close()
+    chunk = path / "src" / "c" / "0"
+    original = chunk.read_bytes()
+    assert direct_layout(open_store(path).array("src"))[1] is None and len(original) > 3 * READ_PIECE
+    expected = open_store(path).read("src")
+    for where in (0, READ_PIECE + 5, len(original) - 1):
+        damaged = bytearray(original)
+        damaged[where] ^= 0x02
+        chunk.write_bytes(bytes(damaged))
+        with pytest.raises(StoreError, match=r"file 'src/c/0' differs from the one written"):
+            open_store(path).read("src")
+    chunk.write_bytes(original)
+    np.testing.assert_array_equal(open_store(path).read("src"), expected)

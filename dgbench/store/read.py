@@ -23,7 +23,7 @@ from zarr.storage import LocalStore
 from dgbench.errors import StoreError
 from dgbench.store.chunks import direct_layout, read_rows
 from dgbench.store.format import (EDGE_COLUMNS, SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS, STREAM, array_digest_update,
-                                  file_checksum, file_digest)
+                                  WSUM64_PIECE_UNIT, Wsum64, file_checksum, file_digest)
 from dgbench.store.checks import (_short, attribute_problems, declared_fingerprint_problem, memory_problem,
                                   offsets_problem)
 
@@ -62,11 +62,27 @@ def read_store_file(root: Path, key: str, limit: int) -> bytes:
     return data
 
 
-def read_store_file_into(root: Path, key: str, out: memoryview) -> None:
+READ_PIECE = 8 * WSUM64_PIECE_UNIT  # 256 KiB: a piece read is checked while it is still in the L2 cache
+
+
+def read_store_file_into(root: Path, key: str, out: memoryview,
+                         consume: Callable[[memoryview], None] | None = None) -> None:
     """Store file ``key`` read straight into ``out`` (no intermediate copy), under the rules of
-    ``read_store_file``; the file must hold exactly ``len(out)`` bytes (a StoreError naming it otherwise)."""
+    ``read_store_file``; the file must hold exactly ``len(out)`` bytes (a StoreError naming it otherwise).
+    With ``consume``, read in READ_PIECE pieces, each handed to ``consume`` as soon as it is read."""
     with _open_store_file(root, key, sys.maxsize) as (source, size):  # never reads beyond len(out) + 1
-        filled = source.readinto(out) if size == len(out) else size
+        if size != len(out):
+            filled = size
+        elif consume is None:
+            filled = source.readinto(out)
+        else:
+            filled = 0
+            while filled < len(out):
+                got = source.readinto(out[filled:filled + READ_PIECE])
+                if not got:
+                    break
+                consume(out[filled:filled + got])
+                filled += got
         if filled != len(out) or source.read(1):
             raise WrongSizeError(f"{root}: array '{key.split('/')[0]}': file '{key}' is {max(size, filled):,} "
                                  f"bytes, a chunk holds {len(out):,} (damaged, or replaced while read); "
@@ -236,12 +252,16 @@ class _VerifiedLocalStore(_SafeLocalStore):
         expected = self.recorded.get(key)
         if expected is None:
             return False
+        checksum = Wsum64() if self.checksums is not None else None
         with self._missing_is_an_error(key):
             try:
-                read_store_file_into(self.root, key, out)
+                read_store_file_into(self.root, key, out, checksum and checksum.update)
             except WrongSizeError:
                 self._compare(key, b"", "")  # the size alone shows it is not the file written
-        self._compare(key, out, expected)
+        if checksum is None:
+            self._compare(key, out, expected)
+        elif checksum.hexdigest() != expected:
+            self._compare(key, b"", "")
         return True
 
     def _read_checked(self, key: str, expected: str) -> bytes:
