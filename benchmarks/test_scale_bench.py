@@ -14,11 +14,19 @@ pass: two small stores, P = 1 and 2; DGBENCH_BENCH_SWEEP_NODES=16384,65536 picks
 each rank's peak RSS above a bare interpreter's, its ratio to P = 1's (goals 0.55 at P = 2 and 0.30 at
 P = 4, ideal 0.5 / 0.25), the store bytes each rank read, and the log-log slopes of wall time and P = 1
 memory against the edges (goal: 1.05 at most).
+
+Generated stores at scale (:func:`test_generated_stream_scale`, :func:`test_generated_snapshot_store_scale`):
+`prepare stream` at 1M / 20M / 100M events and `prepare esdg-random` at 65,536 / 262,144 / 2,300,000 vertices
+(T = 16, f = 3), each then read whole (verified) against np.fromfile of the same bytes, in fresh processes;
+wall, CPU and peak RSS of each, the read's ratio to the floor, and the log-log slopes per event / edge (goal
+<= 1.05). The quick pass uses 100k / 400k events and 4,096 / 16,384 vertices;
+DGBENCH_BENCH_SCALE_EVENTS=... and DGBENCH_BENCH_SCALE_NODES=... (comma-separated) pick the sizes.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -163,3 +171,136 @@ def test_snapshot_rank_memory_sweep(benchmark, tmp_path: Path) -> None:
           + ", ".join(f"{name} {value:.2f}" for name, value in slopes.items()))
     benchmark.extra_info.update(interpreter_rss_bytes=floor, rows=rows, slopes=slopes)
     assert all(len(row["ranks"]) == row["world"] for row in rows)
+
+
+# --------------------------------------------------------------------------- generated stores at scale
+
+STREAM_EVENTS = [int(n) for n in os.environ.get("DGBENCH_BENCH_SCALE_EVENTS", "").split(",") if n] or \
+    ([100_000, 400_000] if QUICK else [1_000_000, 20_000_000, 100_000_000])
+STORE_NODES = [int(n) for n in os.environ.get("DGBENCH_BENCH_SCALE_NODES", "").split(",") if n] or \
+    ([4_096, 16_384] if QUICK else [65_536, 262_144, 2_300_000])
+STORE_SNAPSHOTS = 16
+
+# One dgbench command in a fresh interpreter, timed from after the imports (wall and CPU of this process,
+# its threads included), and its peak RSS (VmHWM).
+GENERATE_PROBE = """
+import json, sys, time
+from dgbench.cli import cli
+from dgbench.memory import peak_rss_bytes
+wall, cpu = time.perf_counter(), time.process_time()
+cli.main(args=sys.argv[1:], standalone_mode=False)
+print(json.dumps({"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
+                  "peak_rss_bytes": peak_rss_bytes()}))
+"""
+
+# A full verified read of every edge column in a fresh process, and np.fromfile of the same bytes (the
+# floor), alternately 3 times, the fastest of each on the wall clock and in this process's CPU seconds;
+# peak RSS (VmHWM) at the end (one read's columns and the flat file's bytes are alive at once).
+READ_PROBE = """
+import json, os, sys, time
+import numpy as np
+from dgbench.memory import peak_rss_bytes
+from dgbench.store import open_store
+
+def timed(work):
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = work()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+store = open_store(sys.argv[1])
+names = [n for n in ("src", "dst", "t", "weight", "time", "label") if store.has(n)]
+flat = sys.argv[2]
+with open(flat, "wb") as handle:
+    for name in names:
+        store.read(name).tofile(handle)
+reads, floors = [], []
+for _ in range(3):
+    columns, wall, cpu = timed(lambda: [store.read(n) for n in names])
+    size = sum(c.nbytes for c in columns)
+    del columns
+    reads.append((wall, cpu))
+    flat_bytes, floor_wall, floor_cpu = timed(lambda: np.fromfile(flat, np.uint8))
+    del flat_bytes
+    floors.append((floor_wall, floor_cpu))
+os.unlink(flat)
+print(json.dumps({"read_wall_s": min(r[0] for r in reads), "read_cpu_s": min(r[1] for r in reads),
+                  "fromfile_wall_s": min(f[0] for f in floors), "fromfile_cpu_s": min(f[1] for f in floors),
+                  "bytes": size, "read_peak_rss_bytes": peak_rss_bytes()}))
+"""
+
+
+def _probe(args: list[str], code: str) -> dict:
+    """``code`` in a fresh interpreter with ``args``: the figures it prints as its last line."""
+    probe = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                           env={**os.environ, "DGBENCH_QUIET": "1"})
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    return json.loads(probe.stdout.strip().splitlines()[-1])
+
+
+def _generate_and_read(generator: list[str], store: Path) -> dict:
+    """Generate ``store`` with `dgbench prepare`, then read it whole; both in fresh processes (one rank each)."""
+    made = _probe(["--quiet", "prepare", *generator, "--out", str(store), "--overwrite"], GENERATE_PROBE)
+    read = _probe([str(store), str(store.parent / f"{store.name}.flat")], READ_PROBE)
+    return {"generate_wall_s": made["wall_s"], "generate_cpu_s": made["cpu_s"],
+            "generate_peak_rss_bytes": made["peak_rss_bytes"], **read,
+            "read_vs_fromfile_cpu": read["fromfile_cpu_s"] / max(read["read_cpu_s"], 1e-9),
+            "read_vs_fromfile_wall": read["fromfile_wall_s"] / max(read["read_wall_s"], 1e-9)}
+
+
+def _print_scale(title: str, unit: str, rows: list[dict]) -> dict[str, float]:
+    """The per-size table and the log-log slopes of each clock against the size (goal <= 1.05)."""
+    print(f"\n{title} (load average {os.getloadavg()[0]:.2f}; one process each, so per rank = per process)")
+    print(f"{unit:>12} {'gen wall s':>10} {'gen cpu s':>9} {'gen RSS MiB':>11} {'read wall s':>11} {'read cpu s':>10} "
+          f"{'read RSS MiB':>12} {'read/fromfile cpu':>17} {'wall':>5}")
+    for row in rows:
+        print(f"{row['size']:>12,} {row['generate_wall_s']:>10.1f} {row['generate_cpu_s']:>9.1f} "
+              f"{row['generate_peak_rss_bytes'] / 2**20:>11.0f} {row['read_wall_s']:>11.2f} {row['read_cpu_s']:>10.2f} "
+              f"{row['read_peak_rss_bytes'] / 2**20:>12.0f} {row['read_vs_fromfile_cpu']:>16.2f}x "
+              f"{row['read_vs_fromfile_wall']:>4.2f}x")
+    sizes = [row["size"] for row in rows]
+    clocks = ("generate_wall_s", "generate_cpu_s", "generate_peak_rss_bytes", "read_wall_s", "read_cpu_s")
+    slopes = {clock: log_log_slope(sizes, [row[clock] for row in rows]) for clock in clocks}
+    print("log-log slopes against the size (goal <= 1.05 for time): "
+          + ", ".join(f"{clock} {value:.2f}" for clock, value in slopes.items()))
+    return slopes
+
+
+def test_generated_stream_scale(benchmark, tmp_path: Path) -> None:
+    """`prepare stream` at STREAM_EVENTS events (users = items = events / 20) and a full verified read of each
+    store against np.fromfile of the same bytes: wall, CPU, peak RSS, and the slopes per event."""
+
+    def sweep() -> list[dict]:
+        rows = []
+        for events in STREAM_EVENTS:
+            people = str(max(100, events // 20))
+            store = tmp_path / f"stream-{events}.zarr"
+            rows.append({"size": events, **_generate_and_read(
+                ["stream", "--events", str(events), "--users", people, "--items", people], store)})
+            shutil.rmtree(store)
+        return rows
+
+    rows = benchmark.pedantic(sweep, rounds=1, iterations=1)
+    slopes = _print_scale("generated streams: prepare stream, then a full verified read", "events", rows)
+    benchmark.extra_info.update(rows=rows, slopes=slopes)
+    assert all(row["bytes"] == row["size"] * 16 for row in rows)  # src, dst int32 and t float64 per event
+
+
+def test_generated_snapshot_store_scale(benchmark, tmp_path: Path) -> None:
+    """`prepare esdg-random` at STORE_NODES vertices (T = 16, 3 edges per vertex per snapshot) and a full
+    verified read of each store against np.fromfile of the same bytes: wall, CPU, peak RSS, slopes per edge."""
+
+    def sweep() -> list[dict]:
+        rows = []
+        for nodes in STORE_NODES:
+            store = tmp_path / f"esdg-{nodes}.zarr"
+            rows.append({"size": nodes * 3 * STORE_SNAPSHOTS, "nodes": nodes, **_generate_and_read(
+                ["esdg-random", "--nodes", str(nodes), "--snapshots", str(STORE_SNAPSHOTS), "--edge-factor", "3"],
+                store)})
+            shutil.rmtree(store)
+        return rows
+
+    rows = benchmark.pedantic(sweep, rounds=1, iterations=1)
+    slopes = _print_scale(f"generated snapshot stores ({', '.join(f'{n:,}' for n in STORE_NODES)} vertices, "
+                          f"T = {STORE_SNAPSHOTS}): prepare esdg-random, then a full verified read", "edges", rows)
+    benchmark.extra_info.update(rows=rows, slopes=slopes)
+    assert all(row["bytes"] == row["size"] * 8 for row in rows)  # src, dst int32 per edge

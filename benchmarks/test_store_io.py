@@ -34,6 +34,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _alternate import alternate, ratio_line, timed  # noqa: E402
 
+from dgbench.store.format import file_checksum  # noqa: E402
+
 ROWS = int(os.environ.get("DGBENCH_BENCH_ROWS", 5_000_000))
 ROUNDS = int(os.environ.get("DGBENCH_IO_ROUNDS", 3))
 WRITE_ROWS = 1 << 20  # rows generated and written per CSV block: the generator's memory is bounded too
@@ -146,9 +148,83 @@ def test_store_read_vs_fromfile(benchmark, tgl_folder: Path, tmp_path: Path, cap
         print("\n" + "\n".join(lines))
 
 
+LAYOUTS = {"lz4 everywhere (stores before)": None, "raw below 4x, else lz4 (default)": 4.0, "raw everywhere": 1e12}
+
+
+def write_columns_store(path: Path, rows: int, compress_at_ratio: float | None) -> Path:
+    """A stream store of GDELT-like columns (Zipf ids, sorted times with repeats) written with the given
+    COMPRESS_AT_RATIO (None: every array compressed, as before raw chunks existed)."""
+    import dgbench.store.write as store_write
+    from dgbench.store import EdgeStreamStoreWriter
+    rng = np.random.default_rng(0)
+    nodes = max(100, rows // 10)
+    before, store_write.COMPRESS_AT_RATIO = store_write.COMPRESS_AT_RATIO, compress_at_ratio
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+        last = T0
+        with EdgeStreamStoreWriter(path, num_nodes=nodes, directed=True, provenance={}) as writer:
+            for first in range(0, rows, WRITE_ROWS):
+                n = min(WRITE_ROWS, rows - first)
+                ids = lambda: np.minimum(rng.zipf(1.3, n) - 1, nodes - 1)  # noqa: E731
+                times = last + np.cumsum(rng.poisson(3, n))
+                last = int(times[-1])
+                writer.append_events(ids(), ids(), times)
+            return writer.close()
+    finally:
+        store_write.COMPRESS_AT_RATIO = before
+
+
+def without_checksums(path: Path, copy: Path) -> Path:
+    """A copy of the store as stores written before file checksums were: reads check sha256 file digests."""
+    import json
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(path, copy)
+    doc = json.loads((copy / "zarr.json").read_text())
+    del doc["attributes"]["file_checksums"]
+    (copy / "zarr.json").write_text(json.dumps(doc))
+    return copy
+
+
+def test_store_read_candidates(benchmark, tmp_path: Path, capsys) -> None:
+    """The measurement behind the chunk layout and the per-read check (docs/store-format.md, "Codec and
+    checksum"): a full read of src, dst and t of a ROWS-event store in each layout, checked with wsum64
+    (the default), with sha256 (stores written before checksums) and unchecked, against np.fromfile of the
+    same bytes; fastest of ROUNDS alternating rounds, per CPU-second and per wall second."""
+    from dgbench.store import open_store
+    names = ("src", "dst", "t")
+    lines = [f"{ROWS:,} events, load average {os.getloadavg()[0]:.2f}; speed as a fraction of np.fromfile's "
+             f"(goal >= 0.5 verified, per CPU-second)"]
+    timings = {}
+    for layout, ratio in LAYOUTS.items():
+        path = write_columns_store(tmp_path / "layout.zarr", ROWS, ratio)
+        flat = tmp_path / "columns.bin"
+        with open(flat, "wb") as handle:
+            for name in names:
+                open_store(path).read(name).tofile(handle)
+        on_disk = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        stores = {"wsum64": open_store(path), "sha256": open_store(without_checksums(path, tmp_path / "sha.zarr")),
+                  "unchecked": open_store(path, verify=False)}
+        for check, store in stores.items():
+            work = lambda: [store.read(name) for name in names]  # noqa: E731
+            work()
+            ours, peer, _ = alternate(lambda: timed(work)[1], lambda: timed(lambda: np.fromfile(flat, np.uint8))[1],
+                                      ROUNDS)
+            cpu = min(t.cpu_s for t in peer) / min(t.cpu_s for t in ours)
+            wall = min(t.wall_s for t in peer) / min(t.wall_s for t in ours)
+            timings[f"{layout} / {check}"] = {"cpu": cpu, "wall": wall, "bytes_on_disk": on_disk}
+            lines.append(f"  {layout:<34} {on_disk / 2**20:7.1f} MiB on disk, {check:<9}: {cpu:.2f}x per CPU-second, "
+                         f"{wall:.2f}x per wall second")
+    lines.append(f"load average {os.getloadavg()[0]:.2f}")
+    benchmark.extra_info.update(rows=ROWS, candidates=timings)
+    benchmark.pedantic(lambda: [stores["wsum64"].read(name) for name in names], rounds=1, iterations=1)
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+
+
 CODECS = [("lz4", 5, "shuffle"), ("lz4", 1, "shuffle"), ("lz4", 9, "shuffle"), ("lz4", 5, "bitshuffle"),
           ("zstd", 1, "shuffle"), ("blosclz", 5, "shuffle")]
-DIGESTS = {"sha256": lambda b: hashlib.sha256(b).digest(), "sha1": lambda b: hashlib.sha1(b).digest(),
+DIGESTS = {"wsum64": file_checksum, "sha256": lambda b: hashlib.sha256(b).digest(),
+           "sha1": lambda b: hashlib.sha1(b).digest(),
            "blake2b-128": lambda b: hashlib.blake2b(b, digest_size=16).digest(), "crc32": zlib.crc32,
            "adler32": zlib.adler32}
 

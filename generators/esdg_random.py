@@ -22,6 +22,17 @@ OPTIONS = [
 ]
 
 
+def sorted_pairs(pairs: np.ndarray, nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of the [2, m] ``pairs`` sorted by (dst, src), as the writer stores them, by sorting one
+    packed int64 key (np.sort, several times faster than the writer's argsort and gather, which then only
+    checks the order); the store is byte-identical."""
+    if nodes >= 2**31:
+        order = np.lexsort((pairs[0], pairs[1]))
+        return pairs[0][order].astype(id_dtype(nodes)), pairs[1][order].astype(id_dtype(nodes))
+    key = np.sort((pairs[1] << 32) | pairs[0])
+    return (key & 0xFFFFFFFF).astype(id_dtype(nodes)), (key >> 32).astype(id_dtype(nodes))
+
+
 @register_preparer("esdg-random", kind="generator", produces="snapshots", options=OPTIONS,
                    summary="ESDG weak-scaling random snapshots (m = N*f pairs each)")
 def build(out: Path, overwrite: bool = False, nodes: int = 1024, snapshots: int = 32,
@@ -33,6 +44,6 @@ def build(out: Path, overwrite: bool = False, nodes: int = 1024, snapshots: int 
     with SnapshotStoreWriter(out, num_nodes=nodes, directed=True, cut=cut, provenance=provenance,
                              overwrite=overwrite) as writer:
         for t, rng in enumerate(progress(snapshot_rngs(seed, snapshots), desc="esdg-random", unit="snap")):
-            pairs = rng.integers(0, nodes, size=(2, m), dtype=np.int64).astype(id_dtype(nodes))
-            writer.append_snapshot(pairs[0], pairs[1], start=t)
+            src, dst = sorted_pairs(rng.integers(0, nodes, size=(2, m), dtype=np.int64), nodes)
+            writer.append_snapshot(src, dst, start=t)
         return writer.close()

@@ -41,14 +41,50 @@ def zipf_weights(count: int, exponent: float, rng: np.random.Generator) -> np.nd
     return rng.permutation(weights / weights.sum())
 
 
+def cumulative(weights: np.ndarray) -> np.ndarray:
+    """The normalised cumulative weights ``rng.choice(len(weights), p=weights)`` builds on every call."""
+    cdf = weights.cumsum()
+    cdf /= cdf[-1]
+    return cdf
+
+
+def weighted_picks(cdf: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``rng.choice(len(cdf), size=count, p=weights)`` with its cumulative weights computed once: the same
+    draws (one uniform each, searched in the same cdf) without re-checking and re-summing every weight on
+    every block, which made a stream's cost grow with blocks x vertices."""
+    return cdf.searchsorted(rng.random(count), side="right")
+
+
 def draw_partners(src: np.ndarray, dst_weights: np.ndarray, repeat: float, last_partner: np.ndarray,
-                  rng: np.random.Generator) -> np.ndarray:
-    """Destinations for a block of sources: repeat the last partner or pick by popularity."""
-    fresh = rng.choice(len(dst_weights), size=len(src), p=dst_weights)
+                  rng: np.random.Generator, dst_cdf: np.ndarray | None = None) -> np.ndarray:
+    """Destinations for a block of sources: repeat the last partner or pick by popularity.
+
+    Event by event: a source that has a partner draws one uniform number and, below ``repeat``, repeats its
+    last partner; otherwise it takes its fresh pick. Computed vectorised with the same draws in the same
+    order (the fresh picks, then one uniform per event whose source has a partner), so the stream is the
+    one the event-by-event loop gave (tests/test_generators.py)."""
+    fresh = weighted_picks(cumulative(dst_weights) if dst_cdf is None else dst_cdf, len(src), rng)
+    order = np.argsort(src, kind="stable")  # each source's events together, in time order
+    by_src = src[order]
+    first = np.ones(len(src), dtype=bool)
+    first[1:] = by_src[1:] != by_src[:-1]
+    carried = last_partner[by_src]
+    has_partner = ~first | (carried >= 0)
+    draws = np.zeros(len(src))
+    has_partner_in_time = np.zeros(len(src), dtype=bool)
+    has_partner_in_time[order] = has_partner
+    draws[has_partner_in_time] = rng.random(int(has_partner_in_time.sum()))
+    repeats = (has_partner_in_time & (draws < repeat))[order]
+    position = np.arange(len(src))
+    group_start = np.maximum.accumulate(np.where(first, position, 0))
+    last_fresh = np.maximum.accumulate(np.where(repeats, -1, position))  # latest own pick so far
+    from_block = last_fresh >= group_start
+    dst_sorted = np.where(from_block, fresh[order][np.maximum(last_fresh, 0)], carried)
     dst = np.empty(len(src), dtype=np.int64)
-    for i, (s, f) in enumerate(zip(src, fresh)):  # sequential: repeats depend on earlier events
-        dst[i] = last_partner[s] if last_partner[s] >= 0 and rng.random() < repeat else f
-        last_partner[s] = dst[i]
+    dst[order] = dst_sorted
+    last = np.ones(len(src), dtype=bool)
+    last[:-1] = first[1:]
+    last_partner[by_src[last]] = dst_sorted[last]
     return dst
 
 
@@ -64,6 +100,7 @@ def build(out: Path, overwrite: bool = False, users: int = 1000, items: int = 10
     dst_weights = zipf_weights(items if bipartite else users, zipf, rng)
     projection = rng.normal(size=(2, edge_dim)) if edge_dim else None
     last_partner = np.full(users, -1, dtype=np.int64)
+    src_cdf, dst_cdf = cumulative(src_weights), cumulative(dst_weights)
     provenance = generator_provenance("stream", users=users, items=items, events=events, zipf=zipf,
                                       repeat=repeat, edge_dim=edge_dim, label_rate=label_rate, seed=seed)
     ids = id_dtype(num_nodes)
@@ -73,8 +110,8 @@ def build(out: Path, overwrite: bool = False, users: int = 1000, items: int = 10
                                bipartite={"num_users": users, "num_items": items} if bipartite else None) as writer:
         for start in progress(range(0, events, BLOCK), desc="stream", unit="block"):
             n = min(BLOCK, events - start)
-            src = rng.choice(users, size=n, p=src_weights)
-            dst = draw_partners(src, dst_weights, repeat, last_partner, rng)
+            src = weighted_picks(src_cdf, n, rng)
+            dst = draw_partners(src, dst_weights, repeat, last_partner, rng, dst_cdf)
             t = t0 + np.cumsum(rng.exponential(1.0, size=n))
             t0 = float(t[-1])
             features = None

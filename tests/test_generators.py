@@ -179,3 +179,62 @@ def test_static_to_dynamic_from_a_prepared_store(tmp_path):
     assert {tuple(p) for p in snapshot_pairs(opened, 4).tolist()} == pairs  # the last snapshot keeps them all
     with pytest.raises(DgbenchError, match="--nodes: the static graph comes from --static"):
         static_to_dynamic.build(out=tmp_path / "x.zarr", static_store=real.path, nodes=10)
+
+
+def test_stream_partners_drawn_vectorised_are_the_event_by_event_ones():
+    """`stream` draws repeat partners vectorised: same draws, same order, so the same stream as the loop."""
+    from dgbench.generators.stream import draw_partners
+
+    def event_by_event(src, dst_weights, repeat, last_partner, rng):
+        fresh = rng.choice(len(dst_weights), size=len(src), p=dst_weights)
+        dst = np.empty(len(src), dtype=np.int64)
+        for i, (s, f) in enumerate(zip(src, fresh)):
+            dst[i] = last_partner[s] if last_partner[s] >= 0 and rng.random() < repeat else f
+            last_partner[s] = dst[i]
+        return dst
+
+    for seed in range(10):
+        draw = np.random.default_rng(seed)
+        users, items = int(draw.integers(1, 50)), int(draw.integers(1, 50))
+        weights = draw.random(items)
+        weights /= weights.sum()
+        partners_loop, partners = np.full(users, -1), np.full(users, -1)
+        rng_loop, rng = np.random.default_rng(seed + 100), np.random.default_rng(seed + 100)
+        for _ in range(4):  # blocks carry each source's last partner over
+            src = draw.integers(0, users, int(draw.integers(0, 300)))
+            repeat = float(draw.random())
+            np.testing.assert_array_equal(draw_partners(src, weights, repeat, partners, rng),
+                                          event_by_event(src, weights, repeat, partners_loop, rng_loop))
+            np.testing.assert_array_equal(partners, partners_loop)
+        assert rng.random() == rng_loop.random()  # the generator is left where the loop left it
+
+
+def test_esdg_random_presorted_snapshots_are_the_ones_the_writer_sorts(tmp_path):
+    """esdg-random hands the writer snapshots it sorted itself: the store must be the one the writer's own
+    sort gives from the unsorted pairs (same fingerprint)."""
+    from dgbench.generators.common import snapshot_rngs
+    from dgbench.generators.esdg_random import build
+    from dgbench.store import SnapshotStoreWriter, open_store
+    nodes, snapshots = 300, 5
+    made = open_store(build(out=tmp_path / "made.zarr", nodes=nodes, snapshots=snapshots, edge_factor=3.0, seed=2))
+    with SnapshotStoreWriter(tmp_path / "plain.zarr", num_nodes=nodes, directed=True, cut=made.attrs["cut"],
+                             provenance=made.provenance) as writer:
+        for t, rng in enumerate(snapshot_rngs(2, snapshots)):
+            pairs = rng.integers(0, nodes, size=(2, 3 * nodes), dtype=np.int64).astype(np.int32)
+            writer.append_snapshot(pairs[0], pairs[1], start=t)
+        plain = open_store(writer.close())
+    assert made.fingerprint == plain.fingerprint
+
+
+def test_stream_weighted_picks_are_rng_choice_draws():
+    """`stream` computes its cumulative weights once: the picks must stay rng.choice's, draw for draw."""
+    from dgbench.generators.stream import cumulative, weighted_picks
+    for seed in range(30):
+        draw = np.random.default_rng(seed)
+        weights = draw.random(int(draw.integers(1, 3000))) ** 3
+        weights /= weights.sum()
+        count = int(draw.integers(0, 2000))
+        with_choice, with_picks = np.random.default_rng(seed + 1), np.random.default_rng(seed + 1)
+        np.testing.assert_array_equal(weighted_picks(cumulative(weights), count, with_picks),
+                                      with_choice.choice(len(weights), size=count, p=weights))
+        assert with_picks.random() == with_choice.random()

@@ -12,6 +12,7 @@ import zarr
 from click.testing import CliRunner
 
 import dgbench.store as store_module
+from dgbench.store.format import file_checksum
 from dgbench.cli import cli
 from dgbench.records import prepare_output, record_filename, write_record
 
@@ -49,8 +50,9 @@ def reseal(path: Path) -> None:
         digest["sha256"] = hasher.hexdigest()
     attrs["fingerprint"] = store_module.combine_fingerprint(
         attrs["kind"], store_module.fingerprint_header(attrs["kind"], attrs), attrs["arrays"])
-    attrs["file_digests"] = {k: store_module.file_digest(f.read_bytes())
-                             for k, f in store_module.store_files(path).items()}
+    contents = {k: f.read_bytes() for k, f in store_module.store_files(path).items()}
+    attrs["file_digests"] = {k: store_module.file_digest(data) for k, data in contents.items()}
+    attrs["file_checksums"] = {k: file_checksum(data) for k, data in contents.items()}
     meta.write_text(json.dumps(doc))
 
 

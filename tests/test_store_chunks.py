@@ -38,8 +38,9 @@ def test_direct_reads_equal_zarr_reads_for_any_range(tmp_path, small_chunks, ver
     assert not store.read("src", 1024, 2048).any()
 
 
-def test_a_frame_whose_header_disagrees_with_its_file_is_unreadable(tmp_path, small_chunks):
+def test_a_frame_whose_header_disagrees_with_its_file_is_unreadable(tmp_path, small_chunks, monkeypatch):
     """Blosc trusts its header: a cut frame must fail, not decode garbage (unverified reads have no digest)."""
+    monkeypatch.setattr(store_write, "COMPRESS_AT_RATIO", None)  # every array compressed, however little
     path = write_stream(tmp_path / "s.zarr", features=False)
     chunk = path / "dst" / "c" / "3"
     chunk.write_bytes(chunk.read_bytes()[:-5])
@@ -63,3 +64,127 @@ def test_a_forked_child_reads_with_its_own_threads(tmp_path, small_chunks):
 
 def _read_dst(path: str) -> np.ndarray:
     return open_store(path).read("dst")
+
+
+# --------------------------------------------------------------------------- raw chunks and their checksums
+
+def test_ids_that_barely_compress_are_stored_raw_and_times_compressed(tmp_path, small_chunks):
+    store = open_store(write_stream(tmp_path / "s.zarr", features=False))
+    assert direct_layout(store.array("src"))[1] is None  # random ids: raw, read straight into place
+    assert direct_layout(store.array("t"))[1] is not None  # 0, 1, 2, ...: compressed
+    assert (store.path / "src" / "c" / "1").stat().st_size == 512 * store.array("src").dtype.itemsize
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "swap", "extend"])
+def test_a_damaged_raw_chunk_is_one_line_naming_the_file(tmp_path, small_chunks, damage):
+    path = write_stream(tmp_path / "s.zarr", features=False)
+    chunk = path / "dst" / "c" / "1"
+    data = bytearray(chunk.read_bytes())
+    if damage == "flip":
+        data[len(data) // 3] ^= 0x01
+    elif damage == "truncate":
+        data = data[:-4]
+    elif damage == "swap":
+        data = bytearray((path / "dst" / "c" / "2").read_bytes())
+    else:
+        data += b"\0" * 8
+    chunk.write_bytes(bytes(data))
+    store = open_store(path)
+    with pytest.raises(StoreError, match=r"array 'dst': file 'dst/c/1' differs from the one written") as error:
+        store.read("dst")
+    assert "\n" not in str(error.value)
+    np.testing.assert_array_equal(store.read("dst", 0, 512), open_store(path, verify=False).read("dst", 0, 512))
+
+
+def test_stores_without_checksums_are_verified_with_their_sha256_digests(tmp_path, small_chunks):
+    """Stores written before file checksums existed keep being read and verified (file_digests)."""
+    import json
+    path = write_stream(tmp_path / "s.zarr", features=False)
+    expected = open_store(path).read("dst")
+    doc = json.loads((path / "zarr.json").read_text())
+    del doc["attributes"]["file_checksums"]
+    (path / "zarr.json").write_text(json.dumps(doc))
+    np.testing.assert_array_equal(open_store(path).read("dst"), expected)
+    chunk = path / "dst" / "c" / "1"
+    data = bytearray(chunk.read_bytes())
+    data[7] ^= 0x40
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"file 'dst/c/1' differs from the one written"):
+        open_store(path).read("dst")
+
+
+def test_the_file_checksum_catches_every_single_bit_flip_a_length_change_and_a_word_swap():
+    from dgbench.store.format import file_checksum
+    data = np.random.default_rng(3).integers(0, 256, 203, dtype=np.uint8).tobytes()  # not a whole number of words
+    reference = file_checksum(data)
+    assert reference == file_checksum(bytearray(data)) == file_checksum(np.frombuffer(data, np.uint8))
+    for byte in range(len(data)):
+        for bit in range(8):
+            flipped = bytearray(data)
+            flipped[byte] ^= 1 << bit
+            assert file_checksum(flipped) != reference, (byte, bit)
+    assert file_checksum(data + b"\0") != reference and file_checksum(data[:-1]) != reference
+    swapped = data[8:16] + data[:8] + data[16:]
+    assert file_checksum(swapped) != reference
+
+
+def test_validate_names_a_file_whose_recorded_checksum_is_wrong(tmp_path, small_chunks):
+    import json
+    from dgbench.store.validate import validate_store
+    path = write_stream(tmp_path / "s.zarr", features=False)
+    doc = json.loads((path / "zarr.json").read_text())
+    doc["attributes"]["file_checksums"]["src/c/1"] = "0" * 16
+    (path / "zarr.json").write_text(json.dumps(doc))
+    assert validate_store(path) == ["file 'src/c/1': differs from the checksum recorded when written"]
+
+
+def test_a_chunk_folder_replaced_by_a_link_out_of_the_store_is_refused(tmp_path, small_chunks):
+    import shutil
+    path = write_stream(tmp_path / "s.zarr", features=False)
+    outside = tmp_path / "outside"
+    shutil.move(path / "src" / "c", outside)
+    (path / "src" / "c").symlink_to(outside, target_is_directory=True)
+    for verify in (True, False):
+        with pytest.raises(StoreError, match=r"file 'src/c/0' is not a regular file inside the store"):
+            open_store(path, verify=verify).read("src")
+
+
+def test_the_file_checksum_is_the_documented_formula():
+    """wsum64 as docs/store-format.md defines it, in plain Python: what another reader would implement."""
+    from dgbench.store.format import WSUM64_BLOCK, file_checksum
+
+    def splitmix_odd(m: int) -> int:
+        z = (m + 1) * 0x9E3779B97F4A7C15 % 2**64
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9 % 2**64
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EB % 2**64
+        return (z ^ (z >> 31)) | 1
+
+    data = np.random.default_rng(4).integers(0, 256, 8 * (2 * WSUM64_BLOCK + 5) + 3, dtype=np.uint8).tobytes()
+    padded = data + b"\0" * (-len(data) % 8)
+    words = [int.from_bytes(padded[k:k + 8], "little") for k in range(0, len(padded), 8)]
+    total = len(data) * 0x9E3779B97F4A7C15
+    for p, word in enumerate(words):
+        total += word * splitmix_odd(p % WSUM64_BLOCK) * splitmix_odd(WSUM64_BLOCK + p // WSUM64_BLOCK)
+    assert file_checksum(data) == f"{total % 2**64:016x}"
+
+
+def test_a_flip_in_any_piece_of_a_whole_raw_chunk_is_caught(tmp_path):
+    """Raw chunks (1 MiB here) are read and checked in pieces while in cache: every piece counts."""
+    from dgbench.store.read import READ_PIECE
+    rng = np.random.default_rng(5)
+    events = 300_000
+    with EdgeStreamStoreWriter(tmp_path / "s.zarr", num_nodes=NODES, directed=True, provenance={}) as writer:
+        writer.append_events(rng.integers(0, NODES, events), rng.integers(0, NODES, events), np.arange(events))
+        path = writer.close()
+    chunk = path / "src" / "c" / "0"
+    original = chunk.read_bytes()
+    assert direct_layout(open_store(path).array("src"))[1] is None and len(original) > 3 * READ_PIECE
+    expected = open_store(path).read("src")
+    for where in (0, READ_PIECE + 5, len(original) - 1):
+        damaged = bytearray(original)
+        damaged[where] ^= 0x02
+        chunk.write_bytes(bytes(damaged))
+        with pytest.raises(StoreError, match=r"file 'src/c/0' differs from the one written"):
+            open_store(path).read("src")
+    chunk.write_bytes(original)
+    np.testing.assert_array_equal(open_store(path).read("src"), expected)

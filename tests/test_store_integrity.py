@@ -25,6 +25,7 @@ import dgbench.store.replace as replace_module
 from dgbench.cli import cli
 from dgbench.errors import StoreError
 from dgbench.store import SnapshotStoreWriter, open_store
+from dgbench.store.format import file_checksum
 from dgbench.store.validate import validate_store
 
 N = 40
@@ -75,10 +76,11 @@ def reseal(path: Path) -> None:
         store_module.array_digest_update(hasher, group[name][:])
         digest["sha256"] = hasher.hexdigest()
     header = store_module.fingerprint_header(attrs["kind"], attrs)
-    files = {key: store_module.file_digest(f.read_bytes()) for key, f in store_module.store_files(path).items()}
+    contents = {key: f.read_bytes() for key, f in store_module.store_files(path).items()}
     set_attrs(path, arrays=attrs["arrays"], fingerprint=store_module.combine_fingerprint(attrs["kind"], header,
                                                                                            attrs["arrays"]),
-              file_digests=files)
+              file_digests={key: store_module.file_digest(data) for key, data in contents.items()},
+              file_checksums={key: file_checksum(data) for key, data in contents.items()})
 
 
 def one_line_error(result, *fragments: str) -> str:
@@ -324,7 +326,7 @@ def test_the_fingerprint_of_every_array_is_checked_for_stores_without_file_diges
     """Stores written before file digests existed: each array is hashed whole on its first read."""
     path = write_store(tmp_path / "s.zarr", seed=0)
     doc = json.loads((path / "zarr.json").read_text())
-    del doc["attributes"]["file_digests"]
+    del doc["attributes"]["file_digests"], doc["attributes"]["file_checksums"]
     (path / "zarr.json").write_text(json.dumps(doc))
     assert content(path) == content(write_store(tmp_path / "same.zarr", seed=0))
     src = zarr.open_group(str(path), mode="r+")["src"]

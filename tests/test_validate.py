@@ -12,6 +12,7 @@ import zarr
 from click.testing import CliRunner
 
 import dgbench.store as store_module
+from dgbench.store.format import file_checksum
 from dgbench.cli import cli
 from dgbench.store import array_digest_update, combine_fingerprint, fingerprint_header, open_store
 from dgbench.store.validate import validate_store
@@ -49,8 +50,10 @@ def reseal(path: Path) -> None:
         array_digest_update(hasher, group[name][:])
         digest["sha256"] = hasher.hexdigest()
     fingerprint = combine_fingerprint(attrs["kind"], fingerprint_header(attrs["kind"], attrs), attrs["arrays"])
-    files = {key: store_module.file_digest(f.read_bytes()) for key, f in store_module.store_files(path).items()}
-    set_attrs(path, arrays=attrs["arrays"], fingerprint=fingerprint, file_digests=files)
+    contents = {key: f.read_bytes() for key, f in store_module.store_files(path).items()}
+    set_attrs(path, arrays=attrs["arrays"], fingerprint=fingerprint,
+              file_digests={key: store_module.file_digest(data) for key, data in contents.items()},
+              file_checksums={key: file_checksum(data) for key, data in contents.items()})
 
 
 def only_problem(path: Path) -> str:

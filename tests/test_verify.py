@@ -101,7 +101,8 @@ def test_a_relabelled_store_is_caught_before_anything_runs(verified, tmp_path):
     meta.write_text(json.dumps(doc))
     with pytest.raises(DgbenchError, match="not a valid store .fingerprint: stored"):
         check_store(other, verified["record"])
-    doc["attributes"].update({k: original[k] for k in ("arrays", "num_edges", "file_digests")})  # and the hashes
+    doc["attributes"].update({k: original[k] for k in ("arrays", "num_edges", "file_digests",
+                                                                 "file_checksums")})  # and the hashes
     meta.write_text(json.dumps(doc))
     with pytest.raises(DgbenchError, match="not a valid store"):
         check_store(other, verified["record"])

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from dgbench.store.format import (EDGE_COLUMNS, FILE_DIGEST_CHARS, REQUIRED_ARRAYS, SNAPSHOTS, combine_fingerprint,
+from dgbench.store.format import (EDGE_COLUMNS, FILE_CHECKSUM_CHARS, FILE_DIGEST_CHARS, REQUIRED_ARRAYS, SNAPSHOTS,
+                                  combine_fingerprint,
                                   fingerprint_header)
 
 
@@ -80,6 +81,7 @@ def attribute_problems(attrs: dict[str, Any]) -> list[str]:
             problems.append(f"attribute 'num_events' is {events} but 'num_edges' is {edges}")
         problems += _split_problems(attrs.get("split"), events)
     problems += _file_digest_problems(attrs.get("file_digests"))
+    problems += _file_checksum_problems(attrs.get("file_checksums"), attrs.get("file_digests"))
     problems += _vertex_count_problems(attrs, edges)
     problems += [f"attribute '{where}' is {value}, expected a finite number" for where, value in _non_finite(attrs)]
     fingerprint = attrs.get("fingerprint")
@@ -192,6 +194,19 @@ def _file_digest_problems(digests: Any) -> list[str]:
         if not FILE_KEY.fullmatch(key) or ".." in key or not isinstance(digest, str) \
                 or not re.fullmatch(f"[0-9a-f]{{{FILE_DIGEST_CHARS}}}", digest):
             return [f"attribute 'file_digests': entry {_short(key)}: {_short(digest)} is not a file key and digest"]
+    return []
+
+
+def _file_checksum_problems(checksums: Any, digests: Any) -> list[str]:
+    if checksums is None:
+        return []  # written before file checksums existed: reads check file_digests (sha256) instead
+    if not isinstance(checksums, dict) or not isinstance(digests, dict) or checksums.keys() != digests.keys():
+        return [f"attribute 'file_checksums' is {_short(checksums)}, expected an object with the keys of "
+                f"'file_digests'"]
+    for key, checksum in checksums.items():
+        if not isinstance(checksum, str) or not re.fullmatch(f"[0-9a-f]{{{FILE_CHECKSUM_CHARS}}}", checksum):
+            return [f"attribute 'file_checksums': entry {_short(key)}: {_short(checksum)} is not "
+                    f"{FILE_CHECKSUM_CHARS} hex digits"]
     return []
 
 

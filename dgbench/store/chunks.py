@@ -4,8 +4,8 @@ Zarr's own read path costs about a millisecond of Python and asyncio per chunk, 
 chunk does. Arrays laid out as dgbench writes them (chunked along the first axis only, little-endian
 bytes, one Blosc codec or none; integer or float values) are read here instead: each chunk file is read
 (bounded and verified by the store, as zarr's reads are), its Blosc frame checked and decoded into its
-place in the result, chunks in parallel threads (reading, hashing and Blosc release the GIL). Any other
-layout goes through zarr.
+place in the result (an uncompressed chunk is read straight into it), chunks in parallel threads (reading,
+checking and Blosc release the GIL). Any other layout goes through zarr.
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ _POOL: ThreadPoolExecutor | None = None
 
 # What fetching one chunk file gives: its bytes, or None for a chunk never written (all fill values).
 FetchChunk = Callable[[str], "bytes | None"]
+# Reading one chunk file straight into a buffer of exactly its size: False for a chunk never written.
+FetchChunkInto = Callable[[str, memoryview], bool]
 
 
 class ChunkLayoutError(Exception):
@@ -51,8 +53,10 @@ def direct_layout(array: zarr.Array) -> tuple[int, Blosc | None] | None:
 
 
 def read_rows(array: zarr.Array, start: int, stop: int, fetch: FetchChunk,
-              check: Callable[[np.ndarray, int], None] | None = None) -> np.ndarray:
-    """Rows [start, stop) of ``array`` (0 <= start <= stop <= len), each chunk fetched by key with ``fetch``;
+              check: Callable[[np.ndarray, int], None] | None = None,
+              fetch_into: FetchChunkInto | None = None) -> np.ndarray:
+    """Rows [start, stop) of ``array`` (0 <= start <= stop <= len), each chunk fetched by key with ``fetch``
+    (an uncompressed chunk read whole: with ``fetch_into``, straight into its place in the result);
     ``check(rows, first_row)`` runs on each chunk's rows as soon as they are decoded (in its thread, while
     they are in cache)."""
     layout = direct_layout(array)
@@ -75,6 +79,10 @@ def read_rows(array: zarr.Array, start: int, stop: int, fetch: FetchChunk,
         key = f"{prefix}{array.metadata.encode_chunk_key((index,) + (0,) * len(row_shape))}"
         low, high = max(start, index * rows), min(stop, (index + 1) * rows)
         target = out[low - start:high - start]
+        if decoder is None and fetch_into is not None and high - low == rows:
+            if not fetch_into(key, target.data.cast("B")):
+                target[...] = fill
+            return
         data = fetch(key)
         if data is None:
             target[...] = fill

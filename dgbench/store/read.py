@@ -1,5 +1,5 @@
 """Opening a store read-only: only regular files inside it, each read bounded by its declared size and checked
-against its recorded digest (docs/store-format.md, "Integrity")."""
+against its recorded checksum or digest (docs/store-format.md, "Integrity")."""
 from __future__ import annotations
 
 import asyncio
@@ -8,7 +8,9 @@ import hashlib
 import json
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from zarr.storage import LocalStore
 from dgbench.errors import StoreError
 from dgbench.store.chunks import direct_layout, read_rows
 from dgbench.store.format import (EDGE_COLUMNS, SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS, STREAM, array_digest_update,
-                                  file_digest)
+                                  WSUM64_PIECE_UNIT, Wsum64, file_checksum, file_digest)
 from dgbench.store.checks import (_short, attribute_problems, declared_fingerprint_problem, memory_problem,
                                   offsets_problem)
 
@@ -52,8 +54,51 @@ def read_store_file(root: Path, key: str, limit: int) -> bytes:
     """The bytes of store file ``key`` under ``root``, read only when it is a regular file inside the store
     (no link out of it, no FIFO or device) and at most ``limit`` bytes long; otherwise a StoreError naming
     the file. A missing file raises FileNotFoundError."""
-    path, where = root / key, f"{root}: file '{key}'"
-    if not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
+    with _open_store_file(root, key, limit) as (source, _):
+        data = source.read(limit + 1)
+    if len(data) > limit:
+        raise StoreError(f"{root}: file '{key}' grew larger than the {limit:,} bytes its array's chunks can hold "
+                         f"while read")
+    return data
+
+
+READ_PIECE = 8 * WSUM64_PIECE_UNIT  # 256 KiB: a piece read is checked while it is still in the L2 cache
+
+
+def read_store_file_into(root: Path, key: str, out: memoryview,
+                         consume: Callable[[memoryview], None] | None = None) -> None:
+    """Store file ``key`` read straight into ``out`` (no intermediate copy), under the rules of
+    ``read_store_file``; the file must hold exactly ``len(out)`` bytes (a StoreError naming it otherwise).
+    With ``consume``, read in READ_PIECE pieces, each handed to ``consume`` as soon as it is read."""
+    with _open_store_file(root, key, sys.maxsize) as (source, size):  # never reads beyond len(out) + 1
+        if size != len(out):
+            filled = size
+        elif consume is None:
+            filled = source.readinto(out)
+        else:
+            filled = 0
+            while filled < len(out):
+                got = source.readinto(out[filled:filled + READ_PIECE])
+                if not got:
+                    break
+                consume(out[filled:filled + got])
+                filled += got
+        if filled != len(out) or source.read(1):
+            raise WrongSizeError(f"{root}: array '{key.split('/')[0]}': file '{key}' is {max(size, filled):,} "
+                                 f"bytes, a chunk holds {len(out):,} (damaged, or replaced while read); "
+                                 f"run `dgbench validate`")
+
+
+class WrongSizeError(StoreError):
+    """A raw chunk file that does not hold exactly one chunk's bytes."""
+
+
+@contextmanager
+def _open_store_file(root: Path, key: str, limit: int) -> Iterator[tuple[Any, int]]:
+    """The open file ``key`` and its size, once it is known to be a regular file inside the store
+    of at most ``limit`` bytes."""
+    path, where = os.path.join(root, key), f"{root}: file '{key}'"
+    if not _folders_inside(str(root), key):
         raise StoreError(f"{where} is not a regular file inside the store (a link out of it); run `dgbench validate`")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -62,16 +107,31 @@ def read_store_file(root: Path, key: str, limit: int) -> bytes:
             raise StoreError(f"{where} is not a regular file (a symbolic link); run `dgbench validate`") from None
         raise
     with os.fdopen(fd, "rb") as source:
-        size = os.fstat(fd).st_size
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise StoreError(f"{where} is not a regular file (a FIFO, device or socket); run `dgbench validate`")
-        if size > limit:
-            raise StoreError(f"{where} is {size:,} bytes, larger than the {limit:,} its array's chunks can hold; "
-                             f"run `dgbench validate`")
-        data = source.read(limit + 1)
-    if len(data) > limit:
-        raise StoreError(f"{where} grew larger than the {limit:,} bytes its array's chunks can hold while read")
-    return data
+        if status.st_size > limit:
+            raise StoreError(f"{where} is {status.st_size:,} bytes, larger than the {limit:,} its array's chunks can "
+                             f"hold; run `dgbench validate`")
+        yield source, status.st_size
+
+
+def _folders_inside(root: str, key: str) -> bool:
+    """Whether every folder on the way from ``root`` to file ``key`` is a real folder of the store (no link,
+    no '..'); the file itself is opened with O_NOFOLLOW. Two lstat calls for a chunk key such as 'src/c/0',
+    where resolving both full paths cost one per component of each."""
+    parts = key.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return False
+    folder = root
+    for part in parts[:-1]:
+        folder = os.path.join(folder, part)
+        try:
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                return False
+        except FileNotFoundError:
+            return True  # the open fails next and says the file is missing
+    return True
 
 
 def chunk_byte_limit(metadata: bytes) -> int | None:
@@ -121,6 +181,14 @@ class _SafeLocalStore(LocalStore):
         """A chunk file's bytes as zarr would get them (None: absent, all fill values), without asyncio."""
         return self._read(key)
 
+    def fetch_chunk_into(self, key: str, out: memoryview) -> bool:
+        """Chunk file ``key`` read straight into ``out`` (it must hold exactly that many bytes); False: absent."""
+        try:
+            read_store_file_into(self.root, key, out)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return False
+        return True
+
     async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
         if byte_range is not None:
             raise StoreError(f"{self.root}: '{key}': partial file reads are not used by dgbench stores")
@@ -139,51 +207,81 @@ def safe_local_store(path: str | Path) -> LocalStore:
 
 
 class _VerifiedLocalStore(_SafeLocalStore):
-    """A read-only local store that checks every file it reads against ``file_digests``.
+    """A read-only local store that checks every file it reads against what was recorded when it was written:
+    ``file_checksums`` (wsum64, 64 bits) where the store has them, else ``file_digests`` (sha256, stores
+    written before checksums existed).
 
-    A chunk the digests do not list was never written (all fill values, zarr's write_empty_chunks=False)
+    A chunk the record does not list was never written (all fill values, zarr's write_empty_chunks=False)
     and reads as such whatever the folder now holds; a listed file that is missing or whose bytes differ
-    (flipped, truncated, or from another version of a store replaced while it is read) is a StoreError.
-    Cost: one sha256 over the compressed bytes read (benchmarks/test_store_bench.py).
+    (flipped, truncated, or from another version of a store replaced while it is read) is a StoreError
+    naming it (threat model: docs/store-format.md, "Codec and checksum").
     """
 
-    def __init__(self, root: Path | str, *, read_only: bool = True, digests: dict[str, str] | None = None):
+    def __init__(self, root: Path | str, *, read_only: bool = True, digests: dict[str, str] | None = None,
+                 checksums: dict[str, str] | None = None):
         super().__init__(root)
         self.digests = digests or {}
+        self.checksums = checksums
+        self.recorded = self.digests if checksums is None else checksums
+        self.check: Callable[[Any], str] = file_digest if checksums is None else file_checksum
 
     def with_read_only(self, read_only: bool = False) -> "_VerifiedLocalStore":
-        return type(self)(self.root, digests=self.digests)
+        return type(self)(self.root, digests=self.digests, checksums=self.checksums)
 
     async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
         if key == "zarr.json":  # the root: its attributes come from read_attrs, read once
             return await super().get(key, prototype, byte_range)
-        expected = self.digests.get(key)
+        expected = self.recorded.get(key)
         if expected is None:
             return None
         if byte_range is not None:
             raise StoreError(f"{self.root}: '{key}': partial file reads cannot be verified")
         if not self._is_open:
             await self._open()
-        # read and hash in a worker thread, as zarr reads: chunks are checked in parallel (sha256 frees the GIL)
+        # read and check in a worker thread, as zarr reads: chunks are checked in parallel (the check frees the GIL)
         data = await asyncio.to_thread(self._read_checked, key, expected)
         return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
 
     def fetch_chunk(self, key: str) -> bytes | None:
-        """A chunk file's bytes, checked against its digest (None: never written, all fill values)."""
-        expected = self.digests.get(key)
+        """A chunk file's bytes, checked against its record (None: never written, all fill values)."""
+        expected = self.recorded.get(key)
         return None if expected is None else self._read_checked(key, expected)
 
+    def fetch_chunk_into(self, key: str, out: memoryview) -> bool:
+        """Chunk file ``key`` read into ``out``, then checked against its record; False: never written."""
+        expected = self.recorded.get(key)
+        if expected is None:
+            return False
+        checksum = Wsum64() if self.checksums is not None else None
+        with self._missing_is_an_error(key):
+            try:
+                read_store_file_into(self.root, key, out, checksum and checksum.update)
+            except WrongSizeError:
+                self._compare(key, b"", "")  # the size alone shows it is not the file written
+        if checksum is None:
+            self._compare(key, out, expected)
+        elif checksum.hexdigest() != expected:
+            self._compare(key, b"", "")
+        return True
+
     def _read_checked(self, key: str, expected: str) -> bytes:
-        where = f"{self.root}: array '{key.split('/')[0]}': file '{key}'"
-        try:
+        with self._missing_is_an_error(key):
             data = read_store_file(self.root, key, self._limit(key))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise StoreError(f"{where} is missing (deleted, or the store was replaced while it was read); "
-                             f"run `dgbench validate`") from None
-        if file_digest(data) != expected:
-            raise StoreError(f"{where} differs from the one written (damaged, or the store was replaced while "
-                             f"it was read); run `dgbench validate`")
+        self._compare(key, data, expected)
         return data
+
+    def _compare(self, key: str, data: Any, expected: str) -> None:
+        if not expected or self.check(data) != expected:
+            raise StoreError(f"{self.root}: array '{key.split('/')[0]}': file '{key}' differs from the one written "
+                             f"(damaged, or the store was replaced while it was read); run `dgbench validate`")
+
+    @contextmanager
+    def _missing_is_an_error(self, key: str) -> Iterator[None]:
+        try:
+            yield
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise StoreError(f"{self.root}: array '{key.split('/')[0]}': file '{key}' is missing (deleted, or the "
+                             f"store was replaced while it was read); run `dgbench validate`") from None
 
 
 @dataclass
@@ -272,7 +370,8 @@ class _OpenStore:
             if check is not None:
                 check(values, first)
             return values
-        return read_rows(array, first, max(first, last), fetch, check)
+        return read_rows(array, first, max(first, last), fetch, check, getattr(self.group.store, "fetch_chunk_into",
+                                                                                None))
 
     def _check_ids(self, name: str, ids: np.ndarray, first_row: int) -> None:
         if not len(ids):
@@ -427,7 +526,8 @@ def open_store(path: str | Path, kind: str | None = None, *, verify: bool = True
         if problems:
             raise StoreError(f"{path}: {problems[0]}; run `dgbench validate`")
     verified = verify and "file_digests" in attrs
-    local = _VerifiedLocalStore(path, digests=attrs["file_digests"]) if verified else _SafeLocalStore(path)
+    local = _VerifiedLocalStore(path, digests=attrs["file_digests"], checksums=attrs.get("file_checksums")) \
+        if verified else _SafeLocalStore(path)
     group = zarr.open_group(store=local, mode="r", zarr_format=3)
     cls = SnapshotStore if attrs["kind"] == SNAPSHOTS else EdgeStreamStore
     return cls(path=path, group=group, attrs=attrs, verify=verify)

@@ -18,7 +18,7 @@ from zarr.codecs import BloscCodec
 from dgbench.errors import StoreError
 from dgbench.store.checks import attribute_problems, offsets_problem
 from dgbench.store.format import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, combine_fingerprint,
-                                  file_digest, fingerprint_header, store_files)
+                                  file_checksum, file_digest, fingerprint_header, store_files)
 from dgbench.store.read import METADATA_LIMIT, chunk_byte_limit, open_store, read_store_file, safe_local_store
 
 BLOCK_ROWS = 1 << 22
@@ -64,7 +64,8 @@ BLOSC_HEADER = 16
 
 
 def _damaged_chunk_file(array_dir: Path, array) -> str | None:
-    """The first Blosc chunk file whose length differs from the one its header records, described.
+    """The first chunk file whose length differs from the one its Blosc header records (or, uncompressed,
+    from one chunk's bytes), described.
 
     Checked on the files because Blosc trusts the header: a truncated frame may decode garbage
     instead of failing, so decoding alone does not reliably catch truncation.
@@ -73,20 +74,27 @@ def _damaged_chunk_file(array_dir: Path, array) -> str | None:
     for file in chunk_files:  # first: a FIFO would hang a read, a link to /dev/zero never end one
         if not stat.S_ISREG(file.lstat().st_mode):
             return f"chunk {file.relative_to(array_dir).as_posix()} is not a regular file (a link, FIFO or device)"
-    if not array.metadata.codecs or not isinstance(array.metadata.codecs[-1], BloscCodec):
+    codecs = array.metadata.codecs
+    blosc = bool(codecs) and isinstance(codecs[-1], BloscCodec)
+    if not blosc and len(codecs) != 1:
         return None
+    chunk_bytes = int(np.prod(array.chunks)) * array.dtype.itemsize
     for file in sorted(chunk_files, key=lambda f: [int(p) for p in f.relative_to(array_dir / "c").parts]):
         size = file.stat().st_size
-        with open(file, "rb") as handle:
-            header = handle.read(BLOSC_HEADER)
-        recorded = struct.unpack_from("<I", header, 12)[0] if size >= BLOSC_HEADER else None
+        if blosc:
+            with open(file, "rb") as handle:
+                header = handle.read(BLOSC_HEADER)
+            recorded = struct.unpack_from("<I", header, 12)[0] if size >= BLOSC_HEADER else None
+            says = f"header records {recorded if recorded is not None else '?'}"
+        else:
+            recorded, says = chunk_bytes, f"a chunk holds {chunk_bytes}"
         if recorded != size:
             index = int(file.relative_to(array_dir / "c").parts[0])
             lo, step = index * array.chunks[0], array.chunks[0]
             rows = f"rows {lo}..{min(array.shape[0], lo + step) - 1}"
-            what = "truncated" if recorded is None or size < recorded else "longer than its header says"
-            return (f"chunk {file.relative_to(array_dir).as_posix()} ({rows}) {what} "
-                    f"({size} bytes, header records {recorded if recorded is not None else '?'})")
+            what = "truncated" if recorded is None or size < recorded else \
+                ("longer than its header says" if blosc else "longer than a chunk")
+            return f"chunk {file.relative_to(array_dir).as_posix()} ({rows}) {what} ({size} bytes, {says})"
     return None
 
 
@@ -188,6 +196,7 @@ def file_problems(path: Path, attrs: dict[str, Any]) -> list[str]:
     """Files that differ from, are missing from, or were added to the store as written (``file_digests``;
     stores written before it existed have none to compare)."""
     recorded: dict[str, str] | None = attrs.get("file_digests")
+    checksums: dict[str, str] | None = attrs.get("file_checksums")  # what reads check, when recorded
     if recorded is None:
         return []
     present = store_files(path)
@@ -203,6 +212,8 @@ def file_problems(path: Path, attrs: dict[str, Any]) -> list[str]:
             continue
         if file_digest(data) != recorded[key]:
             problems.append(f"file '{key}': differs from the digest recorded when written")
+        elif checksums is not None and file_checksum(data) != checksums.get(key):
+            problems.append(f"file '{key}': differs from the checksum recorded when written")
     return problems
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from zarr.storage import LocalStore
 from dgbench.errors import StoreError
 from dgbench.files import scratch_dir
 from dgbench.store.format import (SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS, STREAM, array_digest_update,
-                                  combine_fingerprint, file_digest, fingerprint_header, id_dtype, store_files)
+                                  combine_fingerprint, file_checksum, file_digest, fingerprint_header, id_dtype,
+                                  store_files)
 from dgbench.store import replace
 
 
@@ -30,22 +32,44 @@ CHUNK_ELEMENTS = 1 << 18
 COMPRESSOR = BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.shuffle)
 
 
+# An array is compressed with COMPRESSOR only when its first chunk shrinks at least this much; below it the
+# chunks are stored raw, read straight into place with no decoding (measured: docs/store-format.md, "Codec
+# and checksum"). None: always compress (what stores written before it did).
+COMPRESS_AT_RATIO: float | None = 4.0
+
+
 class _ColumnWriter:
-    """Appends rows to one Zarr array, writing only whole chunks until closed; hashes as it goes."""
+    """Appends rows to one Zarr array, writing only whole chunks until closed; hashes as it goes. The array is
+    created when its first rows arrive: whether it is compressed depends on how well they compress."""
 
     def __init__(self, group: zarr.Group, name: str, dtype: np.dtype, row_shape: tuple[int, ...] = ()):
-        self.name, self.dtype, self.row_shape = name, np.dtype(dtype), tuple(row_shape)
+        self.group, self.name, self.dtype, self.row_shape = group, name, np.dtype(dtype), tuple(row_shape)
         row_elems = int(np.prod(row_shape)) if row_shape else 1
         self.chunk_rows = max(1, CHUNK_ELEMENTS // row_elems)
-        self.array = group.create_array(name, shape=(0, *row_shape), dtype=self.dtype,
-                                        chunks=(self.chunk_rows, *row_shape), fill_value=0,
-                                        compressors=None if COMPRESSOR is None else [COMPRESSOR])
+        self._array: zarr.Array | None = None
         self.hasher = hashlib.sha256()
         self.pending: list[np.ndarray] = []
         self.pending_rows = 0
         self.rows = 0
-        self.chunk_directory = _local_chunk_directory(self.array)
-        self.encoder = _chunk_encoder(self.dtype) if self.chunk_directory and not row_shape else None
+        self.chunk_directory: Path | None = None
+        self.encoder: Callable[[np.ndarray], bytes] | None = None
+
+    @property
+    def array(self) -> zarr.Array:
+        if self._array is None:
+            self._create(np.empty((0, *self.row_shape), dtype=self.dtype))
+        assert self._array is not None
+        return self._array
+
+    def _create(self, sample: np.ndarray) -> None:
+        """Create the array, compressed or raw as ``sample`` (the first rows) compresses (COMPRESS_AT_RATIO)."""
+        compressor = COMPRESSOR if _worth_compressing(sample[:self.chunk_rows]) else None
+        self._array = self.group.create_array(self.name, shape=(0, *self.row_shape), dtype=self.dtype,
+                                              chunks=(self.chunk_rows, *self.row_shape), fill_value=0,
+                                              compressors=None if compressor is None else [compressor])
+        self.chunk_directory = _local_chunk_directory(self._array)
+        if self.chunk_directory and not self.row_shape:
+            self.encoder = _chunk_encoder(self.dtype, compressor)
 
     def append(self, values: np.ndarray) -> None:
         values = np.asarray(values, dtype=self.dtype)
@@ -63,6 +87,8 @@ class _ColumnWriter:
         if not self.pending:
             return
         block = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
+        if self._array is None:
+            self._create(block)
         take = len(block) if final else (len(block) // self.chunk_rows) * self.chunk_rows
         start = self.rows
         whole = (take // self.chunk_rows) * self.chunk_rows if self.encoder is not None else 0
@@ -81,6 +107,7 @@ class _ColumnWriter:
         """Encode and store whole chunks as zarr would (same codec, key and bytes; all-zero chunks are
         not stored, zarr's write_empty_chunks=False) without its per-chunk overhead, the write path's
         main cost. ``start`` is chunk-aligned: only the final flush writes a partial chunk."""
+        assert self.encoder is not None and self.chunk_directory is not None
         for offset in range(0, len(block), self.chunk_rows):
             chunk = block[offset:offset + self.chunk_rows]
             if not chunk.view(np.uint8).any():
@@ -88,7 +115,7 @@ class _ColumnWriter:
             key = self.array.metadata.encode_chunk_key(((start + offset) // self.chunk_rows,))
             target = self.chunk_directory / key
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(self.encoder.encode(np.ascontiguousarray(chunk)))
+            target.write_bytes(self.encoder(np.ascontiguousarray(chunk)))
 
     def close(self) -> dict[str, Any]:
         self._flush(final=True)
@@ -106,15 +133,32 @@ def _local_chunk_directory(array: zarr.Array) -> Path | None:
     return Path(store.root) / array.store_path.path
 
 
-def _chunk_encoder(dtype: np.dtype) -> Blosc | None:
-    """numcodecs' Blosc configured as zarr configures COMPRESSOR for this dtype (typesize = item size)."""
-    if COMPRESSOR is None or dtype.byteorder == ">" or dtype.kind not in "iuf":
+def _chunk_encoder(dtype: np.dtype, compressor: BloscCodec | None) -> Callable[[np.ndarray], bytes] | None:
+    """What zarr would store for one whole chunk: its raw bytes, or numcodecs' Blosc configured as zarr
+    configures ``compressor`` for this dtype (typesize = item size); None: leave it to zarr."""
+    if dtype.byteorder == ">" or dtype.kind not in "iuf":
         return None
+    if compressor is None:
+        return lambda chunk: chunk.tobytes()
+    return _blosc(compressor, dtype.itemsize).encode
+
+
+def _blosc(compressor: BloscCodec, typesize: int) -> Blosc:
     shuffles = {BloscShuffle.noshuffle: Blosc.NOSHUFFLE, BloscShuffle.shuffle: Blosc.SHUFFLE,
                 BloscShuffle.bitshuffle: Blosc.BITSHUFFLE}
-    return Blosc.from_config({"cname": COMPRESSOR.cname.value, "clevel": COMPRESSOR.clevel,
-                              "shuffle": shuffles[COMPRESSOR.shuffle], "blocksize": COMPRESSOR.blocksize,
-                              "typesize": dtype.itemsize})
+    return Blosc.from_config({"cname": compressor.cname.value, "clevel": compressor.clevel,
+                              "shuffle": shuffles[compressor.shuffle], "blocksize": compressor.blocksize,
+                              "typesize": typesize})
+
+
+def _worth_compressing(sample: np.ndarray) -> bool:
+    """Whether COMPRESSOR shrinks ``sample`` (one chunk's rows) by COMPRESS_AT_RATIO or more."""
+    if COMPRESSOR is None or COMPRESS_AT_RATIO is None:
+        return COMPRESSOR is not None
+    if not sample.size or sample.dtype.kind not in "iuf":
+        return False
+    values = np.ascontiguousarray(sample)
+    return values.nbytes >= COMPRESS_AT_RATIO * len(_blosc(COMPRESSOR, values.itemsize).encode(values))
 
 
 class _StoreWriter:
@@ -171,7 +215,11 @@ class _StoreWriter:
                                                         self.digests)
         files = store_files(self.tmp)
         self.attrs["size_bytes"] = sum(f.stat().st_size for f in files.values())
-        self.attrs["file_digests"] = {key: file_digest(f.read_bytes()) for key, f in files.items()}
+        digests, checksums = {}, {}
+        for key, f in files.items():  # one file in memory at a time
+            data = f.read_bytes()
+            digests[key], checksums[key] = file_digest(data), file_checksum(data)
+        self.attrs["file_digests"], self.attrs["file_checksums"] = digests, checksums
         self.group.attrs.update(self.attrs)  # written last: a store without it is never valid
         try:
             self._install()
