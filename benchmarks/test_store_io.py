@@ -34,8 +34,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _alternate import alternate, ratio_line, timed  # noqa: E402
 
-from dgbench.store.format import file_checksum  # noqa: E402
-
 ROWS = int(os.environ.get("DGBENCH_BENCH_ROWS", 5_000_000))
 ROUNDS = int(os.environ.get("DGBENCH_IO_ROUNDS", 3))
 WRITE_ROWS = 1 << 20  # rows generated and written per CSV block: the generator's memory is bounded too
@@ -187,7 +185,7 @@ def without_checksums(path: Path, copy: Path) -> Path:
 
 def test_store_read_candidates(benchmark, tmp_path: Path, capsys) -> None:
     """The measurement behind the chunk layout and the per-read check (docs/store-format.md, "Codec and
-    checksum"): a full read of src, dst and t of a ROWS-event store in each layout, checked with wsum64
+    checksum"): a full read of src, dst and t of a ROWS-event store in each layout, checked with CRC-32
     (the default), with sha256 (stores written before checksums) and unchecked, against np.fromfile of the
     same bytes; fastest of ROUNDS alternating rounds, per CPU-second and per wall second."""
     from dgbench.store import open_store
@@ -202,7 +200,7 @@ def test_store_read_candidates(benchmark, tmp_path: Path, capsys) -> None:
             for name in names:
                 open_store(path).read(name).tofile(handle)
         on_disk = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-        stores = {"wsum64": open_store(path), "sha256": open_store(without_checksums(path, tmp_path / "sha.zarr")),
+        stores = {"crc32": open_store(path), "sha256": open_store(without_checksums(path, tmp_path / "sha.zarr")),
                   "unchecked": open_store(path, verify=False)}
         for check, store in stores.items():
             work = lambda: [store.read(name) for name in names]  # noqa: E731
@@ -216,14 +214,14 @@ def test_store_read_candidates(benchmark, tmp_path: Path, capsys) -> None:
                          f"{wall:.2f}x per wall second")
     lines.append(f"load average {os.getloadavg()[0]:.2f}")
     benchmark.extra_info.update(rows=ROWS, candidates=timings)
-    benchmark.pedantic(lambda: [stores["wsum64"].read(name) for name in names], rounds=1, iterations=1)
+    benchmark.pedantic(lambda: [stores["crc32"].read(name) for name in names], rounds=1, iterations=1)
     with capsys.disabled():
         print("\n" + "\n".join(lines))
 
 
 CODECS = [("lz4", 5, "shuffle"), ("lz4", 1, "shuffle"), ("lz4", 9, "shuffle"), ("lz4", 5, "bitshuffle"),
           ("zstd", 1, "shuffle"), ("blosclz", 5, "shuffle")]
-DIGESTS = {"wsum64": file_checksum, "sha256": lambda b: hashlib.sha256(b).digest(),
+DIGESTS = {"sha256": lambda b: hashlib.sha256(b).digest(),
            "sha1": lambda b: hashlib.sha1(b).digest(),
            "blake2b-128": lambda b: hashlib.blake2b(b, digest_size=16).digest(), "crc32": zlib.crc32,
            "adler32": zlib.adler32}

@@ -23,7 +23,7 @@ from zarr.storage import LocalStore
 from dgbench.errors import StoreError
 from dgbench.store.chunks import direct_layout, read_rows
 from dgbench.store.format import (EDGE_COLUMNS, SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS, STREAM, array_digest_update,
-                                  WSUM64_PIECE_UNIT, Wsum64, file_checksum, file_digest)
+                                  FileChecksum, file_checksum, file_digest)
 from dgbench.store.checks import (_short, attribute_problems, declared_fingerprint_problem, memory_problem,
                                   offsets_problem)
 
@@ -62,7 +62,7 @@ def read_store_file(root: Path, key: str, limit: int) -> bytes:
     return data
 
 
-READ_PIECE = 8 * WSUM64_PIECE_UNIT  # 256 KiB: a piece read is checked while it is still in the L2 cache
+READ_PIECE = 256 * 1024  # bytes: a piece read is checked while it is still in the L2 cache
 
 
 def read_store_file_into(root: Path, key: str, out: memoryview,
@@ -208,7 +208,7 @@ def safe_local_store(path: str | Path) -> LocalStore:
 
 class _VerifiedLocalStore(_SafeLocalStore):
     """A read-only local store that checks every file it reads against what was recorded when it was written:
-    ``file_checksums`` (wsum64, 64 bits) where the store has them, else ``file_digests`` (sha256, stores
+    ``file_checksums`` (CRC-32) where the store has them, else ``file_digests`` (sha256, stores
     written before checksums existed).
 
     A chunk the record does not list was never written (all fill values, zarr's write_empty_chunks=False)
@@ -252,7 +252,7 @@ class _VerifiedLocalStore(_SafeLocalStore):
         expected = self.recorded.get(key)
         if expected is None:
             return False
-        checksum = Wsum64() if self.checksums is not None else None
+        checksum = FileChecksum() if self.checksums is not None else None
         with self._missing_is_an_error(key):
             try:
                 read_store_file_into(self.root, key, out, checksum and checksum.update)
