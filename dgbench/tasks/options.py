@@ -19,17 +19,17 @@ DEFAULT_EVAL_NEGATIVES = 9  # each positive ranked among 10 candidates: MRR, Hit
 
 
 def task_option() -> Any:
-    return option(LINK_PREDICTION, "What validation and test score (docs/tasks.md): links, or the store's node "
-                                   "labels by an MLP on frozen embeddings.", choices=TASKS)
+    return option(LINK_PREDICTION, "Scored in validation and test: links, or node labels "
+                                   "(docs/tasks.md).", choices=TASKS)
 
 
 def decoder_epochs_option() -> Any:
-    return option(50, "--task node-classification: epochs of the MLP decoder (the best validation AUC is kept).",
+    return option(50, "Node classification: decoder epochs (best val AUC kept).",
                   positive=True)
 
 
 def decoder_lr_option() -> Any:
-    return option(1e-3, "--task node-classification: Adam learning rate of the MLP decoder.", positive=True)
+    return option(1e-3, "Node classification: decoder Adam lr.", positive=True)
 
 
 def record_task(task: str) -> str:
@@ -50,7 +50,7 @@ def negatives_option() -> Any:
 
 
 def extra_negatives_option() -> Any:
-    return option(None, "Comma list of further strategies scored after the same training ('test:historical', ...).",
+    return option(None, "More strategies scored after training ('test:historical').",
                   record=False)
 
 

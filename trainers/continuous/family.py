@@ -58,20 +58,18 @@ class TaskOptions(Options):
     batch_size: int = option(600, "Events per batch (TGL / Sven Table 4).", positive=True)
     neighbors: int = option(10, "Temporal neighbours sampled per root.", positive=True)
     sampler: str = option("recent", "Temporal neighbour sampler.", choices=tuple(STRATEGIES))
-    sampler_decay: float = option(0.0, "Time-decay rate of --sampler sis: an earlier event e weighs "
-                                       "exp(-decay (t_query - t_e)), per time unit of the store (T-GCN §3.2's temporal "
-                                       "weights); 0: uniform.", minimum=0.0)
+    sampler_decay: float = option(0.0, "--sampler sis: weight exp(-decay Δt) per store time unit "
+                                       "(T-GCN §3.2); 0: uniform.", minimum=0.0)
     memory_dim: int = option(100, "Node memory width (even: two attention heads).", positive=True)
     protocol: str = option("tgl", "tgl: a query per event at its time (TGL); batch: each vertex once per batch from "
                                   "earlier batches (PyG's TGN; docs/continuous-training.md).", choices=PROTOCOLS)
     max_events: int | None = option(None, "Train on the first N events only (split in the store's proportions).",
                                     positive=True)
-    stream_budget: float = option(DEFAULT_STREAM_BUDGET_GIB, "GiB the stream may take in memory (columns and the "
-                                  "T-CSR sampler); a larger stream is read chunk by chunk from the store with "
-                                  "bounded recent-sampler rings (docs/continuous-training.md); 0: always.",
+    stream_budget: float = option(DEFAULT_STREAM_BUDGET_GIB, "GiB the stream may hold in memory; above it, read "
+                                  "chunk by chunk (docs/continuous-training.md); 0: always.",
                                   minimum=0.0)
-    max_batches: int | None = option(None, "Stop each pass (train, validation, test) after N batches: a bounded "
-                                           "probe of a large stream, scored without evaluation sets.", positive=True)
+    max_batches: int | None = option(None, "Stop each pass after N batches: a memory probe; fits no "
+                                           "board track.", positive=True)
     negatives: str = negatives_option()
     extra_negatives: str | None = extra_negatives_option()
     eval_negatives: int = eval_negatives_option()
