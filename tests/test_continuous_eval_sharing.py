@@ -12,6 +12,8 @@ from dgbench.models import temporal
 from dgbench.models.temporal import TGN, BatchInputs, MemoryUpdater
 from dgbench.trainers.config import RunConfig
 
+from candidate_logits import logits_one_block_at_a_time
+
 
 def _trainer(store, model: str):
     from dgbench.trainers.continuous.family import build_trainer, partition_problem
@@ -26,7 +28,7 @@ def _trainer(store, model: str):
 def _reference_scores(trainer, plan) -> np.ndarray:
     """The candidates' logits the straightforward way: views and embeddings through the training kernels
     (gradient on: no blocks), the predictor called once per candidate block with its own source rows."""
-    model, b, k = trainer.model, len(plan.events), plan.candidates
+    model, b = trainer.model, len(plan.events)
     with torch.enable_grad():
         views, rows = trainer._views(plan)
         inputs = trainer._inputs(plan, rows)
@@ -35,11 +37,7 @@ def _reference_scores(trainer, plan) -> np.ndarray:
         neighbor_view = views[count:] if model.uses_neighbors and len(views) > count else None
         h = model.embed(inputs, views[:count], root_t, neighbor_view).detach()
     with torch.no_grad():
-        sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
-        first_dst = 2 if plan.fixed_source else 2 + k
-        logits = [model.predictor(h[:b], h[b:2 * b])]
-        logits += [model.predictor(sources[j], h[(first_dst + j) * b:(first_dst + j + 1) * b]) for j in range(k)]
-    return torch.stack(logits, dim=1).double().numpy()
+        return logits_one_block_at_a_time(model.predictor, h, plan)
 
 
 @pytest.mark.parametrize("strategy", ["random", "historical"])

@@ -63,13 +63,7 @@ def test_views_once_per_pair_equal_every_position(placement, model_name):
     if placement != "partitioned-3-chunks":  # one chunk: each vertex's row reaches the view function once
         assert sum(vertex_rows) == len(np.unique(ids)) < sum(calls)
 
-    weights = torch.from_numpy(rng.normal(size=views.shape))
-    grads = torch.autograd.grad((views * weights).sum(), list(model.parameters()), allow_unused=True)
-    reference = torch.autograd.grad((expected * weights).sum(), list(model.parameters()), allow_unused=True)
-    for got, want in zip(grads, reference):
-        assert (got is None) == (want is None)
-        if got is not None:
-            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    assert_same_parameter_gradients(model, views, expected, rng)
 
 
 @pytest.mark.parametrize("model_name", ["tgn", "jodie", "apan"])
@@ -98,13 +92,7 @@ def test_one_query_time_per_vertex_passes_rows_without_a_gather(model_name):
     assert received == [None]
     expected = model.node_view(table[torch.from_numpy(ids)], query_t)
     torch.testing.assert_close(views, expected, rtol=1e-12, atol=1e-12)
-    weights = torch.from_numpy(rng.normal(size=views.shape))
-    grads = torch.autograd.grad((views * weights).sum(), list(model.parameters()), allow_unused=True)
-    reference = torch.autograd.grad((expected * weights).sum(), list(model.parameters()), allow_unused=True)
-    for got, want in zip(grads, reference):
-        assert (got is None) == (want is None)
-        if got is not None:
-            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    assert_same_parameter_gradients(model, views, expected, rng)
     with torch.no_grad():
         state.views(state.route(ids), query_t, recording_view)
     assert received[-1] is not None
@@ -245,3 +233,15 @@ def test_tgn_query_time_encoding_folded_equals_the_concatenated_input():
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     _assert_same_gradients(got, want, [hidden, *model.parameters()],
                            torch.from_numpy(np.random.default_rng(7).normal(size=got.shape)), atol=1e-12)
+
+
+def assert_same_parameter_gradients(model, views: torch.Tensor, expected: torch.Tensor,
+                                    rng: np.random.Generator) -> None:
+    """The model's parameter gradients of a random weighting of ``views`` equal those of ``expected``."""
+    weights = torch.from_numpy(rng.normal(size=views.shape))
+    grads = torch.autograd.grad((views * weights).sum(), list(model.parameters()), allow_unused=True)
+    reference = torch.autograd.grad((expected * weights).sum(), list(model.parameters()), allow_unused=True)
+    for got, want in zip(grads, reference):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)

@@ -15,6 +15,8 @@ from dgbench.tasks.link import link_prediction_set
 from dgbench.trainers.continuous.data import BatchPlanner, EventStream
 from dgbench.trainers.continuous.tgcn.scheme import GridTrainer, TgcnOptions
 
+from candidate_logits import logits_one_block_at_a_time
+
 K = 5
 BATCH = 150
 
@@ -47,13 +49,8 @@ def _plans(trainer: GridTrainer, store, strategy: str):
 def _one_by_one(model: DyGNN, plan, rows: torch.Tensor) -> np.ndarray:
     """The candidates' logits the straightforward way: every root embedded, the predictor called once per
     candidate block with its own source rows."""
-    b, k = len(plan.events), plan.candidates
     h = model.embed(None, rows[torch.from_numpy(plan.roots)], None, None)
-    sources = [h[:b]] * k if plan.fixed_source else [h[(2 + j) * b:(3 + j) * b] for j in range(k)]
-    first_dst = 2 if plan.fixed_source else 2 + k
-    logits = [model.predictor(h[:b], h[b:2 * b])]
-    logits += [model.predictor(sources[j], h[(first_dst + j) * b:(first_dst + j + 1) * b]) for j in range(k)]
-    return torch.stack(logits, dim=1).double().numpy()
+    return logits_one_block_at_a_time(model.predictor, h, plan)
 
 
 @pytest.mark.parametrize("strategy", ["random", "historical"])
