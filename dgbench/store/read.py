@@ -257,11 +257,11 @@ class _VerifiedLocalStore(_SafeLocalStore):
             try:
                 read_store_file_into(self.root, key, out, checksum and checksum.update)
             except WrongSizeError:
-                self._compare(key, b"", "")  # the size alone shows it is not the file written
+                raise self._differs(key) from None  # the size alone shows it is not the file written
         if checksum is None:
             self._compare(key, out, expected)
         elif checksum.hexdigest() != expected:
-            self._compare(key, b"", "")
+            raise self._differs(key)
         return True
 
     def _read_checked(self, key: str, expected: str) -> bytes:
@@ -272,8 +272,11 @@ class _VerifiedLocalStore(_SafeLocalStore):
 
     def _compare(self, key: str, data: Any, expected: str) -> None:
         if not expected or self.check(data) != expected:
-            raise StoreError(f"{self.root}: array '{key.split('/')[0]}': file '{key}' differs from the one written "
-                             f"(damaged, or the store was replaced while it was read); run `dgbench validate`")
+            raise self._differs(key)
+
+    def _differs(self, key: str) -> StoreError:
+        return StoreError(f"{self.root}: array '{key.split('/')[0]}': file '{key}' differs from the one written "
+                          f"(damaged, or the store was replaced while it was read); run `dgbench validate`")
 
     @contextmanager
     def _missing_is_an_error(self, key: str) -> Iterator[None]:
