@@ -103,7 +103,8 @@ def _split_arrays(store: EdgeStreamStore, split: str, negatives: Mapping[tuple, 
     for i, row in enumerate(rows):
         table[i, :len(row)] = row
     positives = np.arange(start, stop)
-    part = ns.StreamSplit(src, dst, t, store.num_nodes, start, stop, np.unique(dst))
+    part = ns.StreamSplit(src, dst, t, store.num_nodes, start, stop, np.unique(dst),
+                          ns.Before.of(src[:start], dst[:start], store.num_nodes, pairs=False))
     return {f"{split}_events": positives.astype(np.int64), f"{split}_src": src[start:stop],
             f"{split}_dst": dst[start:stop], f"{split}_t": t[start:stop].astype(np.float64),
             f"{split}_negative_src": np.where(table >= 0, src[start:stop, None], ns.MISSING),

@@ -127,3 +127,55 @@ def test_draw_is_uniform_over_the_allowed_values():
     assert counts[2] == 0
     assert np.abs(counts[[0, 1, 3, 4, 5]] / 6000 - 0.2).max() < 0.03
     assert (np.bincount(drawn[:, 0], minlength=6)[[0, 1, 3, 4, 5]] > 450).all()  # the first slot is uniform too
+
+
+def _whole_stream_set(store, spec, max_events):
+    """The evaluation set built from the whole stream in memory: the definition the streamed build matches."""
+    from dgbench.tasks.link import _rng, _counts
+    stop, ranges = stream_ranges(store, max_events)
+    cols = store.events(0, stop)
+    src, dst, t = cols["src"].astype(np.int64), cols["dst"].astype(np.int64), cols["t"].astype(np.float64)
+    arrays = {}
+    for split in ("val", "test"):
+        start, end = ranges[split]
+        before = ns.Before.of(src[:start], dst[:start], store.num_nodes)
+        part = ns.StreamSplit(src, dst, t, store.num_nodes, start, end, np.unique(dst), before)
+        neg = ns.stream_negatives(spec.strategy, part, spec.negatives, _rng(spec, split))
+        arrays.update({f"{split}_src": src[start:end], f"{split}_dst": dst[start:end], f"{split}_t": t[start:end],
+                       f"{split}_negative_src": neg.src, f"{split}_negatives": neg.dst,
+                       f"{split}_new_node": ns.stream_new_nodes(part)})
+        _counts(neg.dst, arrays[f"{split}_new_node"])
+    return arrays
+
+
+@pytest.fixture(scope="module")
+def tied_stream(tmp_path_factory):
+    """Integer times with long runs of ties, so runs straddle the split edges and the read blocks."""
+    from dgbench.store.write import EdgeStreamStoreWriter
+    rng = np.random.default_rng(5)
+    count, n = 3000, 40
+    t = np.sort(rng.integers(0, 60, count))
+    with EdgeStreamStoreWriter(tmp_path_factory.mktemp("tied") / "t.zarr", num_nodes=n, directed=True,
+                               provenance={"source": "test"}) as writer:
+        writer.append_events(rng.integers(0, n, count), rng.integers(0, n, count), t)
+        path = writer.close()
+    return open_store(path)
+
+
+@pytest.mark.parametrize("strategy", ns.STRATEGIES)
+@pytest.mark.parametrize("max_events", [None, 2100])
+def test_a_stream_set_read_in_blocks_equals_the_one_built_from_the_whole_stream(tied_stream, strategy,
+                                                                                 max_events, monkeypatch):
+    import dgbench.tasks.link as link
+    spec = EvaluationSpec("link-prediction", strategy, K)
+    expected = _whole_stream_set(tied_stream, spec, max_events)
+    _, ranges = stream_ranges(tied_stream, max_events)
+    t = tied_stream.read("t").astype(np.float64)
+    for split in ("val", "test"):  # the split edges fall inside runs of ties, or the test checks nothing
+        start, end = ranges[split]
+        assert t[start - 1] == t[start]
+    monkeypatch.setattr(link, "TIE_READ", 5)  # tie runs span several reads
+    for read_events in (7, 1000, 10**6):
+        arrays, _ = build_stream_set(tied_stream, spec, max_events, read_events=read_events)
+        for name, value in expected.items():
+            np.testing.assert_array_equal(arrays[name], value, err_msg=f"{name}, blocks of {read_events}")

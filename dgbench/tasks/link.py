@@ -53,25 +53,106 @@ def stream_ranges(store: EdgeStreamStore, max_events: int | None = None) -> tupl
     return stop, ranges
 
 
-def build_stream_set(store: EdgeStreamStore, spec: EvaluationSpec, max_events: int | None
-                     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+READ_EVENTS = 1 << 22  # events read at a time while building a stream's evaluation set
+TIE_READ = 1 << 16  # timestamps read at a time when looking for the events tied with a split's edge
+
+
+def build_stream_set(store: EdgeStreamStore, spec: EvaluationSpec, max_events: int | None,
+                     read_events: int = READ_EVENTS) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The evaluation set of a stream, in one pass over the store in blocks of ``read_events``: held at
+    once are each split's events (with those tied to its edge timestamps) and what the events before it
+    left behind (``ns.Before``), never the whole stream. Equal, array for array, to building it from the
+    whole stream in memory."""
     stop, ranges = stream_ranges(store, max_events)
-    columns = store.events(0, stop)
-    src, dst, t = (columns["src"].astype(np.int64), columns["dst"].astype(np.int64),
-                   columns["t"].astype(np.float64))
-    pool = np.unique(dst)
+    pool = _destination_pool(store, stop, read_events)
+    prefix = _PrefixSummary(store, store.num_nodes, pairs=spec.strategy != ns.RANDOM, read_events=read_events)
     arrays: dict[str, np.ndarray] = {}
     details: dict[str, Any] = {"events": stop, "splits": {}}
     for split in EVAL_SPLITS:
         start, end = ranges[split]
-        part = ns.StreamSplit(src, dst, t, store.num_nodes, start, end, pool)
+        before = prefix.up_to(start)
+        lo, hi = _tied_window(store, start, end, stop)
+        src, dst, t = _read_events(store, lo, hi)
+        part = ns.StreamSplit(src, dst, t, store.num_nodes, start - lo, end - lo, pool, before)
         negatives = ns.stream_negatives(spec.strategy, part, spec.negatives, _rng(spec, split))
-        arrays.update({f"{split}_events": np.arange(start, end, dtype=np.int64), f"{split}_src": src[start:end],
-                       f"{split}_dst": dst[start:end], f"{split}_t": t[start:end],
+        rows = slice(start - lo, end - lo)
+        arrays.update({f"{split}_events": np.arange(start, end, dtype=np.int64), f"{split}_src": src[rows],
+                       f"{split}_dst": dst[rows], f"{split}_t": t[rows],
                        f"{split}_negative_src": negatives.src, f"{split}_negatives": negatives.dst,
                        f"{split}_new_node": ns.stream_new_nodes(part)})
         details["splits"][split] = _counts(negatives.dst, arrays[f"{split}_new_node"])
     return arrays, details
+
+
+def _read_events(store: EdgeStreamStore, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """src, dst (int64) and t (float64) of events [start, stop)."""
+    return (store.read("src", start, stop).astype(np.int64), store.read("dst", start, stop).astype(np.int64),
+            store.read("t", start, stop).astype(np.float64))
+
+
+def _destination_pool(store: EdgeStreamStore, stop: int, read_events: int) -> np.ndarray:
+    """The random strategy's pool: every destination of the events used, ascending."""
+    marked = np.zeros(store.num_nodes, dtype=bool)
+    for lo in range(0, stop, read_events):
+        marked[store.read("dst", lo, min(lo + read_events, stop))] = True
+    return np.flatnonzero(marked).astype(np.int64)
+
+
+def _tied_window(store: EdgeStreamStore, start: int, end: int, stop: int) -> tuple[int, int]:
+    """Events [lo, hi) ⊇ [start, end): the split and every used event sharing its first or last timestamp
+    (they share groups with the split's positives; events are time-sorted, so they lie at its edges)."""
+    if start >= end:
+        return start, end
+    lo, first = start, float(store.read("t", start, start + 1)[0])
+    while lo > 0:
+        block = store.read("t", max(0, lo - TIE_READ), lo).astype(np.float64)
+        tied = len(block) - int(np.searchsorted(block, first, "left"))
+        lo -= tied
+        if tied < len(block):
+            break
+    hi, last = end, float(store.read("t", end - 1, end)[0])
+    while hi < stop:
+        block = store.read("t", hi, min(stop, hi + TIE_READ)).astype(np.float64)
+        tied = int(np.searchsorted(block, last, "right"))
+        hi += tied
+        if tied < len(block):
+            break
+    return lo, hi
+
+
+class _PrefixSummary:
+    """``ns.Before`` of a growing prefix of the stream, read forward in blocks once."""
+
+    def __init__(self, store: EdgeStreamStore, num_nodes: int, *, pairs: bool, read_events: int) -> None:
+        self.store, self.read_events, self.width = store, read_events, np.int64(num_nodes)
+        self.seen = np.zeros(num_nodes, dtype=bool)
+        self.pairs: np.ndarray | None = np.empty(0, np.int64) if pairs else None
+        self.pending: list[np.ndarray] = []
+        self.position = 0
+
+    def up_to(self, position: int) -> ns.Before:
+        for lo in range(self.position, position, self.read_events):
+            hi = min(lo + self.read_events, position)
+            src, dst = self.store.read("src", lo, hi), self.store.read("dst", lo, hi)
+            self.seen[src] = True
+            self.seen[dst] = True
+            if self.pairs is not None:
+                self._add_pairs(np.unique(src.astype(np.int64) * self.width + dst))
+        self.position = max(self.position, position)
+        self._merge()
+        return ns.Before(self.seen.copy(), None if self.pairs is None else self.pairs.copy())
+
+    def _add_pairs(self, keys: np.ndarray) -> None:
+        """Distinct pairs merged once the pending ones outgrow those merged (amortised linear)."""
+        self.pending.append(keys)
+        assert self.pairs is not None
+        if sum(len(k) for k in self.pending) > max(len(self.pairs), self.read_events):
+            self._merge()
+
+    def _merge(self) -> None:
+        if self.pairs is not None and self.pending:
+            self.pairs = np.unique(np.concatenate([self.pairs, *self.pending]))
+        self.pending = []
 
 
 def _counts(negatives: np.ndarray, new_node: np.ndarray) -> dict[str, Any]:

@@ -76,8 +76,27 @@ def _shared(values: np.ndarray, n: int) -> Ranges:
 # --------------------------------------------------------------------------- event streams
 
 @dataclass(frozen=True)
+class Before:
+    """What the events before a split leave behind: which vertices they touched and, where a strategy
+    needs them, their distinct pairs (``src·N + dst``, ascending; ``None`` when not gathered)."""
+
+    seen: np.ndarray  # bool per vertex
+    pairs: np.ndarray | None
+
+    @classmethod
+    def of(cls, src: np.ndarray, dst: np.ndarray, num_nodes: int, *, pairs: bool = True) -> Before:
+        seen = np.zeros(num_nodes, dtype=bool)
+        seen[src] = True
+        seen[dst] = True
+        keys = np.unique(src.astype(np.int64) * np.int64(num_nodes) + dst) if pairs else None
+        return cls(seen, keys)
+
+
+@dataclass(frozen=True)
 class StreamSplit:
-    """The events of a stream and the split being evaluated: events ``[start, stop)``."""
+    """The split being evaluated: rows ``[start, stop)`` of the given events, which need hold only the
+    split and the events sharing a timestamp with it (the whole stream does as well), and ``before``,
+    what every event before the split left behind."""
 
     src: np.ndarray
     dst: np.ndarray
@@ -86,6 +105,7 @@ class StreamSplit:
     start: int
     stop: int
     pool: np.ndarray  # destination pool of the random strategy (sorted, distinct)
+    before: Before
 
     @property
     def keys(self) -> np.ndarray:
@@ -117,7 +137,9 @@ def stream_negatives(strategy: str, split: StreamSplit, k: int, rng: np.random.G
         return Negatives(src, dst)
     keys = split.keys
     now = _groups(time_rank.astype(np.int64), keys, rows)
-    observed = np.unique(keys[:split.start])
+    observed = split.before.pairs
+    if observed is None:
+        raise ValueError(f"{strategy} negatives need the pairs observed before the split")
     if strategy == HISTORICAL:
         return _decode(draw(_shared(observed, n), now, k, rng), width)
     return _decode(draw(_inductive_candidates(split, observed), now, k, rng), width)
@@ -139,10 +161,7 @@ def _inductive_candidates(split: StreamSplit, observed: np.ndarray) -> Ranges:
 
 def stream_new_nodes(split: StreamSplit) -> np.ndarray:
     """Per positive: an endpoint never seen in O_S (the inductive / new-node setting of TGN and DyGLib)."""
-    seen = np.zeros(split.num_nodes, dtype=bool)
-    seen[split.src[:split.start]] = True
-    seen[split.dst[:split.start]] = True
-    inside = slice(split.start, split.stop)
+    seen, inside = split.before.seen, slice(split.start, split.stop)
     return ~seen[split.src[inside]] | ~seen[split.dst[inside]]
 
 
