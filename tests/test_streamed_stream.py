@@ -121,10 +121,11 @@ def test_streamed_stream_refuses_whole_history_samplers(stream_store: Path) -> N
             neighbor_sampler(streamed, strategy, 5)
 
 
-def _run(store: Path, out: Path, **options: object) -> dict:
+def _run(store: Path, out: Path, scheme: str = "single", nproc: int = 1, epochs: int = 2, model: str = "tgn",
+         **options: object) -> dict:
     from dgbench.trainers.config import RunConfig
     from dgbench.trainers.experiment import run_experiments
-    config = RunConfig("single", "tgn", store, nproc=1, out=out, extra={"dtype": "float64"}, epochs=2,
+    config = RunConfig(scheme, model, store, nproc=nproc, out=out, extra={"dtype": "float64"}, epochs=epochs,
                        batch_size=200, memory_dim=16, neighbors=5, seed=3, **options)
     return run_experiments([config])[0]
 
@@ -151,3 +152,27 @@ def test_max_batches_bounds_every_pass(stream_store: Path, tmp_path: Path) -> No
 def test_a_streamed_run_refuses_what_reads_the_whole_stream(stream_store: Path, tmp_path: Path) -> None:
     with pytest.raises(DgbenchError, match="--sampler recent"):
         _run(stream_store, tmp_path, stream_budget=0.0, sampler="uniform")
+
+
+@pytest.mark.parametrize("scheme,options", [("depcache", {}), ("depcomm", {"partition": "range"}),
+                                            ("sven", {"partition": "reflexbicut", "protocol": "batch"})])
+def test_the_distributed_schemes_train_a_streamed_stream_like_the_loaded_one(stream_store: Path, tmp_path: Path,
+                                                                               scheme: str, options: dict) -> None:
+    """Two ranks, each reading its own stream chunk by chunk; the pre-sampling pass (Sven's Re-FlexBiCut
+    graph) plans with the bounded rings: the same partition, losses and metrics as the loaded stream."""
+    loaded = _run(stream_store, tmp_path / "a", scheme, nproc=2, epochs=1, **options)
+    streamed = _run(stream_store, tmp_path / "b", scheme, nproc=2, epochs=1, stream_budget=0.0, **options)
+    assert streamed["extra"]["stream_source"]["source"] == "streamed"
+    assert loaded["extra"]["stream_source"]["source"] == "memory"
+    for key in ("paper_eta", "paper_volume_bytes", "balance", "per_rank_counters"):  # the pre-sampled partition
+        assert streamed["extra"][key] == loaded["extra"][key], key
+    np.testing.assert_allclose([e["loss"] for e in streamed["epochs"]], [e["loss"] for e in loaded["epochs"]],
+                               rtol=1e-9)
+    assert streamed["final_metrics"]["test"]["ap"] == pytest.approx(loaded["final_metrics"]["test"]["ap"], abs=1e-9)
+
+
+def test_a_streamed_stream_refuses_a_partitioner_that_reads_every_event(stream_store: Path, tmp_path: Path) -> None:
+    with pytest.raises(DgbenchError, match="minmax-greedy partitioner reads every training event"):
+        _run(stream_store, tmp_path, "sven", nproc=2, stream_budget=0.0, partition="minmax-greedy")
+    with pytest.raises(DgbenchError, match="--scheme tgcn: .*reads the whole stream"):
+        _run(stream_store, tmp_path, "tgcn", nproc=2, stream_budget=0.0, model="dygnn")

@@ -143,6 +143,11 @@ class ContinuousScheme(Scheme[OptionsT, "StreamProblem"]):
     def partition(self, problem: StreamProblem, parts: int, options: OptionsT) -> Partition:
         return NO_PARTITION
 
+    def streamed_refusal(self, options: OptionsT) -> str:
+        """Why the scheme cannot train a stream read chunk by chunk (a stream over --stream-budget), or ""
+        where its partition and driver read no whole-stream arrays (docs/continuous-training.md)."""
+        return "its partition or driver reads the whole stream"
+
     def assign_events(self, partition: Partition, rank: int, world_size: int) -> EventAssignment:
         """Which events of a batch this rank computes; default: all of them (one rank)."""
         return lambda src: np.ones(len(src), dtype=bool)

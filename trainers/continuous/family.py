@@ -48,7 +48,6 @@ DEFAULT_STREAM_BUDGET_GIB = 4.0
 # concatenations) holds as much again (measured: 174-177 bytes per event at 5M and 20M events, docs/
 # continuous-training.md); beside 4 bytes per edge-feature value
 IN_MEMORY_BYTES_PER_EVENT = 2 * (3 * 8 + 2 * 4 * 8)
-STREAMING_SCHEMES = ("single",)  # schemes whose partition and driver read no whole-stream arrays
 
 
 @dataclass(frozen=True)
@@ -126,9 +125,11 @@ def _check_streamed(run: ResolvedRun) -> None:
     task = run.task
     assert isinstance(task, TaskOptions)
     why = f"the stream exceeds --stream-budget {task.stream_budget:g} GiB and is read chunk by chunk"
-    if run.scheme.name not in STREAMING_SCHEMES:
-        raise DgbenchError(f"--scheme {run.scheme.name}: {why}; its partition reads the whole stream "
-                           f"(streamed schemes: {', '.join(STREAMING_SCHEMES)}), or raise --stream-budget")
+    scheme = run.scheme
+    assert isinstance(scheme, ContinuousScheme)
+    refusal = scheme.streamed_refusal(run.scheme_options)
+    if refusal:
+        raise DgbenchError(f"--scheme {scheme.name}: {why}; {refusal}, raise --stream-budget")
     if task.sampler != "recent":
         raise DgbenchError(f"--sampler {task.sampler}: {why}; only --sampler recent keeps bounded state "
                            f"(docs/continuous-training.md), or raise --stream-budget")

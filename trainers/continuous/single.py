@@ -19,6 +19,9 @@ class Single(ContinuousScheme[NoOptions]):
     def partition(self, problem: StreamProblem, parts: int, options: NoOptions) -> Partition:
         return range_owners(problem.stream, parts)
 
+    def streamed_refusal(self, options: NoOptions) -> str:
+        return ""
+
     def node_state(self, ctx: DistContext, layout: StateLayout, partition: Partition, options: NoOptions) -> NodeState:
         assert partition.owner is not None
         return ResidentState(ctx, layout, partition.owner)

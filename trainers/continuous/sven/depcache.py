@@ -26,6 +26,9 @@ class DepCache(ContinuousScheme[NoOptions]):
         # nothing is partitioned; range owners only label "remote" in the per-rank Eq. 1 counters
         return partition_nodes(problem, parts, "range", 1)
 
+    def streamed_refusal(self, options: NoOptions) -> str:
+        return ""
+
     def assign_events(self, partition: Partition, rank: int, world_size: int) -> EventAssignment:
         return even_split(world_size, rank)
 

@@ -13,8 +13,7 @@ import numpy as np
 
 from dgbench.trainers.continuous.sven import formulas
 from dgbench.trainers.continuous.traffic import CommVolume, redundancy
-from dgbench.trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, StreamProblem
-from dgbench.trainers.continuous.sampler import TemporalSampler
+from dgbench.trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, StreamProblem, neighbor_sampler
 from dgbench.trainers.contract import EventAssignment, Partition
 
 # vertex partitioners of N&M: range, HPDC's interval, Alg. 3, and our earlier heuristic under its own name
@@ -56,8 +55,8 @@ def pre_sample(problem: StreamProblem, parts: int) -> PreSample:
     moved (Alg. 2 within each batch) and per batch Eq. 1's N and eta."""
     stream = problem.stream
     sampled = problem.neighbors > 0 and (problem.fetch_neighbors or problem.deliver_to_neighbors)
-    sampler = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes,
-                              decay=problem.sampler_decay) if sampled else None
+    sampler = neighbor_sampler(stream, problem.sampler, problem.neighbors, problem.sampler_decay,
+                               keep_features=False) if sampled else None
     planner = BatchPlanner(stream, sampler, problem.neighbors, problem.sampler, problem.seed,
                            lambda src: np.ones(len(src), dtype=bool), lambda ids: None,
                            fetch_neighbors=problem.fetch_neighbors, deliver_to_neighbors=problem.deliver_to_neighbors,
@@ -103,6 +102,14 @@ def _share_needed(planner: BatchPlanner, plan: BatchPlan, bounds: tuple[int, int
         return plan.needed_ids[(plan.event_of_needed >= lo) & (plan.event_of_needed < hi)]
     own = dataclasses.replace(planner, assign=even_split(parts, trainer))
     return own.plan(plan.split, plan.index, *bounds).needed_ids
+
+
+def streamed_partition_refusal(method: str) -> str:
+    """Why ``method`` cannot partition a stream read chunk by chunk ("" where it can: the pre-sampling pass
+    plans batch by batch with the bounded ``recent`` rings, as training does)."""
+    if method == "minmax-greedy":
+        return "the minmax-greedy partitioner reads every training event at once (use range, interval or reflexbicut)"
+    return ""
 
 
 def partition_nodes(problem: StreamProblem, parts: int, method: str, interval: int) -> Partition:
