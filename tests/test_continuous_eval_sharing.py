@@ -167,6 +167,37 @@ def test_historical_candidates_embed_each_vertex_and_time_once(stream_store, mod
     assert embedded == pairs
     assert sampled == (pairs if sampler is not None else [])
     assert sum(pairs) < sum(roots)
+    if sampler is not None:  # a uniform draw per root: equal pairs may sample differently, so no sharing
+        uniform = replace(trainer.planner, strategy="uniform")
+        assert all(plan.root_index is None for plan in Prefetcher(uniform, "val", 200, depth=0))
+
+
+@pytest.mark.parametrize("model_name", ["tgn", "apan"])
+def test_shared_roots_leave_the_memory_and_scores_of_a_root_per_endpoint(stream_store, model_name):
+    """A whole historical validation pass (scores, then each batch's write-back; APAN also mails the endpoints'
+    sampled neighbours) with and without (vertex, time) sharing, from the same trained state: the same
+    logits and the same N&M table after it."""
+    from dgbench.tasks.link import link_prediction_set
+    from dgbench.trainers.continuous.data import Prefetcher
+
+    trainer = _trainer(stream_store, model_name)
+    trainer.train_epoch(0, PhaseTimer())
+    trainer.model.eval()
+    evaluation = link_prediction_set(stream_store, "historical", 5)
+    trainer.planner.candidates = {"val": (evaluation.get("val", "negative_src"), evaluation.get("val", "negatives"))}
+    kept = trainer.scoring_state()
+    passes = {}
+    for share in (False, True):
+        trainer.restore_scoring_state(kept)
+        trainer.planner.share_roots = share
+        with torch.no_grad():
+            plans = list(Prefetcher(trainer.planner, "val", 200, depth=0))
+            logits = [trainer._score_candidates(plan) for plan in plans]
+        assert all((plan.root_index is not None) == share for plan in plans)
+        passes[share] = torch.cat(logits), trainer.state.table.clone()
+    torch.testing.assert_close(passes[True][0], passes[False][0], rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(passes[True][1], passes[False][1], rtol=1e-6, atol=1e-7)
+    assert not torch.equal(passes[True][1], kept[1])  # the pass wrote memory back
 
 
 @pytest.mark.parametrize("block", [64, 2048])
