@@ -17,6 +17,9 @@ Quiet-host command (the numbers in docs/performance.md)::
     DGBENCH_EFFICIENCY_EVENTS=0 DGBENCH_EFFICIENCY_ROUNDS=3 .venv/bin/python -m pytest -p no:cacheprovider \\
         benchmarks/test_continuous_efficiency.py --benchmark-disable -s
 
+``test_evaluation_with_and_without_shared_roots`` (TGN, historical and random negatives) scores each round's
+trained state twice, with and without shared (vertex, time) roots, alternating which goes first.
+
 ``DGBENCH_EFFICIENCY_EVENTS``: events of the real Wikipedia stream (default 20,000, 3,000 under
 ``DGBENCH_BENCH_QUICK``; 0 = all 157,474); a generated stream stands in where the real-data folder is
 absent. ``DGBENCH_EFFICIENCY_ROUNDS`` (default 3, 1 when quick). ``DGBENCH_EFFICIENCY_MODELS``: comma list
@@ -199,3 +202,40 @@ def test_cost_per_root_and_candidate(benchmark, efficiency_store, case):
           f"{100 * result['train_gemm_fraction_of_ceiling']:.1f} % of it")
     assert result["gemm_flops_per_train_step"] > 0 and result["ceiling_gflops_per_cpu_s"]["median"] > 0
     assert result["train_roots"] > 0 and result["eval_candidates"] > 0
+
+
+def shared_roots_round(store: Path, model: str, negatives: str, shared_first: bool) -> dict[str, float]:
+    """One round: a fresh trainer's training epoch (CPU per root), then validation + test scored twice from the
+    same trained state (CPU per candidate), with each distinct (vertex, time) root embedded once ("shared") and
+    with a root per candidate endpoint, in alternating order (docs/performance.md, "Distinct (vertex, time) roots")."""
+    trainer = fresh_trainer(store, model, negatives)
+    roots, candidates = work_of(trainer)
+    out = {"train_per_root_us": cpu_seconds(lambda: trainer.train_epoch(0, PhaseTimer())) / roots * 1e6}
+    trained = trainer.scoring_state()
+    for shared in ((True, False) if shared_first else (False, True)):
+        trainer.restore_scoring_state(trained)
+        trainer.planner.share_roots = shared
+        side = "shared" if shared else "per_endpoint"
+        out[f"eval_{side}_per_candidate_us"] = cpu_seconds(trainer.evaluate) / candidates * 1e6
+    return out
+
+
+@pytest.mark.parametrize("case", ["tgn:historical", "tgn:random"])
+def test_evaluation_with_and_without_shared_roots(benchmark, efficiency_store, case):
+    if case not in SELECTED:
+        pytest.skip(f"{case} not in DGBENCH_EFFICIENCY_MODELS")
+    model, negatives = case.split(":")
+    load_before = os.getloadavg()[0]
+    rounds = benchmark.pedantic(lambda: [shared_roots_round(efficiency_store, model, negatives, i % 2 == 1)
+                                         for i in range(ROUNDS)], rounds=1, iterations=1)
+    figures = {key: spread([r[key] for r in rounds]) for key in rounds[0]}
+    for side in ("shared", "per_endpoint"):
+        figures[f"ratio_{side}"] = spread([r[f"eval_{side}_per_candidate_us"] / r["train_per_root_us"] for r in rounds])
+    benchmark.extra_info.update(figures, load_average=[load_before, os.getloadavg()[0]])
+    print(f"\n{model} ({negatives} negatives), {EVENTS or 'all'} events, {ROUNDS} rounds, 1 thread, load average "
+          f"{load_before:.2f}->{os.getloadavg()[0]:.2f}: training CPU per root "
+          f"{show(figures['train_per_root_us'])} us; "
+          f"evaluation CPU per candidate, shared (vertex, time) roots {show(figures['eval_shared_per_candidate_us'])} "
+          f"us (ratio {show(figures['ratio_shared'])}), a root per endpoint "
+          f"{show(figures['eval_per_endpoint_per_candidate_us'])} us (ratio {show(figures['ratio_per_endpoint'])})")
+    assert all(value > 0 for r in rounds for value in r.values())

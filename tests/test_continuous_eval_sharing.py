@@ -3,6 +3,8 @@ read, embedding and projection, and the no-gradient kernels (blocked memory upda
 the scores of the training kernels (docs/performance.md, "Continuous-time cost per unit of work")."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -25,9 +27,18 @@ def _trainer(store, model: str):
     return build_trainer(ctx, run, run.scheme.partition(problem, 1, run.scheme_options), problem)
 
 
+def _unshared_plans(trainer, split: str):
+    """The split's plans with one root per candidate endpoint (no (vertex, time) sharing), one at a time."""
+    from dgbench.trainers.continuous.data import Prefetcher
+
+    return Prefetcher(replace(trainer.planner, share_roots=False), split, trainer.options.batch_size, depth=0)
+
+
 def _reference_scores(trainer, plan) -> np.ndarray:
     """The candidates' logits the straightforward way: views and embeddings through the training kernels
-    (gradient on: no blocks), the predictor called once per candidate block with its own source rows."""
+    (gradient on: no blocks) of a plan with a root per candidate endpoint, the predictor called once per
+    candidate block with its own source rows."""
+    assert plan.root_index is None
     model, b = trainer.model, len(plan.events)
     with torch.enable_grad():
         views, rows = trainer._views(plan)
@@ -57,8 +68,8 @@ def test_candidate_scores_equal_the_training_kernels(stream_store, monkeypatch, 
     trainer.planner.candidates = {"val": (evaluation.get("val", "negative_src"), evaluation.get("val", "negatives"))}
     batches = 0
     with torch.no_grad():
-        for plan in Prefetcher(trainer.planner, "val", 200, depth=0):
-            want = _reference_scores(trainer, plan)  # before the batch's write-back
+        for plan, unshared in zip(Prefetcher(trainer.planner, "val", 200, depth=0), _unshared_plans(trainer, "val")):
+            want = _reference_scores(trainer, unshared)  # before the batch's write-back
             got = trainer._score_candidates(plan).numpy()
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
             assert plan.fixed_source == (strategy == "random")
@@ -67,9 +78,10 @@ def test_candidate_scores_equal_the_training_kernels(stream_store, monkeypatch, 
 
 
 def test_each_event_source_is_sampled_read_embedded_and_projected_once(stream_store):
-    """K = 6 negatives of the random strategy: the sampler gets 2 + K queries per event (source, destination,
-    each negative destination; not 2 per candidate), the view function each distinct vertex's row once and
-    each distinct (vertex, time) query once, the predictor's source projection one row per event."""
+    """K = 6 negatives of the random strategy: the sampler gets one query per distinct (vertex, time) root
+    among the 2 + K per event (source, destination, each negative destination; not 2 per candidate), the view
+    function each distinct vertex's row once and each distinct (vertex, time) query once, the predictor's
+    source projection one row per event."""
     from dgbench.tasks.link import link_prediction_set
     from dgbench.trainers.continuous.data import Prefetcher
 
@@ -95,19 +107,97 @@ def test_each_event_source_is_sampled_read_embedded_and_projected_once(stream_st
     for side in projected:
         getattr(trainer.model.predictor, side).register_forward_hook(
             lambda module, args, output, side=side: projected.__setitem__(side, projected[side] + len(args[0])))
-    sizes = []
+    sizes, pairs = [], []
     with torch.no_grad():
         for plan in Prefetcher(trainer.planner, "val", 200, depth=0):  # planning samples the batch's roots
             before = len(view_rows)
             trainer._score_candidates(plan)
             sizes.append(len(plan.events))
+            pairs.append(_distinct_root_pairs(trainer, plan))
             ids, times = plan.needed_ids, plan.query_times
             assert view_rows[before:] == [len(np.unique(ids))]
             assert view_queries[before:] == [len(np.unique(np.stack([ids, times]), axis=1).T)]
-    assert sampled == [(2 + k) * b for b in sizes]
+    assert sampled == pairs
+    assert all(p <= (2 + k) * b for p, b in zip(pairs, sizes))
     events = sum(sizes)
     assert events > 0
     assert projected == {"src": events, "dst": (1 + k) * events}
+
+
+def _distinct_root_pairs(trainer, plan) -> int:
+    """Distinct (vertex, event time) pairs among the plan's roots [src, dst, negatives...]."""
+    times = np.tile(trainer.stream.t[plan.events], len(plan.roots) // len(plan.events))
+    return len(np.unique(np.stack([plan.roots, times]), axis=1).T)
+
+
+@pytest.mark.parametrize("model_name", ["tgn", "jodie"])
+def test_historical_candidates_embed_each_vertex_and_time_once(stream_store, model_name):
+    """Historical negatives ([src, dst, K·src', K·dst'] roots, seen pairs that share endpoints with the positive
+    and with each other): the model embeds, and the sampler queries, one root per distinct (vertex, event
+    time) pair of the batch, fewer than its 2 + 2K roots per event."""
+    from dgbench.tasks.link import link_prediction_set
+    from dgbench.trainers.continuous.data import Prefetcher
+
+    trainer = _trainer(stream_store, model_name)
+    trainer.train_epoch(0, PhaseTimer())
+    trainer.model.eval()
+    k = 5
+    evaluation = link_prediction_set(stream_store, "historical", k)
+    trainer.planner.candidates = {"val": (evaluation.get("val", "negative_src"), evaluation.get("val", "negatives"))}
+    embedded, sampled, embed = [], [], trainer.model.embed
+
+    def counting_embed(inputs, root_view, root_t, neighbor_view):
+        embedded.append(len(root_view))
+        return embed(inputs, root_view, root_t, neighbor_view)
+
+    object.__setattr__(trainer.model, "embed", counting_embed)
+    sampler = trainer.planner.sampler
+    if sampler is not None:
+        def counting_sample(nodes, times, *args, **kwargs):
+            sampled.append(len(nodes))
+            return type(sampler).sample(sampler, nodes, times, *args, **kwargs)
+        object.__setattr__(sampler, "sample", counting_sample)
+    pairs, roots = [], []
+    with torch.no_grad():
+        for plan in Prefetcher(trainer.planner, "val", 200, depth=0):
+            assert not plan.fixed_source and plan.candidates == k
+            trainer._score_candidates(plan)
+            pairs.append(_distinct_root_pairs(trainer, plan))
+            roots.append(len(plan.roots))
+    assert embedded == pairs
+    assert sampled == (pairs if sampler is not None else [])
+    assert sum(pairs) < sum(roots)
+    if sampler is not None:  # a uniform draw per root: equal pairs may sample differently, so no sharing
+        uniform = replace(trainer.planner, strategy="uniform")
+        assert all(plan.root_index is None for plan in Prefetcher(uniform, "val", 200, depth=0))
+
+
+@pytest.mark.parametrize("model_name", ["tgn", "apan"])
+def test_shared_roots_leave_the_memory_and_scores_of_a_root_per_endpoint(stream_store, model_name):
+    """A whole historical validation pass (scores, then each batch's write-back; APAN also mails the endpoints'
+    sampled neighbours) with and without (vertex, time) sharing, from the same trained state: the same
+    logits and the same N&M table after it."""
+    from dgbench.tasks.link import link_prediction_set
+    from dgbench.trainers.continuous.data import Prefetcher
+
+    trainer = _trainer(stream_store, model_name)
+    trainer.train_epoch(0, PhaseTimer())
+    trainer.model.eval()
+    evaluation = link_prediction_set(stream_store, "historical", 5)
+    trainer.planner.candidates = {"val": (evaluation.get("val", "negative_src"), evaluation.get("val", "negatives"))}
+    kept = trainer.scoring_state()
+    passes = {}
+    for share in (False, True):
+        trainer.restore_scoring_state(kept)
+        trainer.planner.share_roots = share
+        with torch.no_grad():
+            plans = list(Prefetcher(trainer.planner, "val", 200, depth=0))
+            logits = [trainer._score_candidates(plan) for plan in plans]
+        assert all((plan.root_index is not None) == share for plan in plans)
+        passes[share] = torch.cat(logits), trainer.state.table.clone()
+    torch.testing.assert_close(passes[True][0], passes[False][0], rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(passes[True][1], passes[False][1], rtol=1e-6, atol=1e-7)
+    assert not torch.equal(passes[True][1], kept[1])  # the pass wrote memory back
 
 
 @pytest.mark.parametrize("block", [64, 2048])

@@ -77,7 +77,8 @@ def test_one_pass_scoring_of_k_negatives_equals_the_forward_pass_per_negative(st
 @pytest.mark.parametrize("strategy", ["random", "historical"])
 def test_every_negative_pair_is_scored_with_its_own_source_and_destination(stream_store, strategy):
     """Embeddings replaced by the root's vertex id and the predictor by a pair code: each score names
-    the pair it scored, so the roots' layout ([src, dst, K·src', K·dst'] or [src, dst, K·dst']) is checked."""
+    the pair it scored, so the roots' layout ([src, dst, K·src', K·dst'] or [src, dst, K·dst'], gathered from
+    the distinct (vertex, time) roots) is checked."""
     from dgbench.dist import Comm, DistContext
     from dgbench.tasks.link import link_prediction_set
     from dgbench.trainers.continuous.data import Prefetcher
@@ -94,8 +95,9 @@ def test_every_negative_pair_is_scored_with_its_own_source_and_destination(strea
     trainer.planner.candidates = {"test": (neg_src, neg_dst)}
     plan = next(iter(Prefetcher(trainer.planner, "test", 150, depth=0)))
     assert plan.fixed_source == (strategy == "random")
+    # each embedded root (the first needed positions: one per root, or per distinct (vertex, time) root) -> its id
     object.__setattr__(trainer.model, "embed", lambda inputs, views, t, nbr: torch.from_numpy(
-        plan.roots.astype(np.float64))[:, None])
+        plan.needed_ids[:len(views)].astype(np.float64))[:, None])
     predictor = trainer.model.predictor  # logit relu(width·a + b) of embeddings a, b: the pair's code
     object.__setattr__(predictor, "src", lambda a: a * width)
     object.__setattr__(predictor, "dst", lambda b: b)

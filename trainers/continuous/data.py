@@ -23,7 +23,7 @@ from dgbench.errors import DgbenchError
 from dgbench.store import EdgeStreamStore
 from dgbench.trainers.continuous.ring import RecentRing
 from dgbench.trainers.continuous.sampler import SampledNeighbors, TemporalSampler
-from dgbench.trainers.continuous.state import FetchRoute
+from dgbench.trainers.continuous.state import FetchRoute, distinct_queries
 from dgbench.trainers.continuous.streamed import (ReadCounter, distinct_destinations, streamed_columns,
                                                   streamed_gap_statistics)
 
@@ -139,8 +139,9 @@ class BatchPlan:
     # keep the event's source (then the roots are [src, dst, K·dst'] instead of [src, dst, K·src', K·dst'])
     candidates: int = 0
     fixed_source: bool = True
-    # --protocol batch: each root's position among the distinct roots (the first needed positions), and
-    # the time they are queried at (the batch's first event time); None under tgl (a root per event)
+    # each root's position among the distinct roots (the first needed positions) and the time each is
+    # queried at: under --protocol batch the distinct vertices at the batch's first event time; in a tgl
+    # evaluation batch the distinct (vertex, event time) pairs; None otherwise (a root per event endpoint)
     root_index: np.ndarray | None = None
     root_times: np.ndarray | None = None
 
@@ -172,6 +173,9 @@ class BatchPlanner:
     candidates: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     protocol: str = TGL
     max_batches: int | None = None  # --max-batches: each pass plans at most this many batches
+    # evaluation batches (``candidates``) under tgl: one root per distinct (vertex, query time) pair where
+    # that keeps every score (:meth:`_roots_shareable`); False: one root per candidate endpoint
+    share_roots: bool = True
 
     def batch_bounds(self, split: str, batch_size: int) -> list[tuple[int, int]]:
         a, b = self.stream.ranges[split]
@@ -201,6 +205,9 @@ class BatchPlanner:
             return self._batch_plan(split, index, start, size, positions, events, src, dst, negatives, roots,
                                     candidates, fixed_source)
         root_t = np.tile(s.t[events], count)
+        if split in self.candidates and self._roots_shareable():
+            return self._distinct_root_plan(split, index, start, stop, positions, events, src, dst, negatives,
+                                            roots, root_t, candidates, fixed_source)
         root_event = np.tile(np.arange(b), count)
         neighbors = deliveries = delivery_priority = None
         needed, query_times, event_of = roots, root_t, root_event
@@ -251,6 +258,43 @@ class BatchPlanner:
                 delivery_priority = np.broadcast_to(endpoint_priority[:, None], mask[endpoint].shape)[mask[endpoint]]
         query_times = np.full(len(needed), root_times[0] if len(root_times) else 0.0)
         return BatchPlan(split, index, size, positions, events, src, dst, negatives, neighbors, needed,
+                         query_times, self.route(needed), event_of, deliveries, delivery_priority, candidates,
+                         fixed_source, root_index, root_times)
+
+    def _roots_shareable(self) -> bool:
+        """Whether a root's embedding is a function of its (vertex, query time) alone: its view is, and so is
+        its neighbour sample under ``recent`` (the k latest events before the time) or without neighbours;
+        ``uniform`` and ``sis`` draw each root's own neighbours (its uniforms), so equal pairs may differ."""
+        return self.share_roots and (self.sampler is None or self.neighbors <= 0 or self.strategy == "recent")
+
+    def _distinct_root_plan(self, split: str, index: int, start: int, stop: int, positions: np.ndarray,
+                            events: np.ndarray, src: np.ndarray, dst: np.ndarray, negatives: np.ndarray,
+                            roots: np.ndarray, root_t: np.ndarray, candidates: int, fixed_source: bool) -> BatchPlan:
+        """An evaluation batch under ``tgl`` with each distinct (vertex, query time) root sampled, read and
+        embedded once for all the batch's 1 + K candidates (a historical negative's endpoints may be the
+        positive's, or another negative's of the same event); ``root_index`` maps each root of [src, dst,
+        negatives] to its pair, as under ``--protocol batch`` (same fields, so the loop gathers alike).
+        Scores are those of one root per candidate: the roots' embeddings are functions of their pair
+        (:meth:`_roots_shareable`). docs/performance.md, "Continuous-time cost per unit of work"."""
+        b = len(events)
+        first, root_index = distinct_queries(roots, root_t)
+        unique, root_times = roots[first], root_t[first]
+        root_event = np.tile(np.arange(b), len(roots) // max(b, 1))[first]  # an event of each pair's first root
+        neighbors = deliveries = delivery_priority = None
+        needed, query_times, event_of = unique, root_times, root_event
+        if self.sampler is not None and self.neighbors > 0:  # ``recent``: no uniforms drawn
+            neighbors = self.sampler.sample_window(start, stop, unique, root_times, self.neighbors, self.strategy)
+            mask = neighbors.mask
+            if self.fetch_neighbors:
+                needed = np.concatenate([unique, neighbors.nodes[mask]])
+                query_times = np.concatenate([root_times, np.broadcast_to(root_times[:, None], mask.shape)[mask]])
+                event_of = np.concatenate([root_event, np.broadcast_to(root_event[:, None], mask.shape)[mask]])
+            if self.deliver_to_neighbors:  # each endpoint mails its pair's sampled neighbours, row-major
+                endpoint = root_index[:2 * b]
+                endpoint_priority = np.concatenate([2 * positions, 2 * positions + 1])
+                deliveries = neighbors.nodes[endpoint][mask[endpoint]]
+                delivery_priority = np.broadcast_to(endpoint_priority[:, None], mask[endpoint].shape)[mask[endpoint]]
+        return BatchPlan(split, index, stop - start, positions, events, src, dst, negatives, neighbors, needed,
                          query_times, self.route(needed), event_of, deliveries, delivery_priority, candidates,
                          fixed_source, root_index, root_times)
 
