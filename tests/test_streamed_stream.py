@@ -162,8 +162,11 @@ def test_the_distributed_schemes_train_a_streamed_stream_like_the_loaded_one(str
     graph) plans with the bounded rings: the same partition, losses and metrics as the loaded stream."""
     loaded = _run(stream_store, tmp_path / "a", scheme, nproc=2, epochs=1, **options)
     streamed = _run(stream_store, tmp_path / "b", scheme, nproc=2, epochs=1, stream_budget=0.0, **options)
-    assert streamed["extra"]["stream_source"]["source"] == "streamed"
+    source = streamed["extra"]["stream_source"]
+    assert source["source"] == "streamed" and len(source["bytes_read_per_rank"]) == 2
+    assert all(b > 0 for b in source["bytes_read_per_rank"])
     assert loaded["extra"]["stream_source"]["source"] == "memory"
+    assert "bytes_read_per_rank" not in loaded["extra"]["stream_source"]
     for key in ("paper_eta", "paper_volume_bytes", "balance", "per_rank_counters"):  # the pre-sampled partition
         assert streamed["extra"][key] == loaded["extra"][key], key
     np.testing.assert_allclose([e["loss"] for e in streamed["epochs"]], [e["loss"] for e in loaded["epochs"]],

@@ -279,6 +279,14 @@ def stream_source(trainer: ContinuousTrainer) -> dict[str, Any]:
     return out
 
 
+def _per_rank_reads(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each rank's store bytes decoded, where ranks read their streams chunk by chunk."""
+    sources = [r.get("stream_source") or {} for r in per_rank]
+    if len(sources) < 2 or not all("bytes_read" in s for s in sources):
+        return {}
+    return {"bytes_read_per_rank": [s["bytes_read"] for s in sources]}
+
+
 def train_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, problem: StreamProblem) -> dict[str, Any]:
     """This rank's part of a run: per-epoch figures, Eq. 1/7-9 counters, losses, chosen micro-batches.
     ``config.extra["dtype"]`` may ask for float64 (exactness tests); ``extra["prefetch"]`` the queue depth."""
@@ -361,6 +369,7 @@ def record(run: ResolvedRun, per_rank: list[dict[str, Any]], started: str) -> di
              "microbatches": per_rank[0]["microbatches"], "state_row_width": per_rank[0]["state_row_width"],
              "parameters": per_rank[0]["parameters"], "events_used": stream.num_events,
              "stream_source": {**(per_rank[0].get("stream_source") or {"source": stream.source}),
+                               **_per_rank_reads(per_rank),
                                "budget_bytes": int(task.stream_budget * (1 << 30)),
                                "in_memory_bytes": in_memory_bytes(store, task.max_events),
                                **({"max_batches": task.max_batches} if task.max_batches is not None else {})},
