@@ -280,3 +280,15 @@ def test_a_flip_anywhere_in_a_whole_raw_chunk_is_caught(tmp_path, monkeypatch):
             open_store(path).read("src")
     chunk.write_bytes(original)
     np.testing.assert_array_equal(open_store(path).read("src"), expected)
+
+
+def test_the_fingerprint_does_not_depend_on_the_per_read_check(tmp_path, small_chunks, monkeypatch):
+    """The same events written with either per-read check give the same fingerprint and file digests (the
+    content identity records and boards cite); only ``file_checksums`` and its algorithm differ."""
+    new = open_store(write_stream(tmp_path / "new.zarr", features=False)).attrs
+    monkeypatch.setattr(store_write, "CHECKSUM_ALGORITHM", "crc32")
+    old = open_store(write_stream(tmp_path / "old.zarr", features=False)).attrs
+    assert (new["file_checksum_algorithm"], old["file_checksum_algorithm"]) == ("xxh3-128", "crc32")
+    assert new["fingerprint"] == old["fingerprint"] and new["file_digests"] == old["file_digests"]
+    assert new["file_checksums"].keys() == old["file_checksums"].keys()
+    assert all(new["file_checksums"][key] != old["file_checksums"][key] for key in new["file_checksums"])

@@ -218,7 +218,7 @@ class _StoreWriter:
         digests, checksums = {}, {}
         for key, f in files.items():  # one file in memory at a time
             data = f.read_bytes()
-            digests[key], checksums[key] = file_digest(data), file_checksum(data)
+            digests[key], checksums[key] = file_digest(data), file_checksum(data, CHECKSUM_ALGORITHM)
         self.attrs["file_digests"], self.attrs["file_checksums"] = digests, checksums
         self.attrs["file_checksum_algorithm"] = CHECKSUM_ALGORITHM
         self.group.attrs.update(self.attrs)  # written last: a store without it is never valid
