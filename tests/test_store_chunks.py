@@ -98,12 +98,10 @@ def test_a_damaged_raw_chunk_is_one_line_naming_the_file(tmp_path, small_chunks,
 
 def test_stores_without_checksums_are_verified_with_their_sha256_digests(tmp_path, small_chunks):
     """Stores written before file checksums existed keep being read and verified (file_digests)."""
-    import json
     path = write_stream(tmp_path / "s.zarr", features=False)
     expected = open_store(path).read("dst")
-    doc = json.loads((path / "zarr.json").read_text())
-    del doc["attributes"]["file_checksums"]
-    (path / "zarr.json").write_text(json.dumps(doc))
+    _rewrite_checksums(path, None)
+    assert "file_checksums" not in open_store(path).attrs
     np.testing.assert_array_equal(open_store(path).read("dst"), expected)
     chunk = path / "dst" / "c" / "1"
     data = bytearray(chunk.read_bytes())
@@ -113,47 +111,129 @@ def test_stores_without_checksums_are_verified_with_their_sha256_digests(tmp_pat
         open_store(path).read("dst")
 
 
-def test_the_file_checksum_catches_every_single_bit_flip_a_length_change_and_a_word_swap():
+ALGORITHMS = ["xxh3-128", "crc32"]  # what stores are written with now, and what stores written before recorded
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_the_file_checksum_catches_every_single_bit_flip_a_length_change_and_a_word_swap(algorithm):
     from dgbench.store.format import file_checksum
     data = np.random.default_rng(3).integers(0, 256, 203, dtype=np.uint8).tobytes()  # not a whole number of words
-    reference = file_checksum(data)
-    assert reference == file_checksum(bytearray(data)) == file_checksum(np.frombuffer(data, np.uint8))
+    reference = file_checksum(data, algorithm)
+    assert reference == file_checksum(bytearray(data), algorithm) == file_checksum(np.frombuffer(data, np.uint8),
+                                                                                   algorithm)
     for byte in range(len(data)):
         for bit in range(8):
             flipped = bytearray(data)
             flipped[byte] ^= 1 << bit
-            assert file_checksum(flipped) != reference, (byte, bit)
-    assert file_checksum(data + b"\0") != reference and file_checksum(data[:-1]) != reference
+            assert file_checksum(flipped, algorithm) != reference, (byte, bit)
+    assert file_checksum(data + b"\0", algorithm) != reference and file_checksum(data[:-1], algorithm) != reference
     swapped = data[8:16] + data[:8] + data[16:]
-    assert file_checksum(swapped) != reference
+    assert file_checksum(swapped, algorithm) != reference
 
 
-def test_the_file_checksum_catches_two_flipped_sign_bits():
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_the_file_checksum_catches_two_flipped_sign_bits(algorithm):
     """Two flipped top bits of 64-bit words (two float64 signs negated) cancel in a position-weighted sum
     modulo 2^64 with odd weights, the check tried before CRC-32; CRC-32 catches every pair of bit errors
-    in a file this size."""
+    in a file this size, and XXH3-128 misses none of these pairs either."""
     from dgbench.store.format import file_checksum
     data = np.random.default_rng(6).standard_normal(64).tobytes()
-    reference = file_checksum(data)
+    reference = file_checksum(data, algorithm)
     for first in range(64):
         for second in range(first + 1, 64):
             values = np.frombuffer(data, np.float64).copy()
             values[[first, second]] *= -1
-            assert file_checksum(values.tobytes()) != reference, (first, second)
+            assert file_checksum(values.tobytes(), algorithm) != reference, (first, second)
 
 
-def test_the_file_checksum_is_zlib_crc32_fed_in_any_pieces():
-    """The documented check (docs/store-format.md) is standard CRC-32, so any reader can recompute it,
-    and the piecewise form a raw chunk's read uses gives the same value however the file is cut."""
+def test_the_file_checksums_are_the_standard_functions_of_a_writable_buffer():
+    """The documented checks (docs/store-format.md) are standard XXH3-128 and CRC-32, so any reader can
+    recompute them, and a raw chunk's read checks the writable buffer it read into, the same value."""
     import binascii
-    from dgbench.store.format import FileChecksum, file_checksum
+    import xxhash
+    from dgbench.store.format import CHECKSUM_ALGORITHM, CHECKSUM_CHARS, file_checksum
     data = np.random.default_rng(4).integers(0, 256, 100_003, dtype=np.uint8).tobytes()
-    assert file_checksum(data) == f"{binascii.crc32(data):08x}"
-    for piece in (1, 4096, 65_536, 100_003):
-        checksum = FileChecksum()
-        for start in range(0, len(data), piece):
-            checksum.update(memoryview(data)[start:start + piece])
-        assert checksum.hexdigest() == file_checksum(data)
+    assert CHECKSUM_ALGORITHM == "xxh3-128"
+    assert file_checksum(data) == f"{xxhash.xxh3_128_intdigest(data):032x}"
+    assert file_checksum(data, "crc32") == f"{binascii.crc32(data):08x}"
+    buffer = memoryview(np.frombuffer(data, np.uint8).copy()).cast("B")
+    for algorithm, chars in CHECKSUM_CHARS.items():
+        assert file_checksum(buffer, algorithm) == file_checksum(data, algorithm)
+        assert len(file_checksum(data, algorithm)) == chars
+
+
+def _rewrite_checksums(path, algorithm):
+    """The store as it would have been written when its per-read check was ``algorithm`` (None: no
+    ``file_checksums`` at all, as before they existed); everything else, fingerprint included, unchanged."""
+    import json
+    from dgbench.store.format import file_checksum, store_files
+    doc = json.loads((path / "zarr.json").read_text())
+    attrs = doc["attributes"]
+    del attrs["file_checksum_algorithm"]
+    if algorithm is None:
+        del attrs["file_checksums"]
+    else:
+        attrs["file_checksums"] = {key: file_checksum(f.read_bytes(), algorithm)
+                                   for key, f in store_files(path).items()}
+    (path / "zarr.json").write_text(json.dumps(doc))
+
+
+def _flip(chunk, where: int = 7) -> None:
+    data = bytearray(chunk.read_bytes())
+    data[where] ^= 0x40
+    chunk.write_bytes(bytes(data))
+
+
+def test_new_stores_record_xxh3_and_every_read_checks_it(tmp_path, small_chunks):
+    """A store written now names its check; a wrong recorded value fails the read although the file is
+    intact and the right size (the read compares, not only reads), as does a flipped raw or compressed chunk."""
+    import json
+    from dgbench.store.format import file_checksum
+    path = write_stream(tmp_path / "s.zarr", features=False)
+    attrs = open_store(path).attrs
+    assert attrs["file_checksum_algorithm"] == "xxh3-128"
+    assert all(len(value) == 32 for value in attrs["file_checksums"].values())
+    doc = json.loads((path / "zarr.json").read_text())
+    doc["attributes"]["file_checksums"]["dst/c/1"] = file_checksum(b"another file")
+    (path / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(StoreError, match=r"file 'dst/c/1' differs from the one written"):
+        open_store(path).read("dst")
+    other = write_stream(tmp_path / "o.zarr", features=False)
+    for name in ("dst", "t"):  # raw (read into place) and lz4 (read, then decoded)
+        _flip(other / name / "c" / "1")
+        with pytest.raises(StoreError, match=rf"file '{name}/c/1' differs from the one written"):
+            open_store(other).read(name)
+
+
+def test_stores_written_with_crc32_keep_verifying_with_it(tmp_path, small_chunks):
+    """Stores whose ``file_checksums`` are CRC-32 (written before the algorithm was recorded) read the same,
+    validate clean with the same fingerprint, and a flipped byte in them is still refused."""
+    from dgbench.store.validate import validate_store
+    path = write_stream(tmp_path / "s.zarr", features=False)
+    before = open_store(path)
+    expected = {name: before.read(name) for name in ("src", "dst", "t")}
+    _rewrite_checksums(path, "crc32")
+    store = open_store(path)
+    assert store.fingerprint == before.fingerprint and "file_checksum_algorithm" not in store.attrs
+    assert all(len(value) == 8 for value in store.attrs["file_checksums"].values())
+    for name, values in expected.items():
+        np.testing.assert_array_equal(store.read(name), values)
+    assert validate_store(path) == []
+    for name in ("dst", "t"):
+        _flip(path / name / "c" / "1")
+        with pytest.raises(StoreError, match=rf"file '{name}/c/1' differs from the one written"):
+            open_store(path).read(name)
+
+
+def test_an_unknown_checksum_algorithm_is_refused_at_open(tmp_path, small_chunks):
+    import json
+    path = write_stream(tmp_path / "s.zarr", features=False)
+    doc = json.loads((path / "zarr.json").read_text())
+    doc["attributes"]["file_checksum_algorithm"] = "md5"
+    (path / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(StoreError, match=r"attribute 'file_checksum_algorithm' is 'md5', expected one of crc32, "
+                                         r"xxh3-128"):
+        open_store(path)
 
 
 def test_validate_names_a_file_whose_recorded_checksum_is_wrong(tmp_path, small_chunks):
@@ -161,7 +241,7 @@ def test_validate_names_a_file_whose_recorded_checksum_is_wrong(tmp_path, small_
     from dgbench.store.validate import validate_store
     path = write_stream(tmp_path / "s.zarr", features=False)
     doc = json.loads((path / "zarr.json").read_text())
-    doc["attributes"]["file_checksums"]["src/c/1"] = "0" * 8
+    doc["attributes"]["file_checksums"]["src/c/1"] = "0" * 32
     (path / "zarr.json").write_text(json.dumps(doc))
     assert validate_store(path) == ["file 'src/c/1': differs from the checksum recorded when written"]
 
@@ -177,9 +257,10 @@ def test_a_chunk_folder_replaced_by_a_link_out_of_the_store_is_refused(tmp_path,
             open_store(path, verify=verify).read("src")
 
 
-def test_a_flip_in_any_piece_of_a_whole_raw_chunk_is_caught(tmp_path):
-    """Raw chunks (1 MiB here) are read and checked in pieces while in cache: every piece counts."""
-    from dgbench.store.read import READ_PIECE
+def test_a_flip_anywhere_in_a_whole_raw_chunk_is_caught(tmp_path, monkeypatch):
+    """Raw chunks (1 MiB here) are read into place whole and checked in one pass: every byte counts, also
+    when the kernel hands the file over in several reads."""
+    import os
     rng = np.random.default_rng(5)
     events = 300_000
     with EdgeStreamStoreWriter(tmp_path / "s.zarr", num_nodes=NODES, directed=True, provenance={}) as writer:
@@ -187,9 +268,11 @@ def test_a_flip_in_any_piece_of_a_whole_raw_chunk_is_caught(tmp_path):
         path = writer.close()
     chunk = path / "src" / "c" / "0"
     original = chunk.read_bytes()
-    assert direct_layout(open_store(path).array("src"))[1] is None and len(original) > 3 * READ_PIECE
+    assert direct_layout(open_store(path).array("src"))[1] is None and len(original) >= 1 << 20
+    readv = os.readv
+    monkeypatch.setattr(os, "readv", lambda fd, buffers: readv(fd, [buffers[0][:100_000]]))  # short reads
     expected = open_store(path).read("src")
-    for where in (0, READ_PIECE + 5, len(original) - 1):
+    for where in (0, len(original) // 2 + 5, len(original) - 1):
         damaged = bytearray(original)
         damaged[where] ^= 0x02
         chunk.write_bytes(bytes(damaged))
@@ -197,3 +280,15 @@ def test_a_flip_in_any_piece_of_a_whole_raw_chunk_is_caught(tmp_path):
             open_store(path).read("src")
     chunk.write_bytes(original)
     np.testing.assert_array_equal(open_store(path).read("src"), expected)
+
+
+def test_the_fingerprint_does_not_depend_on_the_per_read_check(tmp_path, small_chunks, monkeypatch):
+    """The same events written with either per-read check give the same fingerprint and file digests (the
+    content identity records and boards cite); only ``file_checksums`` and its algorithm differ."""
+    new = open_store(write_stream(tmp_path / "new.zarr", features=False)).attrs
+    monkeypatch.setattr(store_write, "CHECKSUM_ALGORITHM", "crc32")
+    old = open_store(write_stream(tmp_path / "old.zarr", features=False)).attrs
+    assert (new["file_checksum_algorithm"], old["file_checksum_algorithm"]) == ("xxh3-128", "crc32")
+    assert new["fingerprint"] == old["fingerprint"] and new["file_digests"] == old["file_digests"]
+    assert new["file_checksums"].keys() == old["file_checksums"].keys()
+    assert all(new["file_checksums"][key] != old["file_checksums"][key] for key in new["file_checksums"])

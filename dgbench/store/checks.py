@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from dgbench.store.format import (EDGE_COLUMNS, FILE_CHECKSUM_CHARS, FILE_DIGEST_CHARS, REQUIRED_ARRAYS, SNAPSHOTS,
-                                  combine_fingerprint,
-                                  fingerprint_header)
+from dgbench.store.format import (CHECKSUM_CHARS, EDGE_COLUMNS, FILE_DIGEST_CHARS, LEGACY_CHECKSUM_ALGORITHM,
+                                  REQUIRED_ARRAYS, SNAPSHOTS, combine_fingerprint, fingerprint_header)
 
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -81,7 +80,8 @@ def attribute_problems(attrs: dict[str, Any]) -> list[str]:
             problems.append(f"attribute 'num_events' is {events} but 'num_edges' is {edges}")
         problems += _split_problems(attrs.get("split"), events)
     problems += _file_digest_problems(attrs.get("file_digests"))
-    problems += _file_checksum_problems(attrs.get("file_checksums"), attrs.get("file_digests"))
+    problems += _file_checksum_problems(attrs.get("file_checksums"), attrs.get("file_digests"),
+                                        attrs.get("file_checksum_algorithm", LEGACY_CHECKSUM_ALGORITHM))
     problems += _vertex_count_problems(attrs, edges)
     problems += [f"attribute '{where}' is {value}, expected a finite number" for where, value in _non_finite(attrs)]
     fingerprint = attrs.get("fingerprint")
@@ -197,16 +197,20 @@ def _file_digest_problems(digests: Any) -> list[str]:
     return []
 
 
-def _file_checksum_problems(checksums: Any, digests: Any) -> list[str]:
+def _file_checksum_problems(checksums: Any, digests: Any, algorithm: Any) -> list[str]:
+    if not isinstance(algorithm, str) or algorithm not in CHECKSUM_CHARS:
+        return [f"attribute 'file_checksum_algorithm' is {_short(algorithm)}, expected one of "
+                f"{', '.join(sorted(CHECKSUM_CHARS))}"]
     if checksums is None:
         return []  # written before file checksums existed: reads check file_digests (sha256) instead
     if not isinstance(checksums, dict) or not isinstance(digests, dict) or checksums.keys() != digests.keys():
         return [f"attribute 'file_checksums' is {_short(checksums)}, expected an object with the keys of "
                 f"'file_digests'"]
+    chars = CHECKSUM_CHARS[algorithm]
     for key, checksum in checksums.items():
-        if not isinstance(checksum, str) or not re.fullmatch(f"[0-9a-f]{{{FILE_CHECKSUM_CHARS}}}", checksum):
+        if not isinstance(checksum, str) or not re.fullmatch(f"[0-9a-f]{{{chars}}}", checksum):
             return [f"attribute 'file_checksums': entry {_short(key)}: {_short(checksum)} is not "
-                    f"{FILE_CHECKSUM_CHARS} hex digits"]
+                    f"{chars} hex digits ({algorithm})"]
     return []
 
 

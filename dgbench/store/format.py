@@ -5,10 +5,12 @@ import hashlib
 import json
 import stat
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 
 
@@ -68,26 +70,32 @@ def file_digest(data: Any) -> str:
     return hashlib.sha256(data).hexdigest()[:FILE_DIGEST_CHARS]
 
 
-FILE_CHECKSUM_CHARS = 8  # CRC-32 in hex
+# What a reader checks on every read (docs/store-format.md, "Codec and checksum"): the algorithm is recorded
+# per store in its ``file_checksum_algorithm`` attribute; stores written before that attribute existed
+# recorded zlib's CRC-32, and stores written before checksums existed are checked with ``file_digests``.
+CHECKSUM_ALGORITHM = "xxh3-128"
+LEGACY_CHECKSUM_ALGORITHM = "crc32"
+_CHECKSUMS: dict[str, Callable[[Any], str]] = {
+    "xxh3-128": xxhash.xxh3_128_hexdigest,  # 32 hex digits
+    "crc32": lambda data: f"{zlib.crc32(data):08x}",  # 8 hex digits
+}
+CHECKSUM_CHARS = {"xxh3-128": 32, "crc32": 8}
 
 
-def file_checksum(data: Any) -> str:
-    """The check recorded for one store file and verified on every read (docs/store-format.md, "Codec and
-    checksum"): zlib's CRC-32 of its bytes, 8 hex digits."""
-    return f"{zlib.crc32(data):08x}"
+def checksum_algorithm(attrs: dict[str, Any]) -> str:
+    """The per-read check a store's ``file_checksums`` were recorded with (CRC-32 when it names none)."""
+    return attrs.get("file_checksum_algorithm", LEGACY_CHECKSUM_ALGORITHM)
 
 
-class FileChecksum:
-    """``file_checksum`` fed piece by piece (each piece while it is still in cache after reading it)."""
+def checksum_function(algorithm: str) -> Callable[[Any], str]:
+    """The hex checksum of a bytes-like object under ``algorithm`` (a key of CHECKSUM_CHARS)."""
+    return _CHECKSUMS[algorithm]
 
-    def __init__(self) -> None:
-        self.value = 0
 
-    def update(self, data: Any) -> None:
-        self.value = zlib.crc32(data, self.value)
-
-    def hexdigest(self) -> str:
-        return f"{self.value:08x}"
+def file_checksum(data: Any, algorithm: str = CHECKSUM_ALGORITHM) -> str:
+    """The check recorded for one store file and verified on every read: XXH3-128 of its bytes for stores
+    written now, CRC-32 for stores that record it."""
+    return _CHECKSUMS[algorithm](data)
 
 
 def store_files(root: Path) -> dict[str, Path]:

@@ -22,8 +22,8 @@ from zarr.storage import LocalStore
 
 from dgbench.errors import StoreError
 from dgbench.store.chunks import direct_layout, read_rows
-from dgbench.store.format import (EDGE_COLUMNS, SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS, STREAM, array_digest_update,
-                                  FileChecksum, file_checksum, file_digest)
+from dgbench.store.format import (EDGE_COLUMNS, LEGACY_CHECKSUM_ALGORITHM, SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS,
+                                  STREAM, array_digest_update, checksum_algorithm, checksum_function, file_digest)
 from dgbench.store.checks import (_short, attribute_problems, declared_fingerprint_problem, memory_problem,
                                   offsets_problem)
 
@@ -54,36 +54,45 @@ def read_store_file(root: Path, key: str, limit: int) -> bytes:
     """The bytes of store file ``key`` under ``root``, read only when it is a regular file inside the store
     (no link out of it, no FIFO or device) and at most ``limit`` bytes long; otherwise a StoreError naming
     the file. A missing file raises FileNotFoundError."""
-    with _open_store_file(root, key, limit) as (source, _):
-        data = source.read(limit + 1)
+    with _open_store_file(root, key, limit) as (fd, size):
+        data = _read_to_end(fd, size, limit)
     if len(data) > limit:
         raise StoreError(f"{root}: file '{key}' grew larger than the {limit:,} bytes its array's chunks can hold "
                          f"while read")
     return data
 
 
-READ_PIECE = 256 * 1024  # bytes: a piece read is checked while it is still in the L2 cache
+GROWTH_PIECE = 1 << 16  # bytes asked for at a time beyond the size a file had when opened
 
 
-def read_store_file_into(root: Path, key: str, out: memoryview,
-                         consume: Callable[[memoryview], None] | None = None) -> None:
-    """Store file ``key`` read straight into ``out`` (no intermediate copy), under the rules of
-    ``read_store_file``; the file must hold exactly ``len(out)`` bytes (a StoreError naming it otherwise).
-    With ``consume``, read in READ_PIECE pieces, each handed to ``consume`` as soon as it is read."""
-    with _open_store_file(root, key, sys.maxsize) as (source, size):  # never reads beyond len(out) + 1
-        if size != len(out):
-            filled = size
-        elif consume is None:
-            filled = source.readinto(out)
-        else:
-            filled = 0
+def _read_to_end(fd: int, size: int, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``fd`` up to its end: one read of its size when opened (``size``) and one
+    that finds the end, unless it grew meanwhile."""
+    pieces, got = [], 0
+    want = size + 1
+    while got <= limit:
+        piece = os.read(fd, min(want, limit + 1 - got))
+        if not piece:
+            break
+        pieces.append(piece)
+        got += len(piece)
+        want = GROWTH_PIECE
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def read_store_file_into(root: Path, key: str, out: memoryview) -> None:
+    """Store file ``key`` read straight into ``out`` (no intermediate copy, one system call for the whole file
+    unless the kernel returns less), under the rules of ``read_store_file``; the file must hold exactly
+    ``len(out)`` bytes (a StoreError naming it otherwise)."""
+    with _open_store_file(root, key, sys.maxsize) as (fd, size):  # never reads beyond len(out) + 1
+        filled = 0
+        if size == len(out):
             while filled < len(out):
-                got = source.readinto(out[filled:filled + READ_PIECE])
+                got = os.readv(fd, [out[filled:]])
                 if not got:
                     break
-                consume(out[filled:filled + got])
                 filled += got
-        if filled != len(out) or source.read(1):
+        if filled != len(out) or os.read(fd, 1):
             raise WrongSizeError(f"{root}: array '{key.split('/')[0]}': file '{key}' is {max(size, filled):,} "
                                  f"bytes, a chunk holds {len(out):,} (damaged, or replaced while read); "
                                  f"run `dgbench validate`")
@@ -94,9 +103,9 @@ class WrongSizeError(StoreError):
 
 
 @contextmanager
-def _open_store_file(root: Path, key: str, limit: int) -> Iterator[tuple[Any, int]]:
-    """The open file ``key`` and its size, once it is known to be a regular file inside the store
-    of at most ``limit`` bytes."""
+def _open_store_file(root: Path, key: str, limit: int) -> Iterator[tuple[int, int]]:
+    """The open file descriptor of ``key`` and its size, once it is known to be a regular file inside the
+    store of at most ``limit`` bytes (read with os.read/os.readv: no buffered file object per chunk)."""
     path, where = os.path.join(root, key), f"{root}: file '{key}'"
     if not _folders_inside(str(root), key):
         raise StoreError(f"{where} is not a regular file inside the store (a link out of it); run `dgbench validate`")
@@ -106,14 +115,18 @@ def _open_store_file(root: Path, key: str, limit: int) -> Iterator[tuple[Any, in
         if exc.errno == errno.ELOOP:
             raise StoreError(f"{where} is not a regular file (a symbolic link); run `dgbench validate`") from None
         raise
-    with os.fdopen(fd, "rb") as source:
+    try:
         status = os.fstat(fd)
+        if stat.S_ISDIR(status.st_mode):  # what opening it as a file object said: read as absent
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         if not stat.S_ISREG(status.st_mode):
             raise StoreError(f"{where} is not a regular file (a FIFO, device or socket); run `dgbench validate`")
         if status.st_size > limit:
             raise StoreError(f"{where} is {status.st_size:,} bytes, larger than the {limit:,} its array's chunks can "
                              f"hold; run `dgbench validate`")
-        yield source, status.st_size
+        yield fd, status.st_size
+    finally:
+        os.close(fd)
 
 
 def _folders_inside(root: str, key: str) -> bool:
@@ -208,8 +221,8 @@ def safe_local_store(path: str | Path) -> LocalStore:
 
 class _VerifiedLocalStore(_SafeLocalStore):
     """A read-only local store that checks every file it reads against what was recorded when it was written:
-    ``file_checksums`` (CRC-32) where the store has them, else ``file_digests`` (sha256, stores
-    written before checksums existed).
+    ``file_checksums`` (XXH3-128, or CRC-32 in stores that record it: ``checksum_algorithm``) where the
+    store has them, else ``file_digests`` (sha256, stores written before checksums existed).
 
     A chunk the record does not list was never written (all fill values, zarr's write_empty_chunks=False)
     and reads as such whatever the folder now holds; a listed file that is missing or whose bytes differ
@@ -218,15 +231,15 @@ class _VerifiedLocalStore(_SafeLocalStore):
     """
 
     def __init__(self, root: Path | str, *, read_only: bool = True, digests: dict[str, str] | None = None,
-                 checksums: dict[str, str] | None = None):
+                 checksums: dict[str, str] | None = None, algorithm: str = LEGACY_CHECKSUM_ALGORITHM):
         super().__init__(root)
         self.digests = digests or {}
-        self.checksums = checksums
+        self.checksums, self.algorithm = checksums, algorithm
         self.recorded = self.digests if checksums is None else checksums
-        self.check: Callable[[Any], str] = file_digest if checksums is None else file_checksum
+        self.check: Callable[[Any], str] = file_digest if checksums is None else checksum_function(algorithm)
 
     def with_read_only(self, read_only: bool = False) -> "_VerifiedLocalStore":
-        return type(self)(self.root, digests=self.digests, checksums=self.checksums)
+        return type(self)(self.root, digests=self.digests, checksums=self.checksums, algorithm=self.algorithm)
 
     async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
         if key == "zarr.json":  # the root: its attributes come from read_attrs, read once
@@ -248,20 +261,17 @@ class _VerifiedLocalStore(_SafeLocalStore):
         return None if expected is None else self._read_checked(key, expected)
 
     def fetch_chunk_into(self, key: str, out: memoryview) -> bool:
-        """Chunk file ``key`` read into ``out``, then checked against its record; False: never written."""
+        """Chunk file ``key`` read into ``out``, then checked against its record in one pass over ``out``;
+        False: never written."""
         expected = self.recorded.get(key)
         if expected is None:
             return False
-        checksum = FileChecksum() if self.checksums is not None else None
         with self._missing_is_an_error(key):
             try:
-                read_store_file_into(self.root, key, out, checksum and checksum.update)
+                read_store_file_into(self.root, key, out)
             except WrongSizeError:
                 raise self._differs(key) from None  # the size alone shows it is not the file written
-        if checksum is None:
-            self._compare(key, out, expected)
-        elif checksum.hexdigest() != expected:
-            raise self._differs(key)
+        self._compare(key, out, expected)
         return True
 
     def _read_checked(self, key: str, expected: str) -> bytes:
@@ -529,8 +539,8 @@ def open_store(path: str | Path, kind: str | None = None, *, verify: bool = True
         if problems:
             raise StoreError(f"{path}: {problems[0]}; run `dgbench validate`")
     verified = verify and "file_digests" in attrs
-    local = _VerifiedLocalStore(path, digests=attrs["file_digests"], checksums=attrs.get("file_checksums")) \
-        if verified else _SafeLocalStore(path)
+    local = _VerifiedLocalStore(path, digests=attrs["file_digests"], checksums=attrs.get("file_checksums"),
+                                algorithm=checksum_algorithm(attrs)) if verified else _SafeLocalStore(path)
     group = zarr.open_group(store=local, mode="r", zarr_format=3)
     cls = SnapshotStore if attrs["kind"] == SNAPSHOTS else EdgeStreamStore
     return cls(path=path, group=group, attrs=attrs, verify=verify)

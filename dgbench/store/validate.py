@@ -17,8 +17,8 @@ from zarr.codecs import BloscCodec
 
 from dgbench.errors import StoreError
 from dgbench.store.checks import attribute_problems, offsets_problem
-from dgbench.store.format import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, combine_fingerprint,
-                                  file_checksum, file_digest, fingerprint_header, store_files)
+from dgbench.store.format import (REQUIRED_ARRAYS, SNAPSHOTS, STREAM, array_digest_update, checksum_algorithm,
+                                  combine_fingerprint, file_checksum, file_digest, fingerprint_header, store_files)
 from dgbench.store.read import METADATA_LIMIT, chunk_byte_limit, open_store, read_store_file, safe_local_store
 
 BLOCK_ROWS = 1 << 22
@@ -212,7 +212,7 @@ def file_problems(path: Path, attrs: dict[str, Any]) -> list[str]:
             continue
         if file_digest(data) != recorded[key]:
             problems.append(f"file '{key}': differs from the digest recorded when written")
-        elif checksums is not None and file_checksum(data) != checksums.get(key):
+        elif checksums is not None and file_checksum(data, checksum_algorithm(attrs)) != checksums.get(key):
             problems.append(f"file '{key}': differs from the checksum recorded when written")
     return problems
 

@@ -18,9 +18,9 @@ from zarr.storage import LocalStore
 
 from dgbench.errors import StoreError
 from dgbench.files import scratch_dir
-from dgbench.store.format import (SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS, STREAM, array_digest_update,
-                                  combine_fingerprint, file_checksum, file_digest, fingerprint_header, id_dtype,
-                                  store_files)
+from dgbench.store.format import (CHECKSUM_ALGORITHM, SCHEMA_NAMES, SCHEMA_VERSION, SNAPSHOTS, STREAM,
+                                  array_digest_update, combine_fingerprint, file_checksum, file_digest,
+                                  fingerprint_header, id_dtype, store_files)
 from dgbench.store import replace
 
 
@@ -218,8 +218,9 @@ class _StoreWriter:
         digests, checksums = {}, {}
         for key, f in files.items():  # one file in memory at a time
             data = f.read_bytes()
-            digests[key], checksums[key] = file_digest(data), file_checksum(data)
+            digests[key], checksums[key] = file_digest(data), file_checksum(data, CHECKSUM_ALGORITHM)
         self.attrs["file_digests"], self.attrs["file_checksums"] = digests, checksums
+        self.attrs["file_checksum_algorithm"] = CHECKSUM_ALGORITHM
         self.group.attrs.update(self.attrs)  # written last: a store without it is never valid
         try:
             self._install()
