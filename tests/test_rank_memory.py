@@ -141,3 +141,16 @@ def test_a_vertex_rank_keeps_no_more_than_a_few_steps_and_trains_like_single(sto
                                rtol=1e-5)
     for rank, figures in enumerate(vertex["extra"]["rank_data"]):
         assert len(figures["input_steps_held"]) <= KEEP_STEPS < SNAPSHOTS - 1, f"rank {rank}"
+
+
+@pytest.mark.parametrize("short_counts", [False, True])
+def test_the_split_targets_are_every_steps_keys_shifted_by_step_in_one_array(store, short_counts):
+    data = DiscreteData(store, seed=3)
+    steps = data.steps_of(TRAIN)
+    square = np.int64(data.num_nodes) ** 2
+    expected = np.concatenate([i * square + data.target_keys[t + 1] for i, t in enumerate(steps)])
+    if short_counts:  # a store whose edge counts undercount the distinct keys: the array grows
+        data.store.edges_per_snapshot = lambda: np.ones(SNAPSHOTS, np.int64)
+    keys, sizes = data._concatenated_target_keys(steps)
+    assert np.array_equal(keys, expected)
+    assert sizes.tolist() == [len(data.target_keys[t + 1]) for t in steps]
