@@ -24,6 +24,7 @@ from dgbench.trainers.discrete.data import PairBatch
 from dgbench.trainers.discrete.loop import DiscreteTrainer
 from dgbench.trainers.discrete.placement import TimePlacement
 from dgbench.trainers.discrete.schedule import BlockSchedule
+from dgbench.trainers.discrete.transfer import SnapshotMover
 
 SNAPSHOTS = 9
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -69,6 +70,32 @@ def test_a_resident_time_placement_takes_over_the_steps_it_copied(store):
     assert np.array_equal(view.first_input.numpy(), whole.first_layer_input[a:b])
     again = rank.adjacency[a]  # asked for again: rebuilt from the store, the same numbers
     assert np.array_equal(again.col, whole.adjacency[a].col) and np.array_equal(again.val, whole.adjacency[a].val)
+
+
+@pytest.mark.parametrize("transfer", ["base", "gd"])
+def test_a_streamed_view_kept_on_the_cpu_holds_its_steps_alone_and_counts_every_use(store, transfer):
+    cpu = torch.device("cpu")
+    rank, whole = RankDiscreteData(store, seed=3), DiscreteData(store, seed=3)
+    placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), rank, blocks=2, streamed=True,
+                              transfer=transfer)
+    reference = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), whole, blocks=2, streamed=True,
+                              transfer=transfer)
+    for use in range(2):  # the first use builds the views, the second only counts the moves again
+        for block in range(2):
+            view, kept = placement.view(block, PhaseTimer(cpu)), reference.view(block, PhaseTimer(cpu))
+            assert torch.equal(view.first_input, kept.first_input)
+            assert rank.adjacency.held() == [] and rank.first_layer_input.steps.held() == [], "one copy: the view's"
+            assert placement.mover._host == {}, "no payloads kept for moves that never come"
+        assert placement.transfer_bytes() == reference.transfer_bytes(), f"use {use}"
+    fresh = SnapshotMover(whole.adjacency, cpu, transfer)  # what two uses of both blocks move, counted afresh
+    frames = sum(whole.first_layer_input[a:b].nbytes for a, b in (r for block in placement.blocks
+                                                                   for r in placement.local_ranges(block)))
+    expected = {mode: 2 * (sum(fresh.bytes_of(range(a, b))[mode] for block in placement.blocks
+                               for a, b in placement.local_ranges(block)) + frames) for mode in fresh.bytes_by_mode}
+    assert placement.transfer_bytes() == expected
+    read = rank.store_bytes_read
+    placement.view(0, PhaseTimer(cpu))
+    assert rank.store_bytes_read == read, "a later use reads nothing"
 
 
 def test_a_rank_keeps_only_its_own_training_pairs_through_the_pass(store):
