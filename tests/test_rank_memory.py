@@ -24,6 +24,7 @@ from dgbench.trainers.discrete.data import PairBatch
 from dgbench.trainers.discrete.loop import DiscreteTrainer
 from dgbench.trainers.discrete.placement import TimePlacement
 from dgbench.trainers.discrete.schedule import BlockSchedule
+from dgbench.trainers.discrete.transfer import SnapshotMover
 
 SNAPSHOTS = 9
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -69,6 +70,32 @@ def test_a_resident_time_placement_takes_over_the_steps_it_copied(store):
     assert np.array_equal(view.first_input.numpy(), whole.first_layer_input[a:b])
     again = rank.adjacency[a]  # asked for again: rebuilt from the store, the same numbers
     assert np.array_equal(again.col, whole.adjacency[a].col) and np.array_equal(again.val, whole.adjacency[a].val)
+
+
+@pytest.mark.parametrize("transfer", ["base", "gd"])
+def test_a_streamed_view_kept_on_the_cpu_holds_its_steps_alone_and_counts_every_use(store, transfer):
+    cpu = torch.device("cpu")
+    rank, whole = RankDiscreteData(store, seed=3), DiscreteData(store, seed=3)
+    placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), rank, blocks=2, streamed=True,
+                              transfer=transfer)
+    reference = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), whole, blocks=2, streamed=True,
+                              transfer=transfer)
+    for use in range(2):  # the first use builds the views, the second only counts the moves again
+        for block in range(2):
+            view, kept = placement.view(block, PhaseTimer(cpu)), reference.view(block, PhaseTimer(cpu))
+            assert torch.equal(view.first_input, kept.first_input)
+            assert rank.adjacency.held() == [] and rank.first_layer_input.steps.held() == [], "one copy: the view's"
+            assert placement.mover._host == {}, "no payloads kept for moves that never come"
+        assert placement.transfer_bytes() == reference.transfer_bytes(), f"use {use}"
+    fresh = SnapshotMover(whole.adjacency, cpu, transfer)  # what two uses of both blocks move, counted afresh
+    frames = sum(whole.first_layer_input[a:b].nbytes for a, b in (r for block in placement.blocks
+                                                                   for r in placement.local_ranges(block)))
+    expected = {mode: 2 * (sum(fresh.bytes_of(range(a, b))[mode] for block in placement.blocks
+                               for a, b in placement.local_ranges(block)) + frames) for mode in fresh.bytes_by_mode}
+    assert placement.transfer_bytes() == expected
+    read = rank.store_bytes_read
+    placement.view(0, PhaseTimer(cpu))
+    assert rank.store_bytes_read == read, "a later use reads nothing"
 
 
 def test_a_rank_keeps_only_its_own_training_pairs_through_the_pass(store):
@@ -141,3 +168,16 @@ def test_a_vertex_rank_keeps_no_more_than_a_few_steps_and_trains_like_single(sto
                                rtol=1e-5)
     for rank, figures in enumerate(vertex["extra"]["rank_data"]):
         assert len(figures["input_steps_held"]) <= KEEP_STEPS < SNAPSHOTS - 1, f"rank {rank}"
+
+
+@pytest.mark.parametrize("short_counts", [False, True])
+def test_the_split_targets_are_every_steps_keys_shifted_by_step_in_one_array(store, short_counts):
+    data = DiscreteData(store, seed=3)
+    steps = data.steps_of(TRAIN)
+    square = np.int64(data.num_nodes) ** 2
+    expected = np.concatenate([i * square + data.target_keys[t + 1] for i, t in enumerate(steps)])
+    if short_counts:  # a store whose edge counts undercount the distinct keys: the array grows
+        data.store.edges_per_snapshot = lambda: np.ones(SNAPSHOTS, np.int64)
+    keys, sizes = data._concatenated_target_keys(steps)
+    assert np.array_equal(keys, expected)
+    assert sizes.tolist() == [len(data.target_keys[t + 1]) for t in steps]

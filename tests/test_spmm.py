@@ -80,3 +80,42 @@ def test_spmm_of_empty_matrix_keeps_the_graph():
     out = spmm(op, x)
     out.sum().backward()
     assert out.shape == (3, 2) and torch.equal(x.grad, torch.zeros(4, 2))
+
+
+def test_an_operator_holds_its_indices_once_as_the_kernels_int32():
+    op = SparseOperator(random_csr(30, 30, 90, 5).to_torch())
+    assert op.csr.col.dtype == op.csr.rowptr.dtype == torch.int32
+    matrix = op.matrix()
+    assert matrix.col_indices().data_ptr() == op.csr.col.data_ptr()  # the tensor shares the held arrays
+    assert matrix.crow_indices().data_ptr() == op.csr.rowptr.data_ptr()
+    assert matrix.values().data_ptr() == op.csr.val.data_ptr()
+
+
+def symmetric_csr(n: int, nnz: int, seed: int):
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, nnz), rng.integers(0, n, nnz)
+    return gcn_normalize(np.r_[src, dst], np.r_[dst, src], None, n).to_torch()
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_a_symmetric_operator_is_its_own_transpose_and_the_gradient_is_unchanged(symmetric):
+    a = symmetric_csr(40, 70, 6) if symmetric else random_csr(40, 40, 120, 6).to_torch()
+    op = SparseOperator(a)
+    x = torch.randn(40, 5, requires_grad=True)
+    weights = torch.randn(40, 5)
+    (spmm(op, x) * weights).sum().backward()
+    assert (op.transposed() is op.matrix()) == symmetric
+    explicit = csr_transpose(a)  # the backward's product with Aᵀ built separately, as before
+    expected = torch.sparse_csr_tensor(explicit.rowptr, explicit.col, explicit.val, explicit.shape,
+                                       check_invariants=False) @ weights
+    assert torch.equal(x.grad, expected)
+
+
+def test_block_diagonal_of_compact_operators_has_int64_indices():
+    parts = [SparseOperator(random_csr(rows, cols, nnz, seed).to_torch()).csr
+             for rows, cols, nnz, seed in ((5, 4, 12, 7), (3, 6, 9, 8))]
+    stacked = block_diagonal(parts)
+    assert stacked.col.dtype == stacked.rowptr.dtype == torch.int64
+    expected = np.zeros((8, 10))
+    expected[:5, :4], expected[5:, 4:] = dense(parts[0]), dense(parts[1])
+    np.testing.assert_array_equal(dense(stacked), expected)

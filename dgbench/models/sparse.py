@@ -92,21 +92,37 @@ def block_diagonal(parts: list[CsrArrays], col_offsets: list[int] | None = None,
         col_offsets = list(np.cumsum([0] + [p.shape[1] for p in parts])[:-1])
         num_cols = int(sum(p.shape[1] for p in parts))
     nnz_starts = np.cumsum([0] + [p.nnz for p in parts])
-    rowptr = torch.cat([p.rowptr[:-1] + int(nnz_starts[i]) for i, p in enumerate(parts)]
-                       + [parts[-1].rowptr.new_tensor([int(nnz_starts[-1])])])
-    col = torch.cat([p.col + int(off) for p, off in zip(parts, col_offsets)])
+    # int64 whatever the parts hold (a compact operator's int32): the stacked offsets may not fit 32 bits
+    rowptr = torch.cat([p.rowptr[:-1].long() + int(nnz_starts[i]) for i, p in enumerate(parts)]
+                       + [parts[-1].rowptr.new_tensor([int(nnz_starts[-1])], dtype=torch.int64)])
+    col = torch.cat([p.col.long() + int(off) for p, off in zip(parts, col_offsets)])
     val = torch.cat([p.val for p in parts])
     return CsrArrays(rowptr, col, val, (int(row_starts[-1]), int(num_cols)))
 
 
 def csr_transpose(a: CsrArrays) -> CsrArrays:
-    """Aᵀ in CSR, with torch ops on A's device (a stable sort by column keeps rows sorted)."""
-    rows = torch.repeat_interleave(torch.arange(a.shape[0], device=a.col.device), a.rowptr.diff())
+    """Aᵀ in CSR, with torch ops on A's device (a stable sort by column keeps rows sorted), its index arrays
+    of A's index type (int32 ones stay int32: the sort's order is the only int64 array on the way)."""
+    rows = torch.repeat_interleave(torch.arange(a.shape[0], device=a.col.device, dtype=a.col.dtype),
+                                   a.rowptr.diff())
     order = torch.argsort(a.col, stable=True)
-    counts = torch.bincount(a.col, minlength=a.shape[1])
-    rowptr = torch.zeros(a.shape[1] + 1, dtype=torch.int64, device=a.col.device)
-    torch.cumsum(counts, 0, out=rowptr[1:])
+    rowptr = torch.zeros(a.shape[1] + 1, dtype=a.rowptr.dtype, device=a.col.device)
+    rowptr[1:] = torch.cumsum(torch.bincount(a.col, minlength=a.shape[1]), 0)
     return CsrArrays(rowptr, rows[order], a.val[order], (a.shape[1], a.shape[0]))
+
+
+def kernel_index_arrays(a: CsrArrays) -> CsrArrays:
+    """``a`` with the index type the CPU kernel takes (int32 row pointers and columns, when they fit; see
+    :func:`csr_tensor`), the values shared; unchanged elsewhere (a GPU's kernels take int64)."""
+    if isinstance(a.col, np.ndarray) or a.col.device.type != "cpu" or max(a.nnz, *a.shape) >= 2 ** 31:
+        return a
+    return CsrArrays(a.rowptr.to(torch.int32), a.col.to(torch.int32), a.val, a.shape)
+
+
+def same_csr(a: CsrArrays, b: CsrArrays) -> bool:
+    """Whether two CSR matrices are equal bit for bit (shape, pattern and values)."""
+    return a.shape == b.shape and all(x.dtype == y.dtype and torch.equal(x, y)
+                                      for x, y in ((a.rowptr, b.rowptr), (a.col, b.col), (a.val, b.val)))
 
 
 def csr_tensor(a: CsrArrays, kernel_indices: bool = False) -> torch.Tensor:
@@ -123,13 +139,24 @@ def csr_tensor(a: CsrArrays, kernel_indices: bool = False) -> torch.Tensor:
 
 @dataclass
 class SparseOperator:
-    """A constant sparse matrix to multiply by: its CSR tensor and, once needed, that of its transpose."""
+    """A constant sparse matrix to multiply by: its CSR tensor and, once needed, that of its transpose.
+
+    Each index array is held once (docs/discrete-schemes.md, "Per-rank data"): on the CPU ``csr`` is
+    converted to the kernel's int32 indices on construction and the CSR tensor shares them and the values.
+    Aᵀ is built on the first backward pass, and is A's own tensor when A
+    equals its transpose bit for bit (a symmetric snapshot), so a symmetric Ã_t is held once, not twice.
+    Graph attention, which sorts and segments on int64 indices, keeps int64 copies of its own when asked.
+    """
 
     csr: CsrArrays
     _forward: torch.Tensor | None = field(default=None, repr=False)
     _backward: torch.Tensor | None = field(default=None, repr=False)
     _rows: torch.Tensor | None = field(default=None, repr=False)
+    _indices64: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
     _transpose_order: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.csr = kernel_index_arrays(self.csr)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -140,24 +167,36 @@ class SparseOperator:
             self._forward = csr_tensor(self.csr, kernel_indices=True)
         return self._forward
 
+    def indices64(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rowptr, col) as int64, for the attention's sorts and segment sums: the held arrays when they are
+        int64 already, else copies made once (only a model that attends pays for them)."""
+        if self.csr.col.dtype == torch.int64:
+            return self.csr.rowptr, self.csr.col
+        if self._indices64 is None:
+            self._indices64 = (self.csr.rowptr.long(), self.csr.col.long())
+        return self._indices64
+
     def row_index(self) -> torch.Tensor:
         """The row of every stored entry (CSR order), built once."""
         if self._rows is None:
             self._rows = torch.repeat_interleave(torch.arange(self.shape[0], device=self.csr.col.device),
-                                                 self.csr.rowptr.diff())
+                                                 self.indices64()[0].diff())
         return self._rows
 
     def transposed(self) -> torch.Tensor:
-        """Aᵀ as CSR, built on first use and cached for every later backward pass."""
+        """Aᵀ as CSR, built on first use and cached for every later backward pass; A's own tensor when A is
+        symmetric (then the backward's product is the same, bit for bit, with nothing more held)."""
         if self._backward is None:
-            self._backward = csr_tensor(csr_transpose(self.csr), kernel_indices=True)
+            transpose = csr_transpose(self.csr)
+            self._backward = self.matrix() if same_csr(transpose, self.csr) else \
+                csr_tensor(transpose, kernel_indices=True)
         return self._backward
 
     def transpose_order(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Aᵀ's pattern as (rowptr, col, order): entry i of Aᵀ in CSR order is entry ``order[i]`` of A
         (for products with other values on A's pattern, such as attention weights), built once."""
         if self._transpose_order is None:
-            col = self.csr.col
+            col = self.indices64()[1]
             order = torch.argsort(col, stable=True)
             rowptr = torch.zeros(self.shape[1] + 1, dtype=torch.int64, device=col.device)
             torch.cumsum(torch.bincount(col, minlength=self.shape[1]), 0, out=rowptr[1:])
@@ -210,7 +249,7 @@ def _sampled_products(op: SparseOperator, left: torch.Tensor, right: torch.Tenso
     is ~1.5x faster than gathering both rows of every entry."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pattern = torch.sparse_csr_tensor(op.csr.rowptr, op.csr.col, left.new_zeros(op.csr.nnz), op.shape,
+        pattern = torch.sparse_csr_tensor(*op.indices64(), left.new_zeros(op.csr.nnz), op.shape,
                                           check_invariants=False)
         return torch.sparse.sampled_addmm(pattern, left.contiguous(), right.contiguous().t(), beta=0).values()
 
@@ -230,7 +269,7 @@ class _GraphAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, dst_score, src_score, values, op: SparseOperator, negative_slope: float):
-        rowptr, rows, cols = op.csr.rowptr, op.row_index(), op.csr.col
+        (rowptr, cols), rows = op.indices64(), op.row_index()
         pre = dst_score.index_select(0, rows) + src_score.index_select(0, cols)  # [nnz, H]
         logits = F.leaky_relu(pre, negative_slope)
         peak = torch.segment_reduce(logits, "max", offsets=rowptr, axis=0)
@@ -246,7 +285,7 @@ class _GraphAttention(torch.autograd.Function):
     def backward(ctx, grad_out):
         alpha, pre, values = ctx.saved_tensors
         op = ctx.op
-        rowptr, rows = op.csr.rowptr, op.row_index()
+        rowptr, rows = op.indices64()[0], op.row_index()
         t_rowptr, t_col, order = op.transpose_order()
         grad_out = grad_out.contiguous()
         grad_values = torch.stack([_pattern_times(t_rowptr, t_col, alpha[:, h].index_select(0, order),

@@ -272,14 +272,28 @@ class DiscreteData:
     def _split_targets(self, split: str) -> "SplitTargets":
         if split not in self._targets:
             steps = self.steps_of(split)
-            keys = [self.target_keys[t + 1] for t in steps]
-            square = np.int64(self.num_nodes) ** 2
-            sizes = np.array([len(k) for k in keys], np.int64)
+            keys, sizes = self._concatenated_target_keys(steps)
             self._targets[split] = SplitTargets(
-                steps, np.concatenate([i * square + k for i, k in enumerate(keys)]) if keys else np.empty(0, np.int64),
-                np.r_[0, np.cumsum(sizes)].astype(np.int64),
+                steps, keys, np.r_[0, np.cumsum(sizes)].astype(np.int64),
                 np.array([max(1, int(round(self.theta * n))) if n else 0 for n in sizes], np.int64))
         return self._targets[split]
+
+    def _concatenated_target_keys(self, steps: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Target keys of every step, step i's shifted by i·N², one array, and each step's count. Written one
+        step at a time into an array sized by the store's edge counts (an upper bound on distinct keys), then
+        shrunk in place: the rank never holds every step's keys twice (a list, then their concatenation)."""
+        square = np.int64(self.num_nodes) ** 2
+        edges = self.store.edges_per_snapshot()
+        out = np.empty(int(sum(int(edges[t + 1]) for t in steps)), np.int64)
+        sizes, end = np.zeros(len(steps), np.int64), 0
+        for i, t in enumerate(steps):
+            step_keys = self.target_keys[t + 1]
+            if end + len(step_keys) > len(out):  # a store whose counts fall short: grow (not expected)
+                out.resize(end + len(step_keys), refcheck=False)
+            np.add(step_keys, i * square, out=out[end:end + len(step_keys)])
+            sizes[i], end = len(step_keys), end + len(step_keys)
+        out.resize(end, refcheck=False)
+        return out, sizes
 
     def _non_edges(self, targets: "SplitTargets", rng: np.random.Generator) -> np.ndarray:
         """``counts[i]`` uniform non-edges (u ≠ v) of every step i (with replacement), as global

@@ -275,12 +275,23 @@ class TimePlacement(Placement):
         key = (steps.start, steps.stop)
         if key not in self._ranges:
             self._ranges[key] = self._load_steps(steps, timer)
+            if self.streamed:
+                self._keep_the_view_only(steps)
         elif self.streamed:
             a, b = self.local_ranges(steps)[self.rank]
-            self.first_input_bytes += self.data.first_layer_input[a:b].nbytes
+            self.first_input_bytes += self._ranges[key].first_input.nbytes
             if b > a:
                 self.mover.count(range(a, b))
         return self._ranges[key]
+
+    def _keep_the_view_only(self, steps: range) -> None:
+        """A streamed view kept on a CPU device holds the rank's copy of its steps: the data's own copies and the
+        mover's payloads go (each step held once, as a resident placement does); later uses only count."""
+        a, b = self.local_ranges(steps)[self.rank]
+        if b > a:
+            self.mover.forget(range(a, b))
+        if not self.data.group_length and hasattr(self.data, "hand_over_steps"):  # groups share steps: keep
+            self.data.hand_over_steps()
 
     def owned_in(self, batch: PairBatch, steps: range) -> PairBatch:
         a, b = self.local_ranges(steps)[self.rank]

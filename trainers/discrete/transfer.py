@@ -101,12 +101,21 @@ class SnapshotMover:
         self.pinned = device.type == "cuda"
         self._differences: dict[int, GraphDifference] = {}
         self._host: dict[tuple[str, int], tuple[torch.Tensor, ...]] = {}  # pinned payloads, built once
+        self._counted: dict[tuple[int, int], dict[str, int]] = {}  # bytes_of per run of steps, once forgotten
         self.bytes_by_mode = {BASE: 0, GRAPH_DIFFERENCE: 0, f"{BASE}_{CSR}": 0, f"{GRAPH_DIFFERENCE}_{CSR}": 0}
 
     def release_host_copies(self) -> None:
         """Drop the host payloads kept for later moves (a placement that keeps its snapshots resident moves
         each once)."""
         self._host.clear()
+
+    def forget(self, steps: range) -> None:
+        """Keep only the byte counts of moving ``steps`` (a CPU device's views keep the moved snapshots for the
+        run): drop the host payloads and graph differences, so later counts need no snapshot of the data."""
+        self._counted[(steps.start, steps.stop)] = self.bytes_of(steps)
+        self._host.clear()
+        for t in steps:
+            self._differences.pop(t, None)
 
     @property
     def bytes_moved(self) -> int:
@@ -119,6 +128,8 @@ class SnapshotMover:
 
     def bytes_of(self, steps: range) -> dict[str, int]:
         """What moving ``steps`` (the first whole) costs in each mode and encoding, without moving them."""
+        if (steps.start, steps.stop) in self._counted:
+            return dict(self._counted[(steps.start, steps.stop)])
         out = dict.fromkeys(self.bytes_by_mode, 0)
         for i, t in enumerate(steps):
             a = self.adjacency[t]
