@@ -551,8 +551,8 @@ class TGN(TemporalModel):
         width, edge_dim = self.memory_dim, features.shape[-1]
         grid = neighbor_hidden.new_empty(roots * k, width + edge_dim + len(self.time_encoder.frequencies))
         real_cells = mask.reshape(-1).nonzero(as_tuple=True)[0]
-        hidden = grid[:, :width]
-        hidden.zero_()
+        hidden = grid[:, :width]  # strided: zero the padding cells alone (a strided fill of all is ~1.4x slower)
+        hidden.index_fill_(0, (~mask).reshape(-1).nonzero(as_tuple=True)[0], 0.0)
         hidden.index_copy_(0, real_cells, neighbor_hidden.detach())
         grid[:, width:width + edge_dim] = features.reshape(roots * k, edge_dim)
         self.time_encoder.into(grid[:, width + edge_dim:], inputs.neighbor_dt.reshape(-1))
