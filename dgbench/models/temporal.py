@@ -125,7 +125,9 @@ class GatherRows(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(index)
         ctx.shapes = [block.shape for block in blocks]
-        return tuple(block.index_select(0, index) for block in blocks)
+        rows = tuple(block.index_select(0, index) for block in blocks)
+        ctx.mark_non_differentiable(*(out for out, needed in zip(rows, ctx.needs_input_grad[1:]) if not needed))
+        return rows
 
     @staticmethod
     def backward(ctx, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
