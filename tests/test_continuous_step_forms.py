@@ -83,3 +83,28 @@ def test_fast_step_forms_train_like_the_plain_ones(stream_store, monkeypatch, mo
         with monkeypatch.context() as real_slots:
             real_slots.setattr(temporal, "FLAT_ATTENTION_DENSITY", 2.0)
             np.testing.assert_allclose(_epoch_losses(stream_store, model, protocol), reference, rtol=1e-5)
+
+
+@pytest.mark.parametrize("unused_block", [False, True])
+def test_gather_rows_is_indexing_with_its_gradients(unused_block):
+    """gather_rows (one node over several blocks, index_add_ backward) gives each block's rows and, to every
+    block that needs one, the gradient indexing gives (float64, repeated rows summed); a block whose rows
+    take no part in the loss, or that needs no gradient, gets none."""
+    rng = np.random.default_rng(3)
+    index = torch.from_numpy(rng.integers(0, 7, 40))
+    blocks = [torch.from_numpy(rng.normal(size=(7, width))).requires_grad_() for width in (5, 3)]
+    constant = torch.from_numpy(rng.normal(size=(7, 2)))
+    got = temporal.gather_rows(index, *blocks, constant)
+    for rows, block in zip(got, [*blocks, constant]):
+        assert torch.equal(rows, block[index])
+    assert not got[2].requires_grad
+    weights = [torch.from_numpy(rng.normal(size=rows.shape)) for rows in got[:2]]
+    used = got[:1] if unused_block else got[:2]
+    grads = torch.autograd.grad(sum((rows * w).sum() for rows, w in zip(used, weights)), blocks, allow_unused=True)
+    want = torch.autograd.grad(sum((block[index] * w).sum() for block, w in zip(blocks[:len(used)], weights)),
+                               blocks[:len(used)])
+    torch.testing.assert_close(grads[0], want[0], rtol=1e-12, atol=1e-12)
+    if unused_block:
+        assert grads[1] is None
+    else:
+        torch.testing.assert_close(grads[1], want[1], rtol=1e-12, atol=1e-12)

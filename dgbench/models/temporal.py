@@ -105,10 +105,41 @@ class TimeEncoder(nn.Module):
         """[features, φ(delta)] built in place (no concatenation copy); neither side carries a gradient."""
         out = features.new_empty(len(delta), features.shape[1] + len(self.frequencies))
         out[:, :features.shape[1]] = features
-        encoded = out[:, features.shape[1]:]
-        torch.mul(delta.reshape(-1, 1).to(self.frequencies.dtype), self.frequencies, out=encoded)
-        encoded.cos_()
+        self.into(out[:, features.shape[1]:], delta)
         return out
+
+    def into(self, out: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        """φ(delta) written into ``out`` (len(delta), dim), a view of a wider buffer; no gradient."""
+        torch.mul(delta.reshape(-1, 1).to(self.frequencies.dtype), self.frequencies, out=out)
+        return out.cos_()
+
+
+class GatherRows(torch.autograd.Function):
+    """``apply(index, *blocks)``: rows ``index`` of each block (``index_select``), as many lookups as blocks
+    in one autograd node. Its backward sums each block's row gradients into their source rows with
+    ``index_add_``: on CPU ~1.5x faster than an embedding lookup's backward (which sorts the index per
+    block) and than indexing's (an accumulating ``index_put``); docs/performance.md ("The TGN step")."""
+
+    @staticmethod
+    def forward(ctx, index: torch.Tensor, *blocks: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(index)
+        ctx.shapes = [block.shape for block in blocks]
+        rows = tuple(block.index_select(0, index) for block in blocks)
+        ctx.mark_non_differentiable(*(out for out, needed in zip(rows, ctx.needs_input_grad[1:]) if not needed))
+        return rows
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        (index,) = ctx.saved_tensors
+        return (None, *(grad.new_zeros(shape).index_add_(0, index, grad)
+                        if grad is not None and needed else None
+                        for grad, shape, needed in zip(grads, ctx.shapes, ctx.needs_input_grad[1:])))
+
+
+def gather_rows(index: torch.Tensor, *blocks: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Rows ``index`` of every block (:class:`GatherRows`)."""
+    return GatherRows.apply(index, *blocks)
 
 
 QUERY_BLOCK = 2048  # queries per block of the evaluation-time memory update (a block's gates stay in cache)
@@ -171,9 +202,8 @@ class MemoryUpdater(nn.Module):
         mail_part = F.linear(latest_mail, cell.weight_ih[:, :mail_width], cell.bias_ih)
         hidden_part = F.linear(state[:, :width], cell.weight_hh, cell.bias_hh)
         # column blocks are taken with split (a slice's backward fills a zero tensor of the whole width, per
-        # slice), and each block is gathered on its own (its gradient goes straight to the vertex's row), as
-        # an embedding lookup: the same rows, and its backward sums a vertex's query gradients ~2x faster on
-        # CPU than indexing's (index_put with accumulation)
+        # slice), and every block is gathered in one node (each block's gradient goes straight to the vertex's
+        # row, summed with index_add_: gather_rows)
         if self.kind == "gru":  # r and z need mail + hidden; n needs them apart (n = tanh(n_in + r * n_h))
             mail_rz, mail_n = mail_part.split([2 * width, width], 1)
             hidden_rz, hidden_n = hidden_part.split([2 * width, width], 1)
@@ -181,8 +211,8 @@ class MemoryUpdater(nn.Module):
         else:
             gates = [mail_part + hidden_part]
         if vertex is not None:
-            gates = [F.embedding(vertex, block) for block in gates]
-            state, memory_ts = state[vertex], memory_ts[vertex]
+            *gates, state = gather_rows(vertex, *gates, state)
+            memory_ts = memory_ts[vertex]
         encoded, time_weight = self.time_encoder(query_t - memory_ts), cell.weight_ih[:, mail_width:]
         if self.kind == "gru":  # two products, not one split: a split's backward concatenates the (queries, 3M) grad
             time_rz, time_n = F.linear(encoded, time_weight[:2 * width]), F.linear(encoded, time_weight[2 * width:])
@@ -497,32 +527,78 @@ class TGN(TemporalModel):
         Both products are linear in x_j, so they are reassociated to the root side (the same equations,
         summed in another order): the scores are (W_kᵀ q)·x_j + q·b_k and the output W_v (Σ_j w_j x_j) +
         b_v Σ_j w_j. The (3b·k, 2M+E) by (2M+E, 2M) key/value products of every slot become two
-        (3b, M) by (M, 2M+E) products per root, and per slot only dot products and weighted sums remain
-        (small batched products over the (roots, k) grid; on LastFM's slice a batch has 6.6 real slots per
-        root, on Wikipedia 5.6)."""
+        (3b, M) by (M, 2M+E) products per root, and per slot only dot products and weighted sums remain:
+        one small batched product each over the slots' inputs x_j laid out as one (roots, k, 2M+E) grid
+        (:class:`GridAttention`, whose backward is written out; on LastFM's slice a batch has 6.6 real
+        slots per root, on Wikipedia 5.6)."""
         mask = inputs.neighbor_mask
         roots, k = mask.shape
-        heads, head_dim, width = self.heads, self.memory_dim // self.heads, self.memory_dim
-        # the slots' inputs on the (roots, k) grid: h_j (carries the views' gradient; padding zero) and
-        # [e_j, φ(Δt_j)] (no gradient; padding slots are masked below)
-        hidden = neighbor_hidden.new_zeros(roots, k, width).index_put(mask.nonzero(as_tuple=True), neighbor_hidden)
-        features = inputs.neighbor_edge_features
-        rest = self.time_encoder.beside(features.reshape(roots * k, features.shape[-1]),
-                                        inputs.neighbor_dt.reshape(-1)).view(roots, k, -1)
+        heads, head_dim = self.heads, self.memory_dim // self.heads
+        grid, real_cells = self._slot_grid(inputs, neighbor_hidden)
         per_head = query.view(roots, heads, head_dim)
-        key_weight = self.key.weight.view(heads, head_dim, -1)
-        key_of_hidden, key_of_rest = torch.einsum("rhd,hdx->rhx", per_head, key_weight).split(
-            [width, rest.shape[-1]], 2)
+        key_of_input = torch.einsum("rhd,hdx->rhx", per_head, self.key.weight.view(heads, head_dim, -1))
         key_bias = (per_head * self.key.bias.view(heads, head_dim)).sum(-1)
-        scores = (torch.bmm(key_of_hidden, hidden.transpose(1, 2)) + torch.bmm(key_of_rest, rest.transpose(1, 2))
-                  + key_bias[:, :, None]) / math.sqrt(head_dim)  # (roots, heads, k)
-        real = mask[:, None, :]
-        weights = torch.softmax(scores.masked_fill(~real, -1e9), dim=2) * real
-        weighted_input = torch.cat([torch.bmm(weights, hidden), torch.bmm(weights, rest)], dim=2)  # Σ_j w_j x_j
+        weights, weighted_input = GridAttention.apply(key_of_input, key_bias, neighbor_hidden, grid, real_cells,
+                                                      mask[:, None, :], math.sqrt(head_dim))
         value_weight = self.value.weight.view(heads, head_dim, -1)
         aggregated = (torch.einsum("rhx,hdx->rhd", weighted_input, value_weight)
                       + self.value.bias.view(heads, head_dim) * weights.sum(2, keepdim=True))
         return aggregated.flatten(1)
+
+    def _slot_grid(self, inputs: BatchInputs, neighbor_hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the slots' inputs x_j = [h_j, e_j, φ(Δt_j)] as one (roots, k, 2M+E) grid, padding h_j zero, built
+        without a gradient; the flat grid cell of each real slot, row-major as ``neighbor_hidden``)."""
+        mask, features = inputs.neighbor_mask, inputs.neighbor_edge_features
+        roots, k = mask.shape
+        width, edge_dim = self.memory_dim, features.shape[-1]
+        grid = neighbor_hidden.new_empty(roots * k, width + edge_dim + len(self.time_encoder.frequencies))
+        real_cells = mask.reshape(-1).nonzero(as_tuple=True)[0]
+        hidden = grid[:, :width]  # strided: zero the padding cells alone (a strided fill of all is ~1.4x slower)
+        hidden.index_fill_(0, (~mask).reshape(-1).nonzero(as_tuple=True)[0], 0.0)
+        hidden.index_copy_(0, real_cells, neighbor_hidden.detach())
+        grid[:, width:width + edge_dim] = features.reshape(roots * k, edge_dim)
+        self.time_encoder.into(grid[:, width + edge_dim:], inputs.neighbor_dt.reshape(-1))
+        return grid.view(roots, k, -1), real_cells
+
+
+class GridAttention(torch.autograd.Function):
+    """Scores, softmax and weighted inputs of :meth:`TGN._attend_grid` over the (roots, k, X) grid of the slots'
+    inputs x_j = [h_j, e_j, φ(Δt_j)], with its backward written out: only the h_j columns carry a gradient (to
+    the real slots' views), and each gradient is one batched product over the grid (autograd's would take two
+    products and a sum for the h_j gradient, and a scatter's backward to reach the slots).
+
+    forward(key_of_input (R, H, X) = W_kᵀ q per head, key_bias (R, H) = q·b_k, neighbor_hidden (S, M) (only its
+    gradient is used; its values are in the grid), grid (R, k, X), real_cells (S,) flat cells of the real
+    slots, real (R, 1, k) bool, scale = sqrt(d)) -> (weights (R, H, k): softmax over the real slots, zero
+    elsewhere; Σ_j w_j x_j (R, H, X)).
+    """
+
+    @staticmethod
+    def forward(ctx, key_of_input, key_bias, neighbor_hidden, grid, real_cells, real, scale):
+        scores = torch.baddbmm(key_bias[:, :, None], key_of_input, grid.transpose(1, 2)).div_(scale)
+        weights = torch.softmax(scores.masked_fill_(~real, -1e9), dim=2).mul_(real)
+        ctx.save_for_backward(key_of_input, grid, real_cells, weights)
+        ctx.scale, ctx.hidden_width = scale, neighbor_hidden.shape[1]
+        return weights, torch.bmm(weights, grid)
+
+    @staticmethod
+    def backward(ctx, grad_weights, grad_weighted):
+        key_of_input, grid, real_cells, weights = ctx.saved_tensors
+        width = ctx.hidden_width
+        # dL/dw_j = given + (dL/d Σ w x)·x_j; the softmax's backward on the real slots (w = 0 elsewhere)
+        grad_w = torch.bmm(grad_weighted, grid.transpose(1, 2))
+        if grad_weights is not None:
+            grad_w = grad_w.add_(grad_weights)
+        grad_scores = (grad_w - (grad_w * weights).sum(2, keepdim=True)).mul_(weights).div_(ctx.scale)
+        grad_key_of_input = torch.bmm(grad_scores, grid) if ctx.needs_input_grad[0] else None
+        grad_key_bias = grad_scores.sum(2) if ctx.needs_input_grad[1] else None
+        grad_hidden = None
+        if ctx.needs_input_grad[2]:  # dL/dh_j = Σ_h (dL/ds_hj (W_kᵀ q)_h + w_hj dL/d(Σ w x)_h): one product
+            roots, heads, k = weights.shape
+            per_slot = torch.cat([grad_scores, weights], dim=1).transpose(1, 2)  # (R, k, 2H)
+            per_head = torch.cat([key_of_input[:, :, :width], grad_weighted[:, :, :width]], dim=1)  # (R, 2H, M)
+            grad_hidden = torch.bmm(per_slot, per_head).view(roots * k, width).index_select(0, real_cells)
+        return grad_key_of_input, grad_key_bias, grad_hidden, None, None, None, None
 
 
 class JODIE(TemporalModel):

@@ -19,7 +19,7 @@ import torch
 from dgbench.counting import TagCounter
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
-from dgbench.models.temporal import StateLayout
+from dgbench.models.temporal import StateLayout, gather_rows
 
 if TYPE_CHECKING:  # the plan's module imports this one
     from dgbench.trainers.continuous.data import BatchPlan
@@ -70,8 +70,8 @@ def _pair_views(ids: np.ndarray, times: torch.Tensor, rows_at: Callable[[np.ndar
     one_per_vertex = bool(starts.all()) and torch.is_grad_enabled()
     vertex_of_pair = None if one_per_vertex else torch.from_numpy(np.cumsum(starts) - 1).to(device)
     pair_views = view(rows_at(first[starts]), vertex_of_pair, times[torch.from_numpy(first).to(device)])
-    # an embedding lookup: autograd sums the copies' gradients, ~2x faster on CPU than indexing's backward
-    return torch.nn.functional.embedding(torch.from_numpy(pair).to(device), pair_views)
+    # the copies' gradients summed per pair with index_add_ (faster on CPU than an embedding's or indexing's)
+    return gather_rows(torch.from_numpy(pair).to(device), pair_views)[0]
 
 
 @dataclass
