@@ -290,7 +290,8 @@ def rank_block_kept(data: DiscreteData, world: int) -> Iterator[None]:
     """While rank 0 is built and probed, keep every step it builds (its block of ceil(T/P) steps, plus the few
     recent ones): loading its views reads each step's Ã_t up to three times (Ã_t X_t, the mover's graph
     difference with t-1, the move itself), and a smoothed Ã_t costs its window's raw steps each time. A kept
-    step is built once; on exit only the usual few are kept. Data that is not lazy is left as it is."""
+    step is built once; on exit only the usual few are kept. A placement that reads every step while it is
+    built (``vertex``'s plans) holds as many recent steps meanwhile. Data that is not lazy is left as it is."""
     if not isinstance(data, LazyDiscreteData):
         yield
         return
