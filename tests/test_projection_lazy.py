@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from dgbench.trainers.projection.dryrun import dry_run, partition_problem
-from dgbench.trainers.projection.lazydata import LazyDiscreteData, LazySteps, lazy_partition_problem
+from dgbench.trainers.projection.lazydata import (LazyDiscreteData, LazySteps, distinct_with_loops,
+                                                  lazy_partition_problem, smoothed_step_counts)
 from dgbench.registry import SCHEMES, load_plugins
 from dgbench.trainers.config import RunConfig
 from dgbench.trainers.discrete.data import TRAIN, DiscreteData
@@ -89,6 +90,36 @@ def test_dry_run_on_lazy_data_counts_what_it_counts_on_the_whole_data(store, wor
         assert lazy.extra == whole.extra, where
 
 
+def _hashed_smoothed_counts(snapshots, num_nodes, window):
+    """The smoothed per-step counts as the dry run first computed them (np.unique per step, the window's union
+    re-sorted, the self loops merged in by a sort)."""
+    from collections import deque
+    recent, edges, nonzeros = deque(maxlen=window), [], []
+    for snap in snapshots:
+        recent.append(np.unique(snap.dst.astype(np.int64) * num_nodes + snap.src))
+        union = np.unique(np.concatenate(recent))
+        edges.append(len(union))
+        nonzeros.append(distinct_with_loops(union, num_nodes))
+    return np.array(edges), np.array(nonzeros)
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 5])
+def test_smoothed_step_counts_equal_the_hashed_counts(window):
+    """The sorted streaming counts equal the np.unique ones, on steps with repeated edges, self loops, an
+    empty step and vertices without edges."""
+    from types import SimpleNamespace
+    rng = np.random.default_rng(window)
+    n, snapshots = 50, []
+    for size in (120, 0, 300, 7, 200, 200, 1):
+        src, dst = rng.integers(0, n // 2, size), rng.integers(0, n // 2, size)
+        dst[: size // 4] = src[: size // 4]  # self loops
+        snapshots.append(SimpleNamespace(src=src.astype(np.int32), dst=dst.astype(np.int32)))
+    edges, nonzeros = smoothed_step_counts(iter(snapshots), n, window)
+    expected_edges, expected_nonzeros = _hashed_smoothed_counts(snapshots, n, window)
+    assert np.array_equal(edges, expected_edges) and np.array_equal(nonzeros, expected_nonzeros)
+    assert (nonzeros < edges + n).any()  # the case of self loops already among the entries is met
+
+
 @pytest.mark.parametrize("model", ["cdgcn", "tmgcn", "evolvegcn-o"])
 def test_snapshot_dry_run_builds_only_rank_zeros_steps_and_no_pairs(store, monkeypatch, model):
     """What keeps the weak-scaling dry run small: Ã_t, Ã_t X_t and X_t are built for rank 0's own steps
@@ -116,6 +147,29 @@ def test_snapshot_dry_run_builds_only_rank_zeros_steps_and_no_pairs(store, monke
         assert result.bytes_by_tag()["to_vertex:forward"] > 0
     assert len(set(built)) <= own and max(built) < own, built  # rank 0 holds steps [0, ceil(T/P))
     assert drawn == []
+
+
+@pytest.mark.parametrize("model", ["cdgcn", "tmgcn"])
+def test_snapshot_dry_run_builds_each_of_rank_zeros_steps_once(store, monkeypatch, model):
+    """Rank 0's views read each of its Ã_t several times (Ã_t X_t, the graph difference with t - 1, the move):
+    the dry run keeps its block while building it, so each step is built once even where the data keeps
+    fewer steps than rank 0 owns (here 2 of its 4), and afterwards keeps only those few again."""
+    built: list[tuple[int, int]] = []  # (which sequence, step)
+    original = LazySteps._one
+
+    def counting(self, t):
+        if t not in self._cache:
+            built.append((id(self), t))
+        return original(self, t)
+
+    monkeypatch.setattr(LazySteps, "_one", counting)
+    monkeypatch.setattr(LazyDiscreteData, "keep_steps", 2)
+    config = _config(store, "snapshot", 2, model)
+    problem = partition_problem(config)
+    result = dry_run(config, problem=problem)
+    assert result.total_bytes() > 0 and len({t for _, t in built}) == 4
+    assert len(built) == len(set(built)), built
+    assert len(problem.adjacency.held()) <= 2
 
 
 def test_sven_micro_batches_cost_their_calibrated_overhead_and_a_measured_runs_n_is_kept(tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -117,7 +118,7 @@ class LazyTargets(dict):
         if t not in self._steps:
             raise KeyError(t)
         snap = self.data.read_snapshot(t)
-        return np.unique(snap.src.astype(np.int64) * self.data.num_nodes + snap.dst)
+        return sorted_distinct(snap.src.astype(np.int64) * self.data.num_nodes + snap.dst)
 
     def __contains__(self, t: object) -> bool:
         return t in self._steps
@@ -240,18 +241,69 @@ class LazyDiscreteData(DiscreteData):
     def _smoothed_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Per smoothed input step: its distinct entries (the window's union) and its Ã_t's nonzeros (those and
         the self loops), from one pass over the raw steps holding a window of keys; both cached."""
-        window: deque[np.ndarray] = deque(maxlen=self.smoothing_window)
-        edges, nonzeros = [], []
-        n = np.int64(self.num_nodes)
-        for snap in map(self.read_snapshot, range(self.num_steps)):
-            window.append(np.unique(snap.dst.astype(np.int64) * n + snap.src))
-            union = np.concatenate(window)
-            union.sort()
-            union = union[np.r_[True, union[1:] != union[:-1]]] if len(union) else union
-            edges.append(len(union))
-            nonzeros.append(distinct_with_loops(union, self.num_nodes))
-        self._edges, self._nnz = np.array(edges, np.int64), np.array(nonzeros, np.int64)
+        self._edges, self._nnz = smoothed_step_counts(map(self.read_snapshot, range(self.num_steps)),
+                                                      self.num_nodes, self.smoothing_window)
         return self._edges, self._nnz
+
+
+def smoothed_step_counts(snapshots: Iterator[Any], num_nodes: int, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per smoothed step of ``snapshots`` (raw, in order): the distinct (dst, src) entries of the union of its
+    ``window`` raw steps (cut at step 0) and those with the N self loops (Ã_t's nonzeros). Each raw step's keys
+    are sorted once; a union merges the window's sorted runs; nothing hashes (``np.unique`` hashes int64 keys
+    and took ~27 s for one 6.3 M-edge step, the P = 128 weak-scaling store's size, where a sort takes ~0.3 s)."""
+    recent: deque[np.ndarray] = deque(maxlen=window)
+    loops = np.arange(num_nodes, dtype=np.int64) * (num_nodes + 1)  # dst·N + src of the self loops, ascending
+    edges, nonzeros = [], []
+    for snap in snapshots:
+        recent.append(sorted_distinct(snap.dst.astype(np.int64) * num_nodes + snap.src))
+        union = merged_distinct(list(recent))
+        edges.append(len(union))
+        nonzeros.append(len(union) + num_nodes - count_present(union, loops))
+    return np.array(edges, np.int64), np.array(nonzeros, np.int64)
+
+
+def sorted_distinct(keys: np.ndarray) -> np.ndarray:
+    """``np.unique(keys)`` by a sort (the same ascending distinct keys, without hashing)."""
+    ordered = np.sort(keys)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+
+
+def merged_distinct(runs: list[np.ndarray]) -> np.ndarray:
+    """The distinct keys of several ascending distinct runs, ascending (a stable sort merges the runs)."""
+    if len(runs) == 1:
+        return runs[0]
+    union = np.concatenate(runs)
+    union.sort(kind="stable")
+    return union[np.r_[True, union[1:] != union[:-1]]] if len(union) else union
+
+
+def count_present(ordered: np.ndarray, queries: np.ndarray) -> int:
+    """How many of ``queries`` occur in the ascending array ``ordered``."""
+    if not len(ordered):
+        return 0
+    at = np.minimum(np.searchsorted(ordered, queries), len(ordered) - 1)
+    return int(np.count_nonzero(ordered[at] == queries))
+
+
+@contextmanager
+def rank_block_kept(data: DiscreteData, world: int) -> Iterator[None]:
+    """While rank 0 is built and probed, keep every step it builds (its block of ceil(T/P) steps, plus the few
+    recent ones): loading its views reads each step's Ã_t up to three times (Ã_t X_t, the mover's graph
+    difference with t-1, the move itself), and a smoothed Ã_t costs its window's raw steps each time. A kept
+    step is built once; on exit only the usual few are kept. A placement that reads every step while it is
+    built (``vertex``'s plans) holds as many recent steps meanwhile. Data that is not lazy is left as it is."""
+    if not isinstance(data, LazyDiscreteData):
+        yield
+        return
+    sequences = [data.adjacency, data.degree_features, data.first_layer_input.steps]
+    kept = [steps.keep for steps in sequences]
+    for steps in sequences:
+        steps.keep_only(None if steps.keep is None else -(-data.num_steps // world) + KEEP_STEPS)
+    try:
+        yield
+    finally:
+        for steps, keep in zip(sequences, kept):
+            steps.keep_only(keep)
 
 
 def degree_features(snap: Any, num_nodes: int) -> np.ndarray:

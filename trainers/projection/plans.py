@@ -24,7 +24,7 @@ from dgbench.counting import (ALL_TO_ALL, CONTROL_TAGS, INT_BYTES, PLAN, UNIFORM
                               TagCounter, dry_context)
 from dgbench.trainers.discrete.comm_shape import to_every_other
 from dgbench.trainers.projection.dryrun import DryRun, store_entry
-from dgbench.trainers.projection.lazydata import LazyPairs
+from dgbench.trainers.projection.lazydata import LazyPairs, rank_block_kept
 
 DISCRETE_EXTRA_TAGS = {"gradients", "loss"}
 
@@ -77,14 +77,15 @@ def discrete_epoch(run: Any, problem: Any, partition: Any, world: int, epoch: in
     from dgbench.trainers.discrete.data import TRAIN
     from dgbench.trainers.discrete.placement import CommProfile
     notes: list[str] = []
-    trainer = family.build_rank(dry_context(0, world), run, partition, problem)
-    if blad_plan is not None:
-        from dgbench.trainers.discrete.blad.runtime import BladSchedule
-        if isinstance(trainer.schedule, BladSchedule):
-            trainer.schedule.given_plan = blad_plan
-            notes.append("BLAD: the plan its run made from the first epoch's profile (given)")
-    units, passes = trainer.schedule.units(trainer)
-    calls, kinds = _probe_forward(trainer, units[0], notes)
+    with rank_block_kept(problem, world):  # rank 0's steps built once each
+        trainer = family.build_rank(dry_context(0, world), run, partition, problem)
+        if blad_plan is not None:
+            from dgbench.trainers.discrete.blad.runtime import BladSchedule
+            if isinstance(trainer.schedule, BladSchedule):
+                trainer.schedule.given_plan = blad_plan
+                notes.append("BLAD: the plan its run made from the first epoch's profile (given)")
+        units, passes = trainer.schedule.units(trainer)
+        calls, kinds = _probe_forward(trainer, units[0], notes)
     pairs = LazyPairs(problem, TRAIN, epoch)  # built only if the placement scores pairs across ranks
     predicted = trainer.schedule.predicted_elements(trainer, CommProfile.of(trainer.model), pairs)
     if predicted is None:
