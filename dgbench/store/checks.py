@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from dgbench.store.format import (CHECKSUM_CHARS, EDGE_COLUMNS, FILE_DIGEST_CHARS, LEGACY_CHECKSUM_ALGORITHM,
-                                  REQUIRED_ARRAYS, SNAPSHOTS, combine_fingerprint, fingerprint_header)
+from dgbench.store.format import (CHECKSUM_CHARS, EDGE_COLUMNS, FILE_DIGEST_CHARS, REQUIRED_ARRAYS, SNAPSHOTS,
+                                  checksum_algorithm, combine_fingerprint, fingerprint_header)
 
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -81,7 +81,7 @@ def attribute_problems(attrs: dict[str, Any]) -> list[str]:
         problems += _split_problems(attrs.get("split"), events)
     problems += _file_digest_problems(attrs.get("file_digests"))
     problems += _file_checksum_problems(attrs.get("file_checksums"), attrs.get("file_digests"),
-                                        attrs.get("file_checksum_algorithm", LEGACY_CHECKSUM_ALGORITHM))
+                                        checksum_algorithm(attrs))
     problems += _vertex_count_problems(attrs, edges)
     problems += [f"attribute '{where}' is {value}, expected a finite number" for where, value in _non_finite(attrs)]
     fingerprint = attrs.get("fingerprint")
