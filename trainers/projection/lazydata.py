@@ -264,8 +264,7 @@ def smoothed_step_counts(snapshots: Iterator[Any], num_nodes: int, window: int) 
 
 def sorted_distinct(keys: np.ndarray) -> np.ndarray:
     """``np.unique(keys)`` by a sort (the same ascending distinct keys, without hashing)."""
-    ordered = np.sort(keys)
-    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+    return _without_repeats(np.sort(keys))
 
 
 def merged_distinct(runs: list[np.ndarray]) -> np.ndarray:
@@ -274,7 +273,12 @@ def merged_distinct(runs: list[np.ndarray]) -> np.ndarray:
         return runs[0]
     union = np.concatenate(runs)
     union.sort(kind="stable")
-    return union[np.r_[True, union[1:] != union[:-1]]] if len(union) else union
+    return _without_repeats(union)
+
+
+def _without_repeats(ordered: np.ndarray) -> np.ndarray:
+    """An ascending array with each run of equal keys kept once."""
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
 
 
 def count_present(ordered: np.ndarray, queries: np.ndarray) -> int:
