@@ -17,6 +17,7 @@ split), so scores are reported for seen and new nodes separately where the data 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,17 @@ def _read_events(store: EdgeStreamStore, start: int, stop: int) -> tuple[np.ndar
 
 def _destination_pool(store: EdgeStreamStore, stop: int, read_events: int) -> np.ndarray:
     """The random strategy's pool: every destination of the events used, ascending."""
-    marked = np.zeros(store.num_nodes, dtype=bool)
-    for lo in range(0, stop, read_events):
-        marked[store.read("dst", lo, min(lo + read_events, stop))] = True
-    return np.flatnonzero(marked).astype(np.int64)
+    return distinct_vertices((store.read("dst", lo, min(lo + read_events, stop)) for lo in range(0, stop, read_events)),
+                             store.num_nodes)
+
+
+def distinct_vertices(blocks: Iterable[np.ndarray], num_nodes: int) -> np.ndarray:
+    """``np.unique`` of vertex-id ``blocks`` concatenated, ascending, in one pass of bounded memory (a flag per
+    vertex): the destination pool of a stream read block by block."""
+    seen = np.zeros(num_nodes, dtype=bool)
+    for block in blocks:
+        seen[block] = True
+    return np.flatnonzero(seen).astype(np.int64)
 
 
 def _tied_window(store: EdgeStreamStore, start: int, end: int, stop: int) -> tuple[int, int]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dgbench.store import EdgeStreamStore
+from dgbench.tasks.link import distinct_vertices
 
 CACHED_CHUNKS = 4  # decoded chunks kept per column: the batch trained, the ones planned ahead
 PASS_EVENTS = 1 << 18  # events per block of a whole-stream pass
@@ -145,11 +146,8 @@ def streamed_columns(store: EdgeStreamStore, stop: int, counter: ReadCounter, ro
 
 
 def distinct_destinations(dst: ChunkedColumn, num_nodes: int) -> np.ndarray:
-    """``np.unique(dst)`` in one pass of bounded memory (a flag per vertex)."""
-    seen = np.zeros(num_nodes, dtype=bool)
-    for _, block in dst.blocks(0, len(dst)):
-        seen[block] = True
-    return np.flatnonzero(seen).astype(np.int64)
+    """``np.unique(dst)`` in one pass of bounded memory (the evaluation sets' pool, over this column's reads)."""
+    return distinct_vertices((block for _, block in dst.blocks(0, len(dst))), num_nodes)
 
 
 def streamed_gap_statistics(src: ChunkedColumn, dst: ChunkedColumn, t: ChunkedColumn, num_nodes: int,
