@@ -209,25 +209,39 @@ class BatchPlanner:
             return self._distinct_root_plan(split, index, start, stop, positions, events, src, dst, negatives,
                                             roots, root_t, candidates, fixed_source)
         root_event = np.tile(np.arange(b), count)
-        neighbors = deliveries = delivery_priority = None
-        needed, query_times, event_of = roots, root_t, root_event
+        neighbors = None
         if self.sampler is not None and self.neighbors > 0:
             root_positions = np.concatenate([block * size + positions for block in range(count)])
             uniforms = rng.random((count * size, self.neighbors))[root_positions]  # rank-independent draws
             neighbors = self.sampler.sample_window(start, stop, roots, root_t, self.neighbors, self.strategy, uniforms)
-            mask = neighbors.mask
-            if self.fetch_neighbors:
-                needed = np.concatenate([roots, neighbors.nodes[mask]])
-                query_times = np.concatenate([root_t, np.broadcast_to(root_t[:, None], mask.shape)[mask]])
-                event_of = np.concatenate([root_event, np.broadcast_to(root_event[:, None], mask.shape)[mask]])
-            if self.deliver_to_neighbors:
-                # row-major over the [src, dst] roots' slots: the order the model builds the mails in
-                endpoint_priority = np.concatenate([2 * positions, 2 * positions + 1])
-                deliveries = neighbors.nodes[:2 * b][mask[:2 * b]]
-                delivery_priority = np.broadcast_to(endpoint_priority[:, None], mask[:2 * b].shape)[mask[:2 * b]]
+        needed, query_times, event_of, deliveries, delivery_priority = self._rows_and_mails(
+            roots, root_t, root_event, neighbors, slice(0, 2 * b), positions)
         return BatchPlan(split, index, size, positions, events, src, dst, negatives, neighbors, needed,
                          query_times, self.route(needed), event_of, deliveries, delivery_priority, candidates,
                          fixed_source)
+
+    def _rows_and_mails(self, roots: np.ndarray, root_times: np.ndarray, root_event: np.ndarray,
+                        neighbors: SampledNeighbors | None, endpoint: slice | np.ndarray, positions: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """(needed vertices, their query times, their events, mail deliveries, their priorities) of a batch
+        whose sampled ``roots`` were queried at ``root_times`` for events ``root_event``: the roots, then,
+        when the model fetches them, their sampled neighbours at the root's time; when the model delivers
+        to neighbours, each event endpoint (roots ``endpoint``: source then destination) mails its root's
+        sampled neighbours, row-major over the slots (the order the model builds the mails in)."""
+        needed, query_times, event_of = roots, root_times, root_event
+        deliveries = delivery_priority = None
+        if neighbors is None:
+            return needed, query_times, event_of, deliveries, delivery_priority
+        mask = neighbors.mask
+        if self.fetch_neighbors:
+            needed = np.concatenate([roots, neighbors.nodes[mask]])
+            query_times = np.concatenate([root_times, np.broadcast_to(root_times[:, None], mask.shape)[mask]])
+            event_of = np.concatenate([root_event, np.broadcast_to(root_event[:, None], mask.shape)[mask]])
+        if self.deliver_to_neighbors:
+            endpoint_priority = np.concatenate([2 * positions, 2 * positions + 1])
+            deliveries = neighbors.nodes[endpoint][mask[endpoint]]
+            delivery_priority = np.broadcast_to(endpoint_priority[:, None], mask[endpoint].shape)[mask[endpoint]]
+        return needed, query_times, event_of, deliveries, delivery_priority
 
     def _batch_plan(self, split: str, index: int, start: int, size: int, positions: np.ndarray, events: np.ndarray,
                     src: np.ndarray, dst: np.ndarray, negatives: np.ndarray, roots: np.ndarray, candidates: int,
@@ -241,22 +255,14 @@ class BatchPlanner:
         root_times = np.full(len(unique), s.t[start] if size else 0.0)
         root_event = np.full(len(unique), np.iinfo(np.int64).max)
         np.minimum.at(root_event, root_index, np.tile(np.arange(b), len(roots) // max(b, 1)))
-        neighbors = deliveries = delivery_priority = None
-        needed, event_of = unique, root_event
+        neighbors = None
         if self.sampler is not None and self.neighbors > 0:
             uniforms = vertex_uniforms((self.seed, SPLIT_CODES[split], index), unique, self.neighbors)
             neighbors = self.sampler.sample_window(start, start + size, unique, root_times, self.neighbors,
                                                    self.strategy, uniforms)
-            mask = neighbors.mask
-            if self.fetch_neighbors:
-                needed = np.concatenate([unique, neighbors.nodes[mask]])
-                event_of = np.concatenate([root_event, np.broadcast_to(root_event[:, None], mask.shape)[mask]])
-            if self.deliver_to_neighbors:  # each endpoint of each event mails its vertex's sampled neighbours
-                endpoint = root_index[:2 * b]
-                endpoint_priority = np.concatenate([2 * positions, 2 * positions + 1])
-                deliveries = neighbors.nodes[endpoint][mask[endpoint]]
-                delivery_priority = np.broadcast_to(endpoint_priority[:, None], mask[endpoint].shape)[mask[endpoint]]
-        query_times = np.full(len(needed), root_times[0] if len(root_times) else 0.0)
+        # each endpoint of each event mails its vertex's sampled neighbours; every query is at the one time
+        needed, query_times, event_of, deliveries, delivery_priority = self._rows_and_mails(
+            unique, root_times, root_event, neighbors, root_index[:2 * b], positions)
         return BatchPlan(split, index, size, positions, events, src, dst, negatives, neighbors, needed,
                          query_times, self.route(needed), event_of, deliveries, delivery_priority, candidates,
                          fixed_source, root_index, root_times)
@@ -280,20 +286,12 @@ class BatchPlanner:
         first, root_index = distinct_queries(roots, root_t)
         unique, root_times = roots[first], root_t[first]
         root_event = np.tile(np.arange(b), len(roots) // max(b, 1))[first]  # an event of each pair's first root
-        neighbors = deliveries = delivery_priority = None
-        needed, query_times, event_of = unique, root_times, root_event
+        neighbors = None
         if self.sampler is not None and self.neighbors > 0:  # ``recent``: no uniforms drawn
             neighbors = self.sampler.sample_window(start, stop, unique, root_times, self.neighbors, self.strategy)
-            mask = neighbors.mask
-            if self.fetch_neighbors:
-                needed = np.concatenate([unique, neighbors.nodes[mask]])
-                query_times = np.concatenate([root_times, np.broadcast_to(root_times[:, None], mask.shape)[mask]])
-                event_of = np.concatenate([root_event, np.broadcast_to(root_event[:, None], mask.shape)[mask]])
-            if self.deliver_to_neighbors:  # each endpoint mails its pair's sampled neighbours, row-major
-                endpoint = root_index[:2 * b]
-                endpoint_priority = np.concatenate([2 * positions, 2 * positions + 1])
-                deliveries = neighbors.nodes[endpoint][mask[endpoint]]
-                delivery_priority = np.broadcast_to(endpoint_priority[:, None], mask[endpoint].shape)[mask[endpoint]]
+        # each endpoint mails its pair's sampled neighbours
+        needed, query_times, event_of, deliveries, delivery_priority = self._rows_and_mails(
+            unique, root_times, root_event, neighbors, root_index[:2 * b], positions)
         return BatchPlan(split, index, stop - start, positions, events, src, dst, negatives, neighbors, needed,
                          query_times, self.route(needed), event_of, deliveries, delivery_priority, candidates,
                          fixed_source, root_index, root_times)
