@@ -223,3 +223,17 @@ def test_a_contended_run_says_so_in_its_summary_and_why_on_the_line_before(tmp_p
     quiet = make_record(epochs=6, scheme="snapshot", epoch_seconds=0.5)
     quiet["timing"] = timing_summary(quiet["epochs"], 1)
     assert "CONTENDED" not in _summary(quiet, tmp_path / "q.json") and _contention_reason(quiet) is None
+
+
+def test_a_baseline_prints_no_speed_and_no_contention_whatever_the_load(tmp_path):
+    """A baseline's epochs process nothing: it ranks on accuracy only, so its closing line has no s/epoch, no
+    rate and no CONTENDED, even when its (empty) epochs were timed on a busy host."""
+    from dgbench.trainers.cli import _contention_reason, _summary
+    record = _contended_copy(make_record(epochs=6, scheme="single", model="persistence", epoch_seconds=0.5))
+    for epoch in record["epochs"]:
+        epoch["work"] = 0
+    record["timing"] = timing_summary(record["epochs"], 1)
+    assert record["timing"]["contended"] is True
+    line = _summary(record, tmp_path / "b.json")
+    assert "CONTENDED" not in line and "s/epoch" not in line and "edges/s" not in line and "test ap" in line
+    assert _contention_reason(record) is None

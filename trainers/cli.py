@@ -98,8 +98,9 @@ def _summary(record: dict[str, Any], path: Path) -> str:
     epoch_s = statistics.median_low([e["time_s"] for e in timed]) if timed else 0.0
     test = record.get("final_metrics", {}).get("test", {})
     scores = [f"{name} {test[name]:.4f}" for name in ("ap", "auc") if test.get(name) is not None]
-    parts = [f"{record['scheme']}/{record['model']} P={record['world_size']}", f"{epoch_s:.2f}s/epoch",
-             rate(throughput, record["family"])]
+    parts = [f"{record['scheme']}/{record['model']} P={record['world_size']}"]
+    if _trained(record):
+        parts += [f"{epoch_s:.2f}s/epoch", rate(throughput, record["family"])]
     if scores:
         parts.append("test " + "  ".join(scores))
     contention = _contention_note(record)
@@ -108,16 +109,22 @@ def _summary(record: dict[str, Any], path: Path) -> str:
     return f"wrote {path}: " + "  ".join(parts)
 
 
+def _trained(record: dict[str, Any]) -> bool:
+    """Whether any epoch processed work: a baseline's do not, so it has no speed to print or to contend."""
+    return any(epoch.get("work") for epoch in record["epochs"])
+
+
 def _contention_note(record: dict[str, Any]) -> str:
     """'CONTENDED' when the run's timing was contended (dgbench/timing.py), else nothing (the reason is the line
     before the summary: :func:`_contention_reason`)."""
-    return "CONTENDED" if (record.get("timing") or {}).get("contended") else ""
+    return "CONTENDED" if _contention_reason(record) else ""
 
 
 def _contention_reason(record: dict[str, Any]) -> str | None:
-    """The line that says why a contended run is not ranked on the throughput and scaling tracks."""
+    """The line that says why a contended run is not ranked on the throughput and scaling tracks (none for a
+    baseline: it is ranked on accuracy only, whatever the host's load)."""
     timing = record.get("timing") or {}
-    if not timing.get("contended"):
+    if not timing.get("contended") or not _trained(record):
         return None
     return f"contended: {timing['reasons'][0]}; not ranked on throughput/scaling (leaderboards/RULES.md)"
 
