@@ -143,6 +143,13 @@ def test_a_streamed_run_trains_like_the_in_memory_run(stream_store: Path, tmp_pa
     assert streamed["final_metrics"]["test"]["ap"] == pytest.approx(loaded["final_metrics"]["test"]["ap"], abs=1e-9)
 
 
+def test_edgebank_scores_a_streamed_stream_as_the_loaded_one(stream_store: Path, tmp_path: Path) -> None:
+    loaded = _run(stream_store, tmp_path / "a", model="edgebank", epochs=1)
+    streamed = _run(stream_store, tmp_path / "b", model="edgebank", epochs=1, stream_budget=0.0)
+    assert streamed["extra"]["stream_source"]["source"] == "streamed"
+    assert streamed["final_metrics"] == loaded["final_metrics"]
+
+
 def test_max_batches_bounds_every_pass(stream_store: Path, tmp_path: Path) -> None:
     record = _run(stream_store, tmp_path, stream_budget=0.0, max_batches=2)
     assert record["extra"]["stream_source"]["max_batches"] == 2
