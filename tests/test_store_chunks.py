@@ -51,11 +51,16 @@ def test_a_frame_whose_header_disagrees_with_its_file_is_unreadable(tmp_path, sm
 
 
 
-def test_a_forked_child_reads_with_its_own_threads(tmp_path, small_chunks):
-    """Ranks may be forked after the parent read a store: the child must not wait on the parent's threads."""
+def test_a_forked_child_reads_with_its_own_threads(tmp_path, small_chunks, monkeypatch):
+    """Ranks may be forked after the parent read a store: the child must not wait on the parent's threads
+    (reads use a pool when READ_THREADS > 1)."""
     import multiprocessing
+    import dgbench.store.chunks as chunks
+    monkeypatch.setattr(chunks, "READ_THREADS", 2)
+    monkeypatch.setattr(chunks, "_POOL", None)
     path = write_stream(tmp_path / "s.zarr", features=False)
-    expected = open_store(path).read("dst")  # the parent's pool now exists
+    expected = open_store(path).read("dst")
+    assert chunks._POOL is not None  # the parent's pool now exists
     context = multiprocessing.get_context("fork")
     with context.Pool(1) as pool:
         result = pool.apply_async(_read_dst, (str(path),))
