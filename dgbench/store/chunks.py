@@ -22,10 +22,10 @@ from zarr.codecs import BloscCodec, BytesCodec
 from zarr.core.chunk_grids import RegularChunkGrid
 
 BLOSC_HEADER = 16
-# Chunks are read in the calling thread: a pool of 2 cost 0.19-0.22 CPU-s per full read of a 20M-event store
-# against 0.155-0.165 in one thread (faulting and copying into one array from two threads contends), and the
-# goal is per CPU-second (docs/store-format.md, "One thread"). More threads shorten the wall clock on an idle
-# many-core machine.
+# Chunks are read in the calling thread: on a loaded host a pool of 2 cost 0.19-0.22 CPU-s per full read of a
+# 20M-event store against 0.155-0.165 in one thread (two threads faulting and copying into one array contend),
+# and the goal is per CPU-second (docs/store-format.md, "One thread"). More threads shorten the wall clock on
+# an idle many-core machine.
 READ_THREADS = 1
 _POOL: ThreadPoolExecutor | None = None
 
