@@ -51,11 +51,16 @@ def test_a_frame_whose_header_disagrees_with_its_file_is_unreadable(tmp_path, sm
 
 
 
-def test_a_forked_child_reads_with_its_own_threads(tmp_path, small_chunks):
-    """Ranks may be forked after the parent read a store: the child must not wait on the parent's threads."""
+def test_a_forked_child_reads_with_its_own_threads(tmp_path, small_chunks, monkeypatch):
+    """Ranks may be forked after the parent read a store: the child must not wait on the parent's threads
+    (reads use a pool when READ_THREADS > 1)."""
     import multiprocessing
+    import dgbench.store.chunks as chunks
+    monkeypatch.setattr(chunks, "READ_THREADS", 2)
+    monkeypatch.setattr(chunks, "_POOL", None)
     path = write_stream(tmp_path / "s.zarr", features=False)
-    expected = open_store(path).read("dst")  # the parent's pool now exists
+    expected = open_store(path).read("dst")
+    assert chunks._POOL is not None  # the parent's pool now exists
     context = multiprocessing.get_context("fork")
     with context.Pool(1) as pool:
         result = pool.apply_async(_read_dst, (str(path),))
@@ -292,3 +297,46 @@ def test_the_fingerprint_does_not_depend_on_the_per_read_check(tmp_path, small_c
     assert new["fingerprint"] == old["fingerprint"] and new["file_digests"] == old["file_digests"]
     assert new["file_checksums"].keys() == old["file_checksums"].keys()
     assert all(new["file_checksums"][key] != old["file_checksums"][key] for key in new["file_checksums"])
+
+
+# --------------------------------------------------------------------------- one thread or a pool
+
+def _plant_id(path, name: str, row: int, value: int) -> str:
+    """Write ``value`` at ``row`` of array ``name`` through zarr (its codec, raw or lz4) and record the
+    changed chunk file's checksum, as a writer that skipped the id check would: only the range check can
+    refuse it. Returns the chunk file's key."""
+    import json
+    import zarr
+    from dgbench.store.format import file_checksum
+    zarr.open_group(str(path), mode="r+")[name][row] = value
+    key = f"{name}/c/{row // 512}"
+    doc = json.loads((path / "zarr.json").read_text())
+    doc["attributes"]["file_checksums"][key] = file_checksum((path / key).read_bytes())
+    (path / "zarr.json").write_text(json.dumps(doc))
+    return key
+
+
+@pytest.mark.parametrize("threads", [1, 2], ids=["one-thread", "pool"])
+@pytest.mark.parametrize("compress_at", [4.0, None], ids=["raw-ids", "lz4-ids"])
+def test_reads_in_one_thread_or_a_pool_are_equal_verified_and_range_checked(tmp_path, small_chunks, monkeypatch,
+                                                                            threads, compress_at):
+    """Whatever thread count reads the chunks, and whether ids are stored raw or lz4, a read returns what
+    zarr does, a flipped chunk fails its checksum and an id >= N planted with a valid checksum fails the
+    range check."""
+    import dgbench.store.chunks as chunks
+    monkeypatch.setattr(store_write, "COMPRESS_AT_RATIO", compress_at)
+    monkeypatch.setattr(chunks, "READ_THREADS", threads)
+    monkeypatch.setattr(chunks, "_POOL", None)
+    path = write_stream(tmp_path / "s.zarr", features=False)
+    store = open_store(path)
+    assert (direct_layout(store.array("dst"))[1] is None) == (compress_at is not None)
+    for name in ("src", "dst", "t"):
+        np.testing.assert_array_equal(store.read(name), store.array(name)[:])
+    _plant_id(path, "dst", 700, NODES + 5)
+    with pytest.raises(StoreError, match=rf"array 'dst': vertex id {NODES + 5} at row 700 is outside 0\.\.{NODES - 1}"):
+        open_store(path).read("dst")
+    assert open_store(path, verify=False).read("dst")[700] == NODES + 5  # the file holds it: the check refused it
+    for name in ("dst", "t"):
+        _flip(path / name / "c" / "3")
+        with pytest.raises(StoreError, match=rf"file '{name}/c/3' differs from the one written"):
+            open_store(path).read(name, 3 * 512)  # past the planted id

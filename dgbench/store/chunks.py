@@ -4,8 +4,9 @@ Zarr's own read path costs about a millisecond of Python and asyncio per chunk, 
 chunk does. Arrays laid out as dgbench writes them (chunked along the first axis only, little-endian
 bytes, one Blosc codec or none; integer or float values) are read here instead: each chunk file is read
 (bounded and verified by the store, as zarr's reads are), its Blosc frame checked and decoded into its
-place in the result (an uncompressed chunk is read straight into it), chunks in parallel threads (reading,
-checking and Blosc release the GIL). Any other layout goes through zarr.
+place in the result (an uncompressed chunk is read straight into it), in the calling thread unless
+READ_THREADS says otherwise (reading, checking and Blosc release the GIL, so a pool overlaps them).
+Any other layout goes through zarr.
 """
 from __future__ import annotations
 
@@ -21,7 +22,11 @@ from zarr.codecs import BloscCodec, BytesCodec
 from zarr.core.chunk_grids import RegularChunkGrid
 
 BLOSC_HEADER = 16
-READ_THREADS = max(1, min(4, os.cpu_count() or 1))
+# Chunks are read in the calling thread: on a loaded host a pool of 2 cost 0.19-0.22 CPU-s per full read of a
+# 20M-event store against 0.155-0.165 in one thread (two threads faulting and copying into one array contend),
+# and the goal is per CPU-second (docs/store-format.md, "One thread"). More threads shorten the wall clock on
+# an idle many-core machine.
+READ_THREADS = 1
 _POOL: ThreadPoolExecutor | None = None
 
 # What fetching one chunk file gives: its bytes, or None for a chunk never written (all fill values).
@@ -100,7 +105,7 @@ def read_rows(array: zarr.Array, start: int, stop: int, fetch: FetchChunk,
             decoded = np.frombuffer(decoder.decode(data), dtype=out.dtype).reshape(rows, *row_shape)
         target[...] = decoded[low - index * rows:high - index * rows]
 
-    if len(indices) <= 1:
+    if len(indices) <= 1 or READ_THREADS == 1:
         for index in indices:
             one(index)
     else:
