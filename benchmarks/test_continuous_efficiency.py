@@ -34,6 +34,7 @@ of ``model:strategy`` cases to run (default every case below). ``DGBENCH_EFFICIE
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -75,6 +76,8 @@ class Round:
     train_roots: int
     eval_cpu_s: float
     eval_candidates: int
+    train_faults: int = 0  # minor page faults of the epoch (first touches of fresh pages: kernel CPU)
+    eval_faults: int = 0
 
     @property
     def train_per_root_us(self) -> float:
@@ -143,12 +146,20 @@ def work_of(trainer: ContinuousTrainer) -> tuple[int, int]:
     return 3 * (b - a), scored * (1 + negatives)
 
 
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def timed_round(store: Path, model: str, negatives: str) -> Round:
+    """A fresh trainer's epoch, then validation + test; the minor page faults of each beside its CPU (their
+    kernel time is in the CPU seconds, and varies with the heap state a pass starts from)."""
     trainer = fresh_trainer(store, model, negatives)
     roots, candidates = work_of(trainer)
+    faults = minor_faults()
     train_s = cpu_seconds(lambda: trainer.train_epoch(0, PhaseTimer()))
+    train_faults, faults = minor_faults() - faults, minor_faults()
     eval_s = cpu_seconds(trainer.evaluate)
-    return Round(train_s, roots, eval_s, candidates)
+    return Round(train_s, roots, eval_s, candidates, train_faults, minor_faults() - faults)
 
 
 def counted_flops(store: Path, model: str, negatives: str) -> tuple[int, int, int]:
@@ -175,6 +186,8 @@ def measure(store: Path, model: str, negatives: str) -> dict[str, Any]:
             "eval_cpu_per_candidate_us": spread([r.eval_per_candidate_us for r in rounds]),
             "eval_candidate_over_train_root": spread([r.eval_per_candidate_us / r.train_per_root_us for r in rounds]),
             "train_cpu_s": spread([r.train_cpu_s for r in rounds]),
+            "train_faults_per_root": spread([r.train_faults / r.train_roots for r in rounds]),
+            "eval_faults_per_candidate": spread([r.eval_faults / r.eval_candidates for r in rounds]),
             "eval_cpu_s": spread([r.eval_cpu_s for r in rounds]),
             "train_roots": rounds[0].train_roots, "eval_candidates": rounds[0].eval_candidates,
             "gemm_flops_per_train_step": train_flops / max(batches, 1), "train_steps": batches,
@@ -201,6 +214,8 @@ def test_cost_per_root_and_candidate(benchmark, efficiency_store, case):
           f"  training CPU per root      {show(result['train_cpu_per_root_us'], ' us')}\n"
           f"  evaluation CPU / candidate {show(result['eval_cpu_per_candidate_us'], ' us')} "
           f"(ratio {show(result['eval_candidate_over_train_root'])}; goal <= 1: {verdict})\n"
+          f"  minor page faults          {show(result['train_faults_per_root'])} per root, "
+          f"{show(result['eval_faults_per_candidate'])} per candidate\n"
           f"  GEMM per training step     {result['gemm_flops_per_train_step'] / 1e6:.1f} MFLOP "
           f"({result['train_steps']} steps)\n"
           f"  GEMM GFLOP per CPU-second  training {show(result['train_gemm_gflops_per_cpu_s'])}, evaluation "
