@@ -20,6 +20,11 @@ Quiet-host command (the numbers in docs/performance.md)::
 ``test_evaluation_with_and_without_shared_roots`` (TGN, historical and random negatives) scores each round's
 trained state twice, with and without shared (vertex, time) roots, alternating which goes first.
 
+``test_work_and_phases_per_root_and_candidate`` says where the ratio comes from: the work a training root and an
+evaluation candidate carry (roots embedded, distinct (vertex, time) pairs whose memory is updated, real
+neighbour slots attended: counts, from the plans alone) and each phase's CPU per unit (planning, node views,
+embedding, predictor, write-back; the rest is training's backward and Adam, evaluation's inputs and metrics).
+
 ``DGBENCH_EFFICIENCY_EVENTS``: events of the real Wikipedia stream (default 20,000, 3,000 under
 ``DGBENCH_BENCH_QUICK``; 0 = all 157,474); a generated stream stands in where the real-data folder is
 absent. ``DGBENCH_EFFICIENCY_ROUNDS`` (default 3, 1 when quick). ``DGBENCH_EFFICIENCY_MODELS``: comma list
@@ -29,6 +34,7 @@ of ``model:strategy`` cases to run (default every case below). ``DGBENCH_EFFICIE
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -44,7 +50,9 @@ from conftest import shared_data_dir
 from dgbench.dist import Comm, DistContext, PhaseTimer
 from dgbench.trainers.config import RunConfig
 from dgbench.trainers.continuous.family import build_trainer, partition_problem
+from dgbench.trainers.continuous.data import BatchPlan
 from dgbench.trainers.continuous.loop import ContinuousTrainer
+from dgbench.trainers.continuous.state import distinct_queries
 from dgbench.trainers.experiment import resolve
 
 QUICK = bool(os.environ.get("DGBENCH_BENCH_QUICK"))
@@ -68,6 +76,8 @@ class Round:
     train_roots: int
     eval_cpu_s: float
     eval_candidates: int
+    train_faults: int = 0  # minor page faults of the epoch (first touches of fresh pages: kernel CPU)
+    eval_faults: int = 0
 
     @property
     def train_per_root_us(self) -> float:
@@ -136,12 +146,20 @@ def work_of(trainer: ContinuousTrainer) -> tuple[int, int]:
     return 3 * (b - a), scored * (1 + negatives)
 
 
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def timed_round(store: Path, model: str, negatives: str) -> Round:
+    """A fresh trainer's epoch, then validation + test; the minor page faults of each beside its CPU (their
+    kernel time is in the CPU seconds, and varies with the heap state a pass starts from)."""
     trainer = fresh_trainer(store, model, negatives)
     roots, candidates = work_of(trainer)
+    faults = minor_faults()
     train_s = cpu_seconds(lambda: trainer.train_epoch(0, PhaseTimer()))
+    train_faults, faults = minor_faults() - faults, minor_faults()
     eval_s = cpu_seconds(trainer.evaluate)
-    return Round(train_s, roots, eval_s, candidates)
+    return Round(train_s, roots, eval_s, candidates, train_faults, minor_faults() - faults)
 
 
 def counted_flops(store: Path, model: str, negatives: str) -> tuple[int, int, int]:
@@ -168,6 +186,8 @@ def measure(store: Path, model: str, negatives: str) -> dict[str, Any]:
             "eval_cpu_per_candidate_us": spread([r.eval_per_candidate_us for r in rounds]),
             "eval_candidate_over_train_root": spread([r.eval_per_candidate_us / r.train_per_root_us for r in rounds]),
             "train_cpu_s": spread([r.train_cpu_s for r in rounds]),
+            "train_faults_per_root": spread([r.train_faults / r.train_roots for r in rounds]),
+            "eval_faults_per_candidate": spread([r.eval_faults / r.eval_candidates for r in rounds]),
             "eval_cpu_s": spread([r.eval_cpu_s for r in rounds]),
             "train_roots": rounds[0].train_roots, "eval_candidates": rounds[0].eval_candidates,
             "gemm_flops_per_train_step": train_flops / max(batches, 1), "train_steps": batches,
@@ -194,6 +214,8 @@ def test_cost_per_root_and_candidate(benchmark, efficiency_store, case):
           f"  training CPU per root      {show(result['train_cpu_per_root_us'], ' us')}\n"
           f"  evaluation CPU / candidate {show(result['eval_cpu_per_candidate_us'], ' us')} "
           f"(ratio {show(result['eval_candidate_over_train_root'])}; goal <= 1: {verdict})\n"
+          f"  minor page faults          {show(result['train_faults_per_root'])} per root, "
+          f"{show(result['eval_faults_per_candidate'])} per candidate\n"
           f"  GEMM per training step     {result['gemm_flops_per_train_step'] / 1e6:.1f} MFLOP "
           f"({result['train_steps']} steps)\n"
           f"  GEMM GFLOP per CPU-second  training {show(result['train_gemm_gflops_per_cpu_s'])}, evaluation "
@@ -239,3 +261,114 @@ def test_evaluation_with_and_without_shared_roots(benchmark, efficiency_store, c
           f"us (ratio {show(figures['ratio_shared'])}), a root per endpoint "
           f"{show(figures['eval_per_endpoint_per_candidate_us'])} us (ratio {show(figures['ratio_per_endpoint'])})")
     assert all(value > 0 for r in rounds for value in r.values())
+
+
+WORK = ("roots", "pairs", "slots")  # per unit: roots embedded, distinct (vertex, time) views, real neighbour slots
+
+
+def plan_work(plan: BatchPlan) -> dict[str, int]:
+    """What one batch computes, from its plan: the roots it embeds (distinct (vertex, time) roots where the plan
+    shares them), the distinct (vertex, time) pairs whose memory update runs (``NodeState.views``), the real
+    neighbour slots its attention reads."""
+    pairs = len(distinct_queries(plan.needed_ids, plan.query_times)[0])
+    slots = int(plan.neighbors.mask.sum()) if plan.neighbors is not None else 0
+    return {"roots": plan.query_roots, "pairs": pairs, "slots": slots}
+
+
+def work_per_unit(trainer: ContinuousTrainer) -> dict[str, dict[str, float]]:
+    """Per training root and per evaluation candidate (validation + test), :func:`plan_work` summed over the
+    passes' batches and divided by the units (the plans depend on the data only, not on the trained state)."""
+    planner, size = trainer.planner, trainer.options.batch_size
+    roots, candidates = work_of(trainer)
+
+    def summed(split: str) -> dict[str, int]:
+        total = dict.fromkeys(WORK, 0)
+        for index, (a, b) in enumerate(planner.batch_bounds(split, size)):
+            for key, value in plan_work(planner.plan(split, index, a, b)).items():
+                total[key] += value
+        return total
+
+    train = summed("train")
+    evaluation, scored = trainer.evaluation[0], dict.fromkeys(WORK, 0)
+    for split in ("val", "test"):
+        planner.candidates = {split: (evaluation.get(split, "negative_src"), evaluation.get(split, "negatives"))}
+        try:
+            for key, value in summed(split).items():
+                scored[key] += value
+        finally:
+            planner.candidates = {}
+    return {"train_per_root": {key: train[key] / roots for key in WORK},
+            "eval_per_candidate": {key: scored[key] / candidates for key in WORK}}
+
+
+PHASES = {"planning": ("planner", "plan"), "node views": ("state", "views"), "embedding": ("model", "embed"),
+          "predictor": ("predictor", "score_blocks"), "write-back": ("state", "begin_write")}
+
+
+class PhaseClock:
+    """CPU seconds of the calling thread inside each of :data:`PHASES`' methods of one trainer (the planning
+    thread's for ``plan``), wrapped on the instances; :meth:`take` returns and clears them."""
+
+    def __init__(self, trainer: ContinuousTrainer):
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        owners = {"planner": trainer.planner, "state": trainer.state, "model": trainer.model,
+                  "predictor": trainer.model.predictor}
+        for phase, (owner, name) in PHASES.items():
+            self._wrap(owners[owner], name, phase)
+
+    def _wrap(self, owner: Any, name: str, phase: str) -> None:
+        method = getattr(owner, name)
+
+        def clocked(*args: Any, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds[phase] += time.thread_time() - start
+        setattr(owner, name, clocked)
+
+    def take(self) -> dict[str, float]:
+        out, self.seconds = self.seconds, dict.fromkeys(PHASES, 0.0)
+        return out
+
+
+def phases_round(store: Path, model: str, negatives: str) -> dict[str, dict[str, float]]:
+    """One fresh trainer's epoch and validation + test, each phase's CPU µs per training root / evaluation
+    candidate; "rest": the pass's CPU outside the phases (training: backward, Adam, inputs; evaluation: inputs,
+    metrics)."""
+    trainer = fresh_trainer(store, model, negatives)
+    roots, candidates = work_of(trainer)
+    clock = PhaseClock(trainer)
+    out = {}
+    for side, units, work in (("train_per_root_us", roots, lambda: trainer.train_epoch(0, PhaseTimer())),
+                              ("eval_per_candidate_us", candidates, trainer.evaluate)):
+        total = cpu_seconds(work)
+        seconds = clock.take()
+        seconds["rest"] = total - sum(seconds.values())
+        seconds["total"] = total
+        out[side] = {phase: value / units * 1e6 for phase, value in seconds.items()}
+    return out
+
+
+@pytest.mark.parametrize("case", ["tgn:historical", "tgn:random"])
+def test_work_and_phases_per_root_and_candidate(benchmark, efficiency_store, case):
+    if case not in SELECTED:
+        pytest.skip(f"{case} not in DGBENCH_EFFICIENCY_MODELS")
+    model, negatives = case.split(":")
+    work = work_per_unit(fresh_trainer(efficiency_store, model, negatives))
+    load_before = os.getloadavg()[0]
+    rounds = benchmark.pedantic(lambda: [phases_round(efficiency_store, model, negatives) for _ in range(ROUNDS)],
+                                rounds=1, iterations=1)
+    phases = {side: {phase: spread([r[side][phase] for r in rounds]) for phase in rounds[0][side]}
+              for side in rounds[0]}
+    benchmark.extra_info.update(work=work, phases=phases, load_average=[load_before, os.getloadavg()[0]])
+    lines = [f"\n{model} ({negatives} negatives), {EVENTS or 'all'} events, {ROUNDS} rounds, 1 thread, load average "
+             f"{load_before:.2f}->{os.getloadavg()[0]:.2f}",
+             "  work per training root / evaluation candidate: " + ", ".join(
+                 f"{key} {work['train_per_root'][key]:.2f} / {work['eval_per_candidate'][key]:.2f}" for key in WORK)]
+    for phase in phases["train_per_root_us"]:
+        lines.append(f"  {phase:12s} training {show(phases['train_per_root_us'][phase])} us per root, evaluation "
+                     f"{show(phases['eval_per_candidate_us'][phase])} us per candidate")
+    print("\n".join(lines))
+    assert all(work[side][key] > 0 for side in work for key in WORK)
+    assert all(r[side]["total"] > 0 for r in rounds for side in r)
