@@ -221,8 +221,11 @@ class MemoryUpdater(nn.Module):
         if self.kind == "gru" and vertex is not None and not torch.is_grad_enabled():
             return self._gru_without_grad(state, memory_ts, latest_mail, query_t, vertex)
         cell, mail_width, width = self.cell, latest_mail.shape[1], self.memory_dim
-        mail_part = F.linear(latest_mail, cell.weight_ih[:, :mail_width], cell.bias_ih)
-        hidden_part = F.linear(state[:, :width], cell.weight_hh, cell.bias_hh)
+        # the input weight's mail and time columns by split (its backward is one concatenation; each slice's
+        # fills a zero weight-sized tensor, and the two are then summed)
+        mail_weight, time_weight = cell.weight_ih.split([mail_width, cell.weight_ih.shape[1] - mail_width], 1)
+        mail_part = F.linear(latest_mail, mail_weight, cell.bias_ih)
+        hidden_part = F.linear(leading_columns(state, width), cell.weight_hh, cell.bias_hh)
         # column blocks are taken with split (a slice's backward fills a zero tensor of the whole width, per
         # slice), and every block is gathered in one node (each block's gradient goes straight to the vertex's
         # row, summed with index_add_: gather_rows)
@@ -235,9 +238,10 @@ class MemoryUpdater(nn.Module):
         if vertex is not None:
             *gates, state = gather_rows(vertex, *gates, state)
             memory_ts = memory_ts[vertex]
-        encoded, time_weight = self.time_encoder(query_t - memory_ts), cell.weight_ih[:, mail_width:]
+        encoded = self.time_encoder(query_t - memory_ts)
         if self.kind == "gru":  # two products, not one split: a split's backward concatenates the (queries, 3M) grad
-            time_rz, time_n = F.linear(encoded, time_weight[:2 * width]), F.linear(encoded, time_weight[2 * width:])
+            weight_rz, weight_n = time_weight.split([2 * width, width])
+            time_rz, time_n = F.linear(encoded, weight_rz), F.linear(encoded, weight_n)
         else:
             time_part = F.linear(encoded, time_weight)
         if self.kind == "rnn":
@@ -528,8 +532,9 @@ class TGN(TemporalModel):
         W_q,h h + (W_q,φ φ(0) + b_q), a GEMM over the memory's M columns instead of 2M (the same equation,
         summed in another order)."""
         width = self.memory_dim
-        bias = F.linear(self.time_encoder(hidden.new_zeros(1)), self.query.weight[:, width:], self.query.bias)[0]
-        return F.linear(hidden, self.query.weight[:, :width], bias)
+        hidden_weight, time_weight = self.query.weight.split([width, self.query.weight.shape[1] - width], 1)
+        bias = F.linear(self.time_encoder(hidden.new_zeros(1)), time_weight, self.query.bias)[0]
+        return F.linear(hidden, hidden_weight, bias)
 
     def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor | PairViews
                 ) -> torch.Tensor:

@@ -156,7 +156,9 @@ class ContinuousTrainer:
         """:meth:`_views`, as :class:`PairViews` where ``keep_pairs`` and the state computes them per distinct
         (vertex, time) pair here (TGN's training step reads its neighbours' views from the pairs)."""
         query_t = torch.from_numpy(plan.query_times).to(self.ctx.device, self.dtype)
-        return self.state.views(plan.route, query_t, self.model.node_views, keep_pairs)
+        if keep_pairs and self.state.views_per_pair:
+            return self.state.views(plan.route, query_t, self.model.node_views, keep_pairs=True)
+        return self.state.views(plan.route, query_t, self.model.node_views)
 
     def _write_ids(self, plan: BatchPlan) -> tuple[np.ndarray, np.ndarray]:
         """Ids and priorities of the update rows: [src, dst] (dst after src of one event), then the

@@ -146,6 +146,12 @@ class NodeState:
             on_chunk(np.arange(len(route.inverse)), rows)
         return rows
 
+    @property
+    def views_per_pair(self) -> bool:
+        """Whether :meth:`views` takes ``keep_pairs`` (it returns :class:`PairViews`): the local table's views,
+        computed here (a placement that overrides :meth:`fetch` or :meth:`views` gives views per position)."""
+        return type(self).views is NodeState.views and type(self).fetch is NodeState.fetch
+
     def views(self, route: FetchRoute, query_t: torch.Tensor, view: ViewFunction, keep_pairs: bool = False
               ) -> tuple[torch.Tensor | PairViews, torch.Tensor | None]:
         """(view of every needed position, their raw rows or None). The requester computes the views
@@ -155,7 +161,7 @@ class NodeState:
         the view function gets each distinct vertex's row once (its vertex-only parts run once per vertex).
         Where the table is local (``single``, ``depcache``) only those rows are read, and no raw rows
         are returned (the model works from the views); there ``keep_pairs`` returns them as
-        :class:`PairViews` (elsewhere it is ignored: the views come per position)."""
+        :class:`PairViews` (:attr:`views_per_pair`; elsewhere it is ignored)."""
         if type(self).fetch is NodeState.fetch:
             start = time.perf_counter()
             ids = route.request_ids[route.inverse]
