@@ -108,3 +108,44 @@ def test_gather_rows_is_indexing_with_its_gradients(unused_block):
         assert grads[1] is None
     else:
         torch.testing.assert_close(grads[1], want[1], rtol=1e-12, atol=1e-12)
+
+
+def _tgn_losses_float64(store: Path) -> list[float]:
+    """Per-batch losses of a float64 ``single`` TGN epoch under tgl (the step's forms compared to 1e-12)."""
+    run = resolve(RunConfig("single", "tgn", store, batch_size=100, memory_dim=8, neighbors=5, lr=0.01, seed=0,
+                            extra={"prefetch": 0}))
+    ctx = DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))
+    problem = partition_problem(run)
+    torch.manual_seed(0)
+    trainer: ContinuousTrainer = build_trainer(ctx, run, run.scheme.partition(problem, 1, run.scheme_options),
+                                               problem)
+    trainer.model.double()
+    trainer.dtype = torch.float64
+    trainer.optimizer = torch.optim.Adam(trainer.model.parameters(), lr=0.01)
+    trainer.state.table = trainer.state.table.double()
+    trainer.train_epoch(0, PhaseTimer())
+    return trainer.losses
+
+
+@pytest.mark.parametrize("density", [0.0, 2.0], ids=["grid", "real-slots"])
+def test_tgn_reads_neighbour_views_from_the_pairs_as_from_the_positions(stream_store, monkeypatch, density):
+    """TGN's training step reading its neighbours' views straight from the distinct (vertex, time) pairs
+    (PairViews; the grid holds pair 0's view in its padding cells) trains as with the views gathered per
+    position first: float64 losses equal to 1e-12, in both attention forms."""
+    monkeypatch.setattr(temporal, "FLAT_ATTENTION_DENSITY", density)
+    seen: list[type] = []
+    attend = temporal.TGN._attend
+
+    def recording_attend(self, inputs, query, neighbor_hidden):
+        seen.append(type(neighbor_hidden))
+        return attend(self, inputs, query, neighbor_hidden)
+
+    monkeypatch.setattr(temporal.TGN, "_attend", recording_attend)
+    paired = _tgn_losses_float64(stream_store)
+    assert seen and set(seen) == {temporal.PairViews}
+    seen.clear()
+    monkeypatch.setattr(temporal.TGN, "reads_pair_views", False)
+    gathered = _tgn_losses_float64(stream_store)
+    assert seen and set(seen) == {torch.Tensor}
+    assert len(paired) == len(gathered) > 5
+    np.testing.assert_allclose(paired, gathered, rtol=1e-12, atol=0)

@@ -142,6 +142,28 @@ def gather_rows(index: torch.Tensor, *blocks: torch.Tensor) -> tuple[torch.Tenso
     return GatherRows.apply(index, *blocks)
 
 
+@dataclass
+class PairViews:
+    """The views of a batch's positions, left ungathered: ``pairs`` (one row per distinct (vertex, query time)
+    pair, carrying the gradient) and ``pair`` (each position's row among them), so the view of position i is
+    ``pairs[pair[i]]``. TGN's attention grid reads its neighbours' views straight from the pairs, and its
+    backward sums their gradients straight into the pairs (one move each way instead of two: a gather to the
+    positions, then into the grid). docs/performance.md ("The TGN step")."""
+
+    pairs: torch.Tensor
+    pair: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.pair)
+
+    def split(self, first: int) -> tuple[PairViews, PairViews]:
+        return PairViews(self.pairs, self.pair[:first]), PairViews(self.pairs, self.pair[first:])
+
+    def gathered(self) -> torch.Tensor:
+        """The positions' views as one tensor (``pairs[pair]``, gradients summed per pair)."""
+        return gather_rows(self.pair, self.pairs)[0]
+
+
 QUERY_BLOCK = 2048  # queries per block of the evaluation-time memory update (a block's gates stay in cache)
 ROOT_BLOCK = 512  # roots per block of the evaluation-time attention (a block's neighbour grids stay in cache)
 # TGN's attention runs over the real slots alone when they fill less than this share of the (roots, k) grid:
@@ -199,8 +221,11 @@ class MemoryUpdater(nn.Module):
         if self.kind == "gru" and vertex is not None and not torch.is_grad_enabled():
             return self._gru_without_grad(state, memory_ts, latest_mail, query_t, vertex)
         cell, mail_width, width = self.cell, latest_mail.shape[1], self.memory_dim
-        mail_part = F.linear(latest_mail, cell.weight_ih[:, :mail_width], cell.bias_ih)
-        hidden_part = F.linear(state[:, :width], cell.weight_hh, cell.bias_hh)
+        # the input weight's mail and time columns by split (its backward is one concatenation; each slice's
+        # fills a zero weight-sized tensor, and the two are then summed)
+        mail_weight, time_weight = cell.weight_ih.split([mail_width, cell.weight_ih.shape[1] - mail_width], 1)
+        mail_part = F.linear(latest_mail, mail_weight, cell.bias_ih)
+        hidden_part = F.linear(leading_columns(state, width), cell.weight_hh, cell.bias_hh)
         # column blocks are taken with split (a slice's backward fills a zero tensor of the whole width, per
         # slice), and every block is gathered in one node (each block's gradient goes straight to the vertex's
         # row, summed with index_add_: gather_rows)
@@ -213,9 +238,10 @@ class MemoryUpdater(nn.Module):
         if vertex is not None:
             *gates, state = gather_rows(vertex, *gates, state)
             memory_ts = memory_ts[vertex]
-        encoded, time_weight = self.time_encoder(query_t - memory_ts), cell.weight_ih[:, mail_width:]
+        encoded = self.time_encoder(query_t - memory_ts)
         if self.kind == "gru":  # two products, not one split: a split's backward concatenates the (queries, 3M) grad
-            time_rz, time_n = F.linear(encoded, time_weight[:2 * width]), F.linear(encoded, time_weight[2 * width:])
+            weight_rz, weight_n = time_weight.split([2 * width, width])
+            time_rz, time_n = F.linear(encoded, weight_rz), F.linear(encoded, weight_n)
         else:
             time_part = F.linear(encoded, time_weight)
         if self.kind == "rnn":
@@ -278,6 +304,22 @@ class EdgePredictor(nn.Module):
         projected_src = self.src(sources).view(len(sources) // per_event, events, -1)
         projected_dst = self.dst(destinations).view(len(destinations) // per_event, events, -1)
         return self.out(F.relu(projected_src + projected_dst)).squeeze(-1).T
+
+
+def split_views(views: torch.Tensor, roots: int, uses_neighbors: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(the first ``roots`` views, the rest or None where the model reads no neighbours or none are there) by
+    ``split``: its backward is one concatenation, where each slice's backward fills a zero tensor of all the
+    views and the two are then summed (on LastFM's slice, batch 600, ~18,500 views a step)."""
+    if len(views) <= roots:
+        return views, None
+    root_view, rest = views.split([roots, len(views) - roots])
+    return root_view, (rest if uses_neighbors else None)
+
+
+def leading_columns(rows: torch.Tensor, width: int) -> torch.Tensor:
+    """``rows[:, :width]``, but ``rows`` itself where it is that wide: a slice's backward fills a zero tensor of
+    the whole input and copies into it, even when the slice is all of it (TGN's views are its memory alone)."""
+    return rows if rows.shape[1] == width else rows[:, :width]
 
 
 @dataclass
@@ -363,13 +405,22 @@ class TemporalModel(nn.Module):
         return self.updated_state(rows, query_t, vertex)
 
     def embed(self, inputs: BatchInputs, root_view: torch.Tensor, root_t: torch.Tensor,
-              neighbor_view: torch.Tensor | None) -> torch.Tensor:
+              neighbor_view: torch.Tensor | PairViews | None) -> torch.Tensor:
         raise NotImplementedError
 
-    def forward(self, inputs: BatchInputs, views: torch.Tensor | None = None) -> BatchOutputs:
+    reads_pair_views = False  # forward takes PairViews (its neighbours' views read straight from the pairs)
+
+    def forward(self, inputs: BatchInputs, views: torch.Tensor | PairViews | None = None) -> BatchOutputs:
         """Scores and update rows. ``views``: :meth:`node_view` of the roots then the real neighbours
-        (computed by the caller, or by the owners under DepComm), else computed here from the rows."""
+        (computed by the caller, or by the owners under DepComm), else computed here from the rows;
+        :class:`PairViews` where the model ``reads_pair_views`` (then the roots' views are gathered here)."""
         b = len(inputs.t)
+        if isinstance(views, PairViews):
+            assert inputs.root_index is None, "--protocol batch views are the distinct roots' already"
+            roots, neighbors = views.split(3 * b)
+            root_view, root_t = roots.gathered(), inputs.t.repeat(3)
+            h = self.embed(inputs, root_view, root_t, neighbors if self.uses_neighbors and len(neighbors) else None)
+            return self._outputs(inputs, h, root_view[:2 * b])
         if inputs.root_index is not None:
             assert views is not None, "--protocol batch: the caller computes the distinct roots' views"
             h, endpoint_view = self.embed_roots(inputs, views)
@@ -381,8 +432,7 @@ class TemporalModel(nn.Module):
                 nbr_t = root_t[:, None].expand_as(inputs.neighbor_mask)[inputs.neighbor_mask]
                 rows, times = torch.cat([rows, inputs.neighbor_rows]), torch.cat([times, nbr_t])
             views = self.node_view(rows, times)
-        root_view = views[:3 * b]
-        neighbor_view = views[3 * b:] if self.uses_neighbors and len(views) > 3 * b else None
+        root_view, neighbor_view = split_views(views, 3 * b, self.uses_neighbors)
         h = self.embed(inputs, root_view, root_t, neighbor_view)
         return self._outputs(inputs, h, root_view[:2 * b])
 
@@ -400,9 +450,9 @@ class TemporalModel(nn.Module):
         computed once per distinct root vertex (``views``: the distinct roots' views, then the real neighbours')."""
         assert inputs.root_index is not None and inputs.root_t is not None
         count = len(inputs.root_t)
-        neighbor_view = views[count:] if self.uses_neighbors and len(views) > count else None
-        h = self.embed(inputs, views[:count], inputs.root_t, neighbor_view)
-        return F.embedding(inputs.root_index, h), views[:count][inputs.root_index[:2 * len(inputs.t)]]
+        root_view, neighbor_view = split_views(views, count, self.uses_neighbors)
+        h = self.embed(inputs, root_view, inputs.root_t, neighbor_view)
+        return F.embedding(inputs.root_index, h), root_view[inputs.root_index[:2 * len(inputs.t)]]
 
     def new_rows(self, inputs: BatchInputs, view: torch.Tensor) -> torch.Tensor:
         """Update rows of [src, dst]: updated memory at t and the new message [own memory, partner
@@ -433,6 +483,7 @@ class TGN(TemporalModel):
     updater_kind = "gru"
     uses_neighbors = True
     rows_before_embedding = True
+    reads_pair_views = True
 
     def __init__(self, memory_dim: int, edge_dim: int, heads: int = 2, **kwargs):
         super().__init__(memory_dim, edge_dim, **kwargs)
@@ -450,6 +501,8 @@ class TGN(TemporalModel):
         float rounding (a block's GEMMs may take another MKL kernel), and a block's (roots, k, width) grids
         stay in cache instead of a whole evaluation batch's (its K negatives make ~4x a training batch's roots)."""
         roots = len(root_view)
+        if isinstance(neighbor_view, PairViews) and not torch.is_grad_enabled():
+            neighbor_view = neighbor_view.gathered()
         if torch.is_grad_enabled() or neighbor_view is None or roots <= ROOT_BLOCK:
             return self._embed(inputs, root_view, neighbor_view)
         mask = inputs.neighbor_mask
@@ -463,14 +516,15 @@ class TGN(TemporalModel):
             out[start:stop] = self._embed(block, root_view[start:stop], neighbor_view[first_slot:slot_end[stop - 1]])
         return out
 
-    def _embed(self, inputs: BatchInputs, root_view: torch.Tensor, neighbor_view: torch.Tensor | None
+    def _embed(self, inputs: BatchInputs, root_view: torch.Tensor, neighbor_view: torch.Tensor | PairViews | None
                ) -> torch.Tensor:
-        hidden = root_view[:, :self.memory_dim]
+        hidden = leading_columns(root_view, self.memory_dim)
         query = self._query(hidden)
         if neighbor_view is None:
             aggregated = torch.zeros_like(hidden)
         else:
-            aggregated = self._attend(inputs, query, neighbor_view[:, :self.memory_dim])
+            aggregated = self._attend(inputs, query, neighbor_view if isinstance(neighbor_view, PairViews)
+                                      else leading_columns(neighbor_view, self.memory_dim))
         return self.norm(F.relu(self.out(torch.cat([aggregated, hidden], dim=1))))
 
     def _query(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -478,10 +532,12 @@ class TGN(TemporalModel):
         W_q,h h + (W_q,φ φ(0) + b_q), a GEMM over the memory's M columns instead of 2M (the same equation,
         summed in another order)."""
         width = self.memory_dim
-        bias = F.linear(self.time_encoder(hidden.new_zeros(1)), self.query.weight[:, width:], self.query.bias)[0]
-        return F.linear(hidden, self.query.weight[:, :width], bias)
+        hidden_weight, time_weight = self.query.weight.split([width, self.query.weight.shape[1] - width], 1)
+        bias = F.linear(self.time_encoder(hidden.new_zeros(1)), time_weight, self.query.bias)[0]
+        return F.linear(hidden, hidden_weight, bias)
 
-    def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor) -> torch.Tensor:
+    def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor | PairViews
+                ) -> torch.Tensor:
         """Multi-head attention of each root over its real neighbour slots, TGL's layer: per head, scores
         q·(W_k x_j + b_k) / sqrt(d) over the slots' inputs x_j = [h_j, e_j, φ(Δt_j)], softmax over the real
         slots, output Σ_j w_j (W_v x_j + b_v); a root without neighbours aggregates nothing.
@@ -491,6 +547,8 @@ class TGN(TemporalModel):
         values of the real slots alone, in one product (:meth:`_attend_real_slots`), else the products moved
         to the root side over the padded grid (:meth:`_attend_grid`). docs/performance.md ("The TGN step")."""
         if len(neighbor_hidden) < FLAT_ATTENTION_DENSITY * inputs.neighbor_mask.numel():
+            if isinstance(neighbor_hidden, PairViews):
+                neighbor_hidden = leading_columns(neighbor_hidden.gathered(), self.memory_dim)
             return self._attend_real_slots(inputs, query, neighbor_hidden)
         return self._attend_grid(inputs, query, neighbor_hidden)
 
@@ -521,7 +579,8 @@ class TGN(TemporalModel):
         weighted = weights[:, :, None] * values.view(-1, heads, head_dim)
         return query.new_zeros(roots, heads, head_dim).index_add(0, root_of_slot, weighted).flatten(1)
 
-    def _attend_grid(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor) -> torch.Tensor:
+    def _attend_grid(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor | PairViews
+                     ) -> torch.Tensor:
         """:meth:`_attend` with its products moved to the root side, over the padded (roots, k) grid.
 
         Both products are linear in x_j, so they are reassociated to the root side (the same equations,
@@ -534,31 +593,46 @@ class TGN(TemporalModel):
         mask = inputs.neighbor_mask
         roots, k = mask.shape
         heads, head_dim = self.heads, self.memory_dim // self.heads
-        grid, real_cells = self._slot_grid(inputs, neighbor_hidden)
+        grid, source, source_of_cell = self._slot_grid(inputs, neighbor_hidden)
         per_head = query.view(roots, heads, head_dim)
         key_of_input = torch.einsum("rhd,hdx->rhx", per_head, self.key.weight.view(heads, head_dim, -1))
         key_bias = (per_head * self.key.bias.view(heads, head_dim)).sum(-1)
-        weights, weighted_input = GridAttention.apply(key_of_input, key_bias, neighbor_hidden, grid, real_cells,
-                                                      mask[:, None, :], math.sqrt(head_dim))
+        weights, weighted_input = GridAttention.apply(key_of_input, key_bias, source, grid, source_of_cell,
+                                                      mask[:, None, :], math.sqrt(head_dim),
+                                                      isinstance(neighbor_hidden, PairViews))
         value_weight = self.value.weight.view(heads, head_dim, -1)
         aggregated = (torch.einsum("rhx,hdx->rhd", weighted_input, value_weight)
                       + self.value.bias.view(heads, head_dim) * weights.sum(2, keepdim=True))
         return aggregated.flatten(1)
 
-    def _slot_grid(self, inputs: BatchInputs, neighbor_hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the slots' inputs x_j = [h_j, e_j, φ(Δt_j)] as one (roots, k, 2M+E) grid, padding h_j zero, built
-        without a gradient; the flat grid cell of each real slot, row-major as ``neighbor_hidden``)."""
+    def _slot_grid(self, inputs: BatchInputs, neighbor_hidden: torch.Tensor | PairViews
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(the slots' inputs x_j = [h_j, e_j, φ(Δt_j)] as one (roots, k, 2M+E) grid, built without a gradient;
+        the tensor the h_j are rows of; which rows). For a tensor of the real slots' views: those views, and
+        the flat grid cell of each (row-major as ``neighbor_hidden``; padding h_j zero). For
+        :class:`PairViews`: the pairs' views, and each grid cell's pair, the h_j moved once from the pairs
+        into the grid; a padding cell holds pair 0's view (its score is masked and its weight is 0, so it
+        adds nothing forward, and its gradient row is zero)."""
         mask, features = inputs.neighbor_mask, inputs.neighbor_edge_features
+        assert mask is not None and features is not None and inputs.neighbor_dt is not None
         roots, k = mask.shape
         width, edge_dim = self.memory_dim, features.shape[-1]
-        grid = neighbor_hidden.new_empty(roots * k, width + edge_dim + len(self.time_encoder.frequencies))
-        real_cells = mask.reshape(-1).nonzero(as_tuple=True)[0]
-        hidden = grid[:, :width]  # strided: zero the padding cells alone (a strided fill of all is ~1.4x slower)
-        hidden.index_fill_(0, (~mask).reshape(-1).nonzero(as_tuple=True)[0], 0.0)
-        hidden.index_copy_(0, real_cells, neighbor_hidden.detach())
+        real = mask.reshape(-1)
+        grid = features.new_empty(roots * k, width + edge_dim + len(self.time_encoder.frequencies))
+        hidden = grid[:, :width]
+        if isinstance(neighbor_hidden, PairViews):
+            source = leading_columns(neighbor_hidden.pairs, width)
+            rows = torch.zeros(roots * k, dtype=torch.long, device=real.device).masked_scatter_(real,
+                                                                                                neighbor_hidden.pair)
+            torch.index_select(source.detach(), 0, rows, out=hidden)  # strided out: written in place, one pass
+        else:
+            source, rows = neighbor_hidden, real.nonzero(as_tuple=True)[0]
+            # strided: zero the padding cells alone (a strided fill of all is ~1.4x slower)
+            hidden.index_fill_(0, (~real).nonzero(as_tuple=True)[0], 0.0)
+            hidden.index_copy_(0, rows, neighbor_hidden.detach())
         grid[:, width:width + edge_dim] = features.reshape(roots * k, edge_dim)
         self.time_encoder.into(grid[:, width + edge_dim:], inputs.neighbor_dt.reshape(-1))
-        return grid.view(roots, k, -1), real_cells
+        return grid.view(roots, k, -1), source, rows
 
 
 class GridAttention(torch.autograd.Function):
@@ -567,24 +641,27 @@ class GridAttention(torch.autograd.Function):
     the real slots' views), and each gradient is one batched product over the grid (autograd's would take two
     products and a sum for the h_j gradient, and a scatter's backward to reach the slots).
 
-    forward(key_of_input (R, H, X) = W_kᵀ q per head, key_bias (R, H) = q·b_k, neighbor_hidden (S, M) (only its
-    gradient is used; its values are in the grid), grid (R, k, X), real_cells (S,) flat cells of the real
-    slots, real (R, 1, k) bool, scale = sqrt(d)) -> (weights (R, H, k): softmax over the real slots, zero
-    elsewhere; Σ_j w_j x_j (R, H, X)).
+    forward(key_of_input (R, H, X) = W_kᵀ q per head, key_bias (R, H) = q·b_k, source (S, M) the views the h_j
+    are rows of (only its gradient is used; its values are in the grid), grid (R, k, X), rows: which rows of
+    ``source`` the grid holds (:meth:`TGN._slot_grid`: the real slots' flat cells (S,) for real-slot views, or
+    each cell's row (R k,) for pair views), real (R, 1, k) bool, scale = sqrt(d), row_per_cell: whether ``rows``
+    is the latter) -> (weights (R, H, k):
+    softmax over the real slots, zero elsewhere; Σ_j w_j x_j (R, H, X)).
     """
 
     @staticmethod
-    def forward(ctx, key_of_input, key_bias, neighbor_hidden, grid, real_cells, real, scale):
+    def forward(ctx, key_of_input, key_bias, source, grid, rows, real, scale, row_per_cell):
         scores = torch.baddbmm(key_bias[:, :, None], key_of_input, grid.transpose(1, 2)).div_(scale)
         weights = torch.softmax(scores.masked_fill_(~real, -1e9), dim=2).mul_(real)
-        ctx.save_for_backward(key_of_input, grid, real_cells, weights)
-        ctx.scale, ctx.hidden_width = scale, neighbor_hidden.shape[1]
+        ctx.save_for_backward(key_of_input, grid, rows, weights)
+        ctx.scale, ctx.source_shape = scale, source.shape
+        ctx.row_per_cell = row_per_cell
         return weights, torch.bmm(weights, grid)
 
     @staticmethod
     def backward(ctx, grad_weights, grad_weighted):
-        key_of_input, grid, real_cells, weights = ctx.saved_tensors
-        width = ctx.hidden_width
+        key_of_input, grid, rows, weights = ctx.saved_tensors
+        width = ctx.source_shape[1]
         # dL/dw_j = given + (dL/d Σ w x)·x_j; the softmax's backward on the real slots (w = 0 elsewhere)
         grad_w = torch.bmm(grad_weighted, grid.transpose(1, 2))
         if grad_weights is not None:
@@ -597,8 +674,12 @@ class GridAttention(torch.autograd.Function):
             roots, heads, k = weights.shape
             per_slot = torch.cat([grad_scores, weights], dim=1).transpose(1, 2)  # (R, k, 2H)
             per_head = torch.cat([key_of_input[:, :, :width], grad_weighted[:, :, :width]], dim=1)  # (R, 2H, M)
-            grad_hidden = torch.bmm(per_slot, per_head).view(roots * k, width).index_select(0, real_cells)
-        return grad_key_of_input, grad_key_bias, grad_hidden, None, None, None, None
+            per_cell = torch.bmm(per_slot, per_head).view(roots * k, width)
+            # pair views: every cell's gradient summed into its pair (a padding cell's is zero); real-slot views:
+            # the real cells' rows
+            grad_hidden = (per_cell.new_zeros(ctx.source_shape).index_add_(0, rows, per_cell) if ctx.row_per_cell
+                           else per_cell.index_select(0, rows))
+        return grad_key_of_input, grad_key_bias, grad_hidden, None, None, None, None, None
 
 
 class JODIE(TemporalModel):

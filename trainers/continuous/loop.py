@@ -28,7 +28,7 @@ from torch.nn import functional as F
 
 from dgbench.dist import DistContext, PhaseTimer
 from dgbench.metrics import link_prediction_metrics
-from dgbench.models.temporal import BatchInputs, TemporalModel
+from dgbench.models.temporal import BatchInputs, PairViews, TemporalModel
 from dgbench.options import Options
 from dgbench.progress import bar as progress_bar
 from dgbench.tasks.evalset import EvaluationSet
@@ -147,7 +147,17 @@ class ContinuousTrainer:
 
     def _views(self, plan: BatchPlan) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Views of every needed position (and the raw rows where the scheme brings them here)."""
+        views, rows = self._paired_views(plan, keep_pairs=False)
+        assert isinstance(views, torch.Tensor)
+        return views, rows
+
+    def _paired_views(self, plan: BatchPlan, keep_pairs: bool = True
+                      ) -> tuple[torch.Tensor | PairViews, torch.Tensor | None]:
+        """:meth:`_views`, as :class:`PairViews` where ``keep_pairs`` and the state computes them per distinct
+        (vertex, time) pair here (TGN's training step reads its neighbours' views from the pairs)."""
         query_t = torch.from_numpy(plan.query_times).to(self.ctx.device, self.dtype)
+        if keep_pairs and self.state.views_per_pair:
+            return self.state.views(plan.route, query_t, self.model.node_views, keep_pairs=True)
         return self.state.views(plan.route, query_t, self.model.node_views)
 
     def _write_ids(self, plan: BatchPlan) -> tuple[np.ndarray, np.ndarray]:
@@ -160,9 +170,11 @@ class ContinuousTrainer:
             priority.append(plan.delivery_priority - 2 * plan.size)
         return np.concatenate(ids), np.concatenate(priority)
 
-    def _endpoint_views(self, plan: BatchPlan, views: torch.Tensor) -> torch.Tensor:
+    def _endpoint_views(self, plan: BatchPlan, views: torch.Tensor | PairViews) -> torch.Tensor:
         """The views of the batch's [src, dst] roots (their write-back reads them)."""
         b = len(plan.events)
+        if isinstance(views, PairViews):
+            return views.split(2 * b)[0].gathered()
         if plan.root_index is None:
             return views[:2 * b]
         return views[torch.from_numpy(plan.root_index[:2 * b]).to(views.device)]
@@ -177,7 +189,7 @@ class ContinuousTrainer:
         neighbor_view = views[count:] if self.model.uses_neighbors and len(views) > count else None
         return self.model.embed(inputs, views[:count], root_t, neighbor_view)
 
-    def _begin_write(self, plan: BatchPlan, inputs: BatchInputs | None, views: torch.Tensor | None,
+    def _begin_write(self, plan: BatchPlan, inputs: BatchInputs | None, views: torch.Tensor | PairViews | None,
                      outputs: Any) -> PendingWrite:
         ids, priority = self._write_ids(plan)
         if outputs is not None:
@@ -194,8 +206,11 @@ class ContinuousTrainer:
         """Forward (and backward) of this rank's share, and the batch's write-back; returns (loss share,
         outputs or None). Every rank takes part in every collective, with or without events."""
         with torch.set_grad_enabled(train):
-            views, rows = self._views(plan)
+            # TGN reads its neighbours' views from the distinct pairs' (tgl's training step; docs/performance.md)
+            keep_pairs = train and self.model.reads_pair_views and plan.root_index is None and len(plan.events) > 0
+            views, rows = self._paired_views(plan, keep_pairs)
             if len(plan.events) == 0:
+                assert isinstance(views, torch.Tensor)
                 pending = self._begin_write(plan, None, None, None)
                 # keeps the rank in the backward collectives of owner-computed views (DepComm)
                 loss = views.sum() * 0.0 if views.requires_grad else torch.zeros((), device=self.ctx.device)

@@ -19,7 +19,7 @@ import torch
 from dgbench.counting import TagCounter
 from dgbench.dist import DistContext
 from dgbench.errors import DgbenchError
-from dgbench.models.temporal import StateLayout, gather_rows
+from dgbench.models.temporal import PairViews, StateLayout
 
 if TYPE_CHECKING:  # the plan's module imports this one
     from dgbench.trainers.continuous.data import BatchPlan
@@ -57,9 +57,10 @@ def distinct_queries(ids: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _pair_views(ids: np.ndarray, times: torch.Tensor, rows_at: Callable[[np.ndarray], torch.Tensor],
-                view: ViewFunction) -> torch.Tensor:
+                view: ViewFunction, keep_pairs: bool = False) -> torch.Tensor | PairViews:
     """The view of every position (vertex ``ids``, query ``times``), computed once per distinct (vertex,
-    time) pair from each distinct vertex's row (``rows_at(positions)``: the rows at those positions)."""
+    time) pair from each distinct vertex's row (``rows_at(positions)``: the rows at those positions);
+    ``keep_pairs``: as :class:`PairViews` (the pairs' views and each position's pair), not gathered."""
     first, pair = distinct_queries(ids, times.cpu().numpy())
     # distinct vertices of the pairs: ``first`` is sorted by vertex, so each vertex's pairs are a run
     pair_ids = ids[first]
@@ -70,8 +71,9 @@ def _pair_views(ids: np.ndarray, times: torch.Tensor, rows_at: Callable[[np.ndar
     one_per_vertex = bool(starts.all()) and torch.is_grad_enabled()
     vertex_of_pair = None if one_per_vertex else torch.from_numpy(np.cumsum(starts) - 1).to(device)
     pair_views = view(rows_at(first[starts]), vertex_of_pair, times[torch.from_numpy(first).to(device)])
+    paired = PairViews(pair_views, torch.from_numpy(pair).to(device))
     # the copies' gradients summed per pair with index_add_ (faster on CPU than an embedding's or indexing's)
-    return gather_rows(torch.from_numpy(pair).to(device), pair_views)[0]
+    return paired if keep_pairs else paired.gathered()
 
 
 @dataclass
@@ -144,19 +146,26 @@ class NodeState:
             on_chunk(np.arange(len(route.inverse)), rows)
         return rows
 
-    def views(self, route: FetchRoute, query_t: torch.Tensor, view: ViewFunction
-              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    @property
+    def views_per_pair(self) -> bool:
+        """Whether :meth:`views` takes ``keep_pairs`` (it returns :class:`PairViews`): the local table's views,
+        computed here (a placement that overrides :meth:`fetch` or :meth:`views` gives views per position)."""
+        return type(self).views is NodeState.views and type(self).fetch is NodeState.fetch
+
+    def views(self, route: FetchRoute, query_t: torch.Tensor, view: ViewFunction, keep_pairs: bool = False
+              ) -> tuple[torch.Tensor | PairViews, torch.Tensor | None]:
         """(view of every needed position, their raw rows or None). The requester computes the views
         from the rows as they arrive (data-parallel memory update); ``last_fetch_seconds`` /
         ``last_update_seconds`` split the wall time into waiting for rows and computing views. Views are
         computed once per distinct (vertex, query time) pair of a chunk (:func:`distinct_queries`), and
         the view function gets each distinct vertex's row once (its vertex-only parts run once per vertex).
         Where the table is local (``single``, ``depcache``) only those rows are read, and no raw rows
-        are returned (the model works from the views)."""
+        are returned (the model works from the views); there ``keep_pairs`` returns them as
+        :class:`PairViews` (:attr:`views_per_pair`; elsewhere it is ignored)."""
         if type(self).fetch is NodeState.fetch:
             start = time.perf_counter()
             ids = route.request_ids[route.inverse]
-            views = _pair_views(ids, query_t, lambda positions: self._rows(ids[positions]), view)
+            views = _pair_views(ids, query_t, lambda positions: self._rows(ids[positions]), view, keep_pairs)
             self.last_fetch_seconds, self.last_update_seconds = 0.0, time.perf_counter() - start
             return views, None
         parts: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -166,8 +175,10 @@ class NodeState:
             start = time.perf_counter()
             index = torch.from_numpy(positions).to(self.ctx.device)
             ids = route.request_ids[route.inverse[positions]]
-            parts.append((index, _pair_views(ids, query_t[index], lambda chosen: rows[torch.from_numpy(chosen).to(
-                rows.device)], view)))
+            views = _pair_views(ids, query_t[index], lambda chosen: rows[torch.from_numpy(chosen).to(rows.device)],
+                                view)
+            assert isinstance(views, torch.Tensor)
+            parts.append((index, views))
             compute[0] += time.perf_counter() - start
 
         start = time.perf_counter()
