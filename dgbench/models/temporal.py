@@ -197,6 +197,8 @@ class MemoryUpdater(nn.Module):
         others' queries copy the state (the same values the cell's result would be replaced by)."""
         if has_mail is None or bool(has_mail.all()):
             return self._step(state, memory_ts, latest_mail, query_t, vertex)
+        if self.kind == "gru" and vertex is not None and not torch.is_grad_enabled():
+            return self._gru_over_every_query(state, memory_ts, latest_mail, query_t, vertex, has_mail)
         mailed = has_mail.nonzero(as_tuple=True)[0]
         if vertex is None:
             kept, queries, row_of_query = state, mailed, None
@@ -205,6 +207,16 @@ class MemoryUpdater(nn.Module):
             row_of_query = (torch.cumsum(has_mail, 0) - 1)[vertex[queries]]  # its vertex's row among ``mailed``
         fresh = self._step(state[mailed], memory_ts[mailed], latest_mail[mailed], query_t[queries], row_of_query)
         return kept.index_put((queries,), fresh)
+
+    def _gru_over_every_query(self, state: torch.Tensor, memory_ts: torch.Tensor, latest_mail: torch.Tensor,
+                              query_t: torch.Tensor, vertex: torch.Tensor, has_mail: torch.Tensor) -> torch.Tensor:
+        """Without a gradient (evaluation): the cell over every query, then the kept state copied over the
+        queries of vertices without mail. Few vertices lack mail (~2 % of an evaluation batch's pairs on
+        Wikipedia), so this costs less than selecting the mailed ones and scattering their results back; a
+        mailed query's rows are the same, though not bit for bit (the products have more rows)."""
+        fresh = self._gru_without_grad(state, memory_ts, latest_mail, query_t, vertex)
+        unmailed = (~has_mail).index_select(0, vertex).nonzero(as_tuple=True)[0]
+        return fresh.index_copy_(0, unmailed, state.index_select(0, vertex.index_select(0, unmailed)))
 
     def _step(self, state: torch.Tensor, memory_ts: torch.Tensor, latest_mail: torch.Tensor, query_t: torch.Tensor,
               vertex: torch.Tensor | None) -> torch.Tensor:
