@@ -251,32 +251,42 @@ class _GRURecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        """BPTT one step at a time through one [4F, rows] buffer (∂ of r, z, n before their activations, then
+        ∂(W_hn h + b_hn)): each step's products are taken while it is in cache, so no [steps, 3F, rows]
+        gradient is held (as :class:`_LSTMRecurrence`)."""
         x, w_ih, w_hh, gates, hidden_n, hidden = ctx.saved_tensors
         steps, width = x.shape[0], w_hh.shape[1]
         grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
-        grad_gates = torch.empty_like(gates)  # ∂ of r, z, n before their activations (= ∂(x W_ihᵀ + b_ih))
-        grad_hidden_n = torch.empty_like(hidden_n)  # ∂(W_hn h + b_hn)
+        grad_x = x.new_empty(x.shape) if ctx.needs_input_grad[0] else None  # ∂x_t = ∂gates_tᵀ W_ih, time layout
+        grad_w_ih, grad_w_hh = torch.zeros_like(w_ih), torch.zeros_like(w_hh)
+        grad_biases = w_hh.new_zeros(4 * width)  # Σ_t of the buffer's rows: ∂b_ih, then ∂b_hn
+        step_grad = gates.new_empty((4 * width, gates.shape[2]))
+        d_r, d_z, d_n, d_hidden_n = step_grad.chunk(4)
+        input_part, rz_part = step_grad[:3 * width], step_grad[:2 * width]
         into_rz, into_n = w_hh[:2 * width].t(), w_hh[2 * width:].t()
         grad_h0 = None
         for t in reversed(range(steps)):
             dh = grad_hidden[t]
             r, z, n = gates[t].chunk(3)
-            d_r, d_z, d_n = grad_gates[t].chunk(3)
             through_z = dh * z  # ∂h_{t-1} along h = n + z (h_{t-1} - n)
             _TANH_BACKWARD_INTO(dh - through_z, n, grad_input=d_n)
             _SIGMOID_BACKWARD_INTO(torch.sub(hidden[t], n).mul_(dh), z, grad_input=d_z)
-            torch.mul(d_n, r, out=grad_hidden_n[t])
+            torch.mul(d_n, r, out=d_hidden_n)
             _SIGMOID_BACKWARD_INTO(d_n * hidden_n[t], r, grad_input=d_r)
+            previous = hidden[t].t()
+            if grad_x is not None:
+                torch.mm(input_part.t(), w_ih, out=grad_x[t])
+            grad_w_ih.addmm_(input_part, x[t])
+            grad_w_hh[:2 * width].addmm_(rz_part, previous)
+            grad_w_hh[2 * width:].addmm_(d_hidden_n, previous)
+            grad_biases.add_(step_grad.sum(1))
             into = grad_hidden[t - 1].add_(through_z) if t else through_z
-            into.addmm_(into_rz, grad_gates[t][:2 * width]).addmm_(into_n, grad_hidden_n[t])
+            into.addmm_(into_rz, rz_part).addmm_(into_n, d_hidden_n)
             if not t:
                 grad_h0 = into
-        previous = hidden[:steps].transpose(1, 2)
-        grad_x = torch.matmul(w_ih.t(), grad_gates).transpose(1, 2).contiguous() if ctx.needs_input_grad[0] else None
-        grad_w_hh = torch.cat([torch.bmm(grad_gates[:, :2 * width], previous).sum(0),
-                               torch.bmm(grad_hidden_n, previous).sum(0)])
-        grad_b_hh = torch.cat([grad_gates[:, :2 * width].sum((0, 2)), grad_hidden_n.sum((0, 2))])
-        return (grad_x, torch.bmm(grad_gates, x).sum(0), grad_gates.sum((0, 2)), grad_h0.t(), grad_w_hh, grad_b_hh)
+        grad_b_ih = grad_biases[:3 * width].clone()  # its own storage: b_ih's and b_hh's .grad never alias
+        grad_b_hh = torch.cat([grad_biases[:2 * width], grad_biases[3 * width:]])
+        return grad_x, grad_w_ih, grad_b_ih, grad_h0.t(), grad_w_hh, grad_b_hh
 
 
 class _GateWiseGRURecurrence(torch.autograd.Function):
