@@ -3,6 +3,8 @@ block-wise runs hand over exactly what later steps need, gradients are right, ma
 DGC §5.1.2 asks, and the models are registered."""
 from __future__ import annotations
 
+import ctypes
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 from torch.func import functional_call
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from dgbench.cli import cli
 from dgbench.errors import DgbenchError
@@ -327,6 +330,63 @@ def test_cpu_recurrences_equal_torch_rnn_modules_and_their_gradients(kind):
     assert torch.autograd.gradcheck(
         lambda *w: functional_call(module, {f"{'gru' if kind == 'gru' else 'lstm'}.{n}": v
                                             for n, v in zip(names, w)}, (y, carry))[0], weights)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+class _HeapPeak(TorchDispatchMode):
+    """The highest heap in use (glibc's ``mallinfo2``: malloc'd plus mmap'd bytes) after any op inside the
+    block, above what was in use when it began: every tensor the ops allocate, whoever keeps it."""
+
+    def __init__(self, libc: ctypes.CDLL):
+        super().__init__()
+        self.libc, self.peak = libc, 0
+        self.base = self.in_use()
+
+    def in_use(self) -> int:
+        info = self.libc.mallinfo2()
+        return info.uordblks + info.hblkhd
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.peak = max(self.peak, self.in_use() - self.base)
+        return out
+
+
+def _glibc() -> ctypes.CDLL:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("counts the heap through glibc's mallinfo2")
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+    except (OSError, AttributeError):
+        pytest.skip("glibc >= 2.33 (mallinfo2) is needed to count the heap")
+    return libc
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_backward_holds_one_step_of_gate_gradients(kind):
+    """The CPU LSTM and GRU nodes' backward allocates ∂h and ∂x (the output's size each) and buffers of one
+    step ([4F, rows] of gate gradients, a few [F, rows]); they kept the gate gradients of every step until
+    the weights' gradients were taken after the loop (7.1x the output's bytes at 32 steps, now 2.2x)."""
+    libc = _glibc()
+    steps, rows, width = 32, 4096, 6
+    module = LSTMSequence(width, width) if kind == "lstm" else GRUSequence(width, width)
+
+    def backward_peak() -> tuple[int, int]:
+        y = torch.randn(steps, rows, width, requires_grad=True)
+        out, _ = module(y, module.initial_carry(rows))
+        grad = torch.randn_like(out)
+        with _HeapPeak(libc) as heap:
+            out.backward(grad)
+        return heap.peak, out.nbytes
+    backward_peak()  # the first backward also pays the engine's one-off allocations
+    peak, output_bytes = backward_peak()
+    one_step_of_gates = 4 * width * rows * 4
+    assert peak <= 2 * output_bytes + 4 * one_step_of_gates, (peak, output_bytes)
 
 
 def test_gatewise_recurrence_node_equals_its_step_by_step_cell_with_gradients():

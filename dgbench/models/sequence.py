@@ -143,7 +143,7 @@ def _sigmoids_first(gates: torch.Tensor) -> torch.Tensor:
 
 class _LSTMRecurrence(torch.autograd.Function):
     """One LSTM layer over all steps as one autograd node (torch.nn.LSTM's cell): per step ``gates =
-    W_ih x_t + (b_ih + b_hh) + W_hh h``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)``.
+    W_ih x_t + ([W_hh | b_ih + b_hh] [h; 1])``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)``.
 
     At a few features per vertex the work per step is a handful of element-wise passes over [rows, 4F],
     so oneDNN's fused LSTM and autograd's per-op bookkeeping both cost more than the arithmetic; the
@@ -153,62 +153,72 @@ class _LSTMRecurrence(torch.autograd.Function):
     the σ gates are one contiguous block and tanh's another, so each activation is one call over
     contiguous memory in full-width vector loops. In the [rows, 4F] layout a gate is a strided column
     slice that ATen walks 6 or 12 floats at a time (sigmoid and tanh 6-16x slower at 16384 rows).
-    Inputs and outputs keep the time layout [steps, rows, F]; the transposes are two copies of the
-    output's size."""
+    Inputs and outputs keep the time layout [steps, rows, F]: the output and ∂h are transposed once
+    each, ∂x is written in the time layout directly. The bias is a column of the recurrent weight against a
+    row of ones under h (no broadcast copy into the gates, and its gradient comes with ∂W_hh's product).
+    docs/discrete-schemes.md ("The DGC / BLAD zoo") has the measurements."""
 
     @staticmethod
     def forward(ctx, x, w_ih, bias, h0, c0, w_hh):
         steps, rows, _ = x.shape
         width = w_hh.shape[1]
         w_ih, w_hh, bias = _sigmoids_first(w_ih), _sigmoids_first(w_hh), _sigmoids_first(bias)
-        # every step's input part at once, W_ih x_t + b, then per step W_hh h is added in place
-        gates = torch.baddbmm(bias[None, :, None], w_ih.expand(steps, *w_ih.shape), x.transpose(1, 2))
+        recurrent = torch.cat([w_hh, bias[:, None]], dim=1)  # [W_hh | b] against [h; 1]: the bias rides along
+        # every step's input part at once, W_ih x_t, then per step [W_hh | b] [h; 1] is added in place
+        gates = torch.bmm(w_ih.expand(steps, *w_ih.shape), x.transpose(1, 2))
         cells = x.new_empty((steps + 1, width, rows))
-        hidden = x.new_empty((steps + 1, width, rows))
+        hidden = x.new_empty((steps + 1, width + 1, rows))  # h_t, then a row of ones
         squashed = x.new_empty((steps, width, rows))  # tanh(c_t)
-        cells[0], hidden[0] = c0.t(), h0.t()
+        hidden[:, width] = 1
+        cells[0], hidden[0, :width] = c0.t(), h0.t()
         for t in range(steps):
-            gate = gates[t].addmm_(w_hh, hidden[t])
+            gate = gates[t].addmm_(recurrent, hidden[t])
             gate[:3 * width].sigmoid_(), gate[3 * width:].tanh_()  # after their activations
             i, f, o, g = gate.chunk(4)
             torch.mul(f, cells[t], out=cells[t + 1]).addcmul_(i, g)
             torch.tanh(cells[t + 1], out=squashed[t])
-            torch.mul(o, squashed[t], out=hidden[t + 1])
+            torch.mul(o, squashed[t], out=hidden[t + 1, :width])
         ctx.save_for_backward(x, w_ih, w_hh, gates, cells, squashed, hidden)
-        return hidden[1:].transpose(1, 2).contiguous(), cells[steps].t().contiguous()
+        return hidden[1:, :width].transpose(1, 2).contiguous(), cells[steps].t().contiguous()
 
     @staticmethod
     def backward(ctx, grad_out, grad_cell):
+        """BPTT one step at a time through one [4F, rows] buffer of ∂gates: each step's products (∂x_t, the
+        weights' gradients, ∂h_{t-1}) are taken while that step's ∂gates is in cache, so no [steps, 4F, rows]
+        gradient is ever held: beyond the saved tensors the backward allocates ∂h and ∂x (the output's size
+        each) and a few [4F, rows] and [F, rows] buffers, whatever the number of steps."""
         x, w_ih, w_hh, gates, cells, squashed, hidden = ctx.saved_tensors
         steps, width = x.shape[0], w_hh.shape[1]
         grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
-        grad_gates = torch.empty_like(gates)  # ∂ of the gates before their activations, [i, f, o, g]
+        grad_x = x.new_empty(x.shape)  # written step by step in the time layout: ∂x_t = ∂gates_tᵀ W_ih
+        grad_w_ih = w_ih.new_zeros(w_ih.shape)
+        grad_recurrent = w_hh.new_zeros((4 * width, width + 1))  # [∂W_hh | ∂b] = Σ_t ∂gates_t [h_{t-1}; 1]ᵀ
+        step_grad = gates.new_empty(gates.shape[1:])  # ∂ of one step's gates before their activations
+        d_i, d_f, d_o, d_g = step_grad.chunk(4)
+        sigmoid_part = step_grad[:3 * width]
         into_hidden = w_hh.t()
         grad_h0, grad_c = None, grad_cell.t()
         for t in reversed(range(steps)):
             dh = grad_hidden[t]
             i, f, o, g = gates[t].chunk(4)
-            d_i, d_f, d_o, d_g = grad_gates[t].chunk(4)
-            dc = _TANH_BACKWARD(dh * o, squashed[t]).add_(grad_c)
+            dc = torch.mul(dh, o)
+            _TANH_BACKWARD_INTO(dc, squashed[t], grad_input=dc).add_(grad_c)
             torch.mul(dc, g, out=d_i)
             torch.mul(dc, cells[t], out=d_f)
             torch.mul(dh, squashed[t], out=d_o)
             torch.mul(dc, i, out=d_g)
-            sigmoid_part = grad_gates[t][:3 * width]
             _SIGMOID_BACKWARD_INTO(sigmoid_part, gates[t][:3 * width], grad_input=sigmoid_part)
             _TANH_BACKWARD_INTO(d_g, g, grad_input=d_g)
             grad_c = dc.mul_(f)
+            torch.mm(step_grad.t(), w_ih, out=grad_x[t])
+            grad_w_ih.addmm_(step_grad, x[t])
+            grad_recurrent.addmm_(step_grad, hidden[t].t())
             if t:  # ∂h_{t-1} += W_hhᵀ ∂gates_t, accumulated where step t-1 reads it
-                grad_hidden[t - 1].addmm_(into_hidden, grad_gates[t])
+                grad_hidden[t - 1].addmm_(into_hidden, step_grad)
             else:
-                grad_h0 = into_hidden @ grad_gates[0]
-        # once for all steps: ∂x_t = W_ihᵀ ∂gates_t (feature-major, then to the time layout) and the weights'
-        # gradients Σ_t ∂gates_t x_tᵀ and Σ_t ∂gates_t h_{t-1}ᵀ
-        grad_x = torch.matmul(w_ih.t(), grad_gates).transpose(1, 2).contiguous()
-        grad_w_ih = torch.bmm(grad_gates, x).sum(0)
-        grad_w_hh = torch.bmm(grad_gates, hidden[:steps].transpose(1, 2)).sum(0)
-        return (grad_x, _sigmoids_first(grad_w_ih), _sigmoids_first(grad_gates.sum((0, 2))), grad_h0.t(), grad_c.t(),
-                _sigmoids_first(grad_w_hh))
+                grad_h0 = into_hidden @ step_grad
+        return (grad_x, _sigmoids_first(grad_w_ih), _sigmoids_first(grad_recurrent[:, width]), grad_h0.t(),
+                grad_c.t(), _sigmoids_first(grad_recurrent[:, :width]))
 
 
 class _GRURecurrence(torch.autograd.Function):
@@ -241,32 +251,42 @@ class _GRURecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        """BPTT one step at a time through one [4F, rows] buffer (∂ of r, z, n before their activations, then
+        ∂(W_hn h + b_hn)): each step's products are taken while it is in cache, so no [steps, 3F, rows]
+        gradient is held (as :class:`_LSTMRecurrence`)."""
         x, w_ih, w_hh, gates, hidden_n, hidden = ctx.saved_tensors
         steps, width = x.shape[0], w_hh.shape[1]
         grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
-        grad_gates = torch.empty_like(gates)  # ∂ of r, z, n before their activations (= ∂(x W_ihᵀ + b_ih))
-        grad_hidden_n = torch.empty_like(hidden_n)  # ∂(W_hn h + b_hn)
+        grad_x = x.new_empty(x.shape) if ctx.needs_input_grad[0] else None  # ∂x_t = ∂gates_tᵀ W_ih, time layout
+        grad_w_ih, grad_w_hh = torch.zeros_like(w_ih), torch.zeros_like(w_hh)
+        grad_biases = w_hh.new_zeros(4 * width)  # Σ_t of the buffer's rows: ∂b_ih, then ∂b_hn
+        step_grad = gates.new_empty((4 * width, gates.shape[2]))
+        d_r, d_z, d_n, d_hidden_n = step_grad.chunk(4)
+        input_part, rz_part = step_grad[:3 * width], step_grad[:2 * width]
         into_rz, into_n = w_hh[:2 * width].t(), w_hh[2 * width:].t()
         grad_h0 = None
         for t in reversed(range(steps)):
             dh = grad_hidden[t]
             r, z, n = gates[t].chunk(3)
-            d_r, d_z, d_n = grad_gates[t].chunk(3)
             through_z = dh * z  # ∂h_{t-1} along h = n + z (h_{t-1} - n)
             _TANH_BACKWARD_INTO(dh - through_z, n, grad_input=d_n)
             _SIGMOID_BACKWARD_INTO(torch.sub(hidden[t], n).mul_(dh), z, grad_input=d_z)
-            torch.mul(d_n, r, out=grad_hidden_n[t])
+            torch.mul(d_n, r, out=d_hidden_n)
             _SIGMOID_BACKWARD_INTO(d_n * hidden_n[t], r, grad_input=d_r)
+            previous = hidden[t].t()
+            if grad_x is not None:
+                torch.mm(input_part.t(), w_ih, out=grad_x[t])
+            grad_w_ih.addmm_(input_part, x[t])
+            grad_w_hh[:2 * width].addmm_(rz_part, previous)
+            grad_w_hh[2 * width:].addmm_(d_hidden_n, previous)
+            grad_biases.add_(step_grad.sum(1))
             into = grad_hidden[t - 1].add_(through_z) if t else through_z
-            into.addmm_(into_rz, grad_gates[t][:2 * width]).addmm_(into_n, grad_hidden_n[t])
+            into.addmm_(into_rz, rz_part).addmm_(into_n, d_hidden_n)
             if not t:
                 grad_h0 = into
-        previous = hidden[:steps].transpose(1, 2)
-        grad_x = torch.matmul(w_ih.t(), grad_gates).transpose(1, 2).contiguous() if ctx.needs_input_grad[0] else None
-        grad_w_hh = torch.cat([torch.bmm(grad_gates[:, :2 * width], previous).sum(0),
-                               torch.bmm(grad_hidden_n, previous).sum(0)])
-        grad_b_hh = torch.cat([grad_gates[:, :2 * width].sum((0, 2)), grad_hidden_n.sum((0, 2))])
-        return (grad_x, torch.bmm(grad_gates, x).sum(0), grad_gates.sum((0, 2)), grad_h0.t(), grad_w_hh, grad_b_hh)
+        grad_b_ih = grad_biases[:3 * width].clone()  # its own storage: b_ih's and b_hh's .grad never alias
+        grad_b_hh = torch.cat([grad_biases[:2 * width], grad_biases[3 * width:]])
+        return grad_x, grad_w_ih, grad_b_ih, grad_h0.t(), grad_w_hh, grad_b_hh
 
 
 class _GateWiseGRURecurrence(torch.autograd.Function):
