@@ -63,11 +63,14 @@ def test_a_resident_time_placement_takes_over_the_steps_it_copied(store):
     rank = RankDiscreteData(store, seed=3)
     placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), rank, blocks=2, streamed=False)
     assert rank.adjacency.held() == [] and rank.first_layer_input.steps.held() == [], "no second copy of a step"
+    assert rank.degree_features.held() == [], "X⁰ is not kept beside the views' Ã X⁰"
     assert rank.steps_held() == list(range(SNAPSHOTS - 1)), "the handed-over steps still count as built"
     whole = DiscreteData(store, seed=3)
     view = placement.view(1, PhaseTimer(cpu))
     a, b = view.local
     assert np.array_equal(view.first_input.numpy(), whole.first_layer_input[a:b])
+    assert np.array_equal(view.input_features().numpy(), np.stack(whole.degree_features[a:b])), \
+        "a model reading X⁰ gets it rebuilt from the store"
     again = rank.adjacency[a]  # asked for again: rebuilt from the store, the same numbers
     assert np.array_equal(again.col, whole.adjacency[a].col) and np.array_equal(again.val, whole.adjacency[a].val)
 

@@ -235,8 +235,8 @@ class TimePlacement(Placement):
             timer = PhaseTimer(ctx.device)
             self.resident = {b: self._load(b, timer) for b in range(len(self.blocks))}
             self.mover.release_host_copies()  # moved once: the resident views hold what the rank needs
-            if not data.group_length and hasattr(data, "hand_over_steps"):  # groups build more views from it
-                data.hand_over_steps()
+            if not data.group_length:  # groups build more views from it
+                self._hand_over_steps()
 
     def local_ranges(self, block: range) -> list[tuple[int, int]]:
         return split_range(block.start, block.stop, self.ctx.world_size)
@@ -290,8 +290,18 @@ class TimePlacement(Placement):
         a, b = self.local_ranges(steps)[self.rank]
         if b > a:
             self.mover.forget(range(a, b))
-        if not self.data.group_length and hasattr(self.data, "hand_over_steps"):  # groups share steps: keep
+        if not self.data.group_length:  # groups share steps: keep
+            self._hand_over_steps()
+
+    def _hand_over_steps(self) -> None:
+        """The rank's data drops what the views now hold (``RankDiscreteData.hand_over_steps``) and its degree
+        features X⁰ too: the views hold Ã X⁰, and a model that reads X⁰ itself (graph attention) has
+        :meth:`input_features` copy its steps' frames on first use, rebuilt from the store with the same numbers.
+        Kept, X⁰ cost 8 B per (vertex, local step): ≈ 0.6 GB per rank of a Flickr-sized store at P = 4
+        (docs/discrete-schemes.md, "Per-rank data"). Whole data (not per rank) is left as it is."""
+        if hasattr(self.data, "hand_over_steps"):
             self.data.hand_over_steps()
+            self.data.degree_features.clear()
 
     def owned_in(self, batch: PairBatch, steps: range) -> PairBatch:
         a, b = self.local_ranges(steps)[self.rank]
