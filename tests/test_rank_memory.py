@@ -5,6 +5,7 @@ builds only the input steps its placement reads, with the same numbers as the wh
 from __future__ import annotations
 
 import gc
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -184,3 +185,53 @@ def test_the_split_targets_are_every_steps_keys_shifted_by_step_in_one_array(sto
     keys, sizes = data._concatenated_target_keys(steps)
     assert np.array_equal(keys, expected)
     assert sizes.tolist() == [len(data.target_keys[t + 1]) for t in steps]
+
+
+def checkpointed_epoch(store: Path, blocks: int, state_every: int) -> tuple[float, list[torch.Tensor], int, list[int]]:
+    """One checkpointed epoch of one process: its loss, gradients, the peak bytes of hand-over states alive at
+    once, and the forward passes each block ran."""
+    from dgbench.trainers.discrete import schedule as schedules
+    cpu = torch.device("cpu")
+    torch.manual_seed(0)
+    data = DiscreteData(store, seed=3)
+    placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), data, blocks=blocks, streamed=True)
+    trainer = DiscreteTrainer(placement.ctx, data, placement, cdgcn(), lr=0.01,
+                              schedule=BlockSchedule(state_every))
+    alive: list = []
+    peak, passes = [0], [0] * blocks
+    detached, block_loss = schedules._detached, trainer.block_loss
+
+    def measure() -> None:
+        peak[0] = max(peak[0], sum(t.numel() * t.element_size() for t in (ref() for ref in alive) if t is not None))
+
+    def recording_detached(state):
+        kept = detached(state)
+        alive.extend(weakref.ref(t) for layer in kept for t in layer)
+        measure()
+        return kept
+
+    def counting_block_loss(block, *args, **kwargs):
+        passes[block] += 1
+        measure()
+        return block_loss(block, *args, **kwargs)
+
+    trainer.block_loss = counting_block_loss
+    schedules._detached = recording_detached
+    try:
+        trainer.optimizer.step = lambda: None  # the gradients of the epoch, not the step after it
+        loss, _ = trainer.train_epoch(0, PhaseTimer(cpu))
+    finally:
+        schedules._detached = detached
+    return loss, [p.grad.clone() for p in trainer.model.parameters()], peak[0], passes
+
+
+def test_thinned_hand_over_states_hold_fewer_and_train_bit_for_bit(store):
+    blocks = SNAPSHOTS - 1  # one step per block
+    loss, grads, every_state, passes = checkpointed_epoch(store, blocks, 1)
+    thin_loss, thin_grads, thinned, thin_passes = checkpointed_epoch(store, blocks, 3)
+    assert thin_loss == loss and all(torch.equal(a, b) for a, b in zip(grads, thin_grads)), "bit for bit"
+    one_state = every_state // (blocks - 1)
+    assert every_state == (blocks - 1) * one_state > 0, "every block's state held at the end of the first sweep"
+    assert thinned <= 4 * one_state, "⌈8/3⌉ + 3 - 1 states at most, π_0 (the initial state) not counted"
+    assert passes == BlockSchedule(1).forward_passes(blocks)
+    assert thin_passes == BlockSchedule(3).forward_passes(blocks) == [3, 3, 2, 3, 3, 2, 2, 1]
