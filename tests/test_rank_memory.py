@@ -222,16 +222,23 @@ def checkpointed_epoch(store: Path, blocks: int, state_every: int) -> tuple[floa
         loss, _ = trainer.train_epoch(0, PhaseTimer(cpu))
     finally:
         schedules._detached = detached
-    return loss, [p.grad.clone() for p in trainer.model.parameters()], peak[0], passes
+    transposes = sum(view.operator._backward is not None for view in placement._ranges.values() if view.operator)
+    return loss, [p.grad.clone() for p in trainer.model.parameters()], peak[0], passes, transposes
 
 
 def test_thinned_hand_over_states_hold_fewer_and_train_bit_for_bit(store):
     blocks = SNAPSHOTS - 1  # one step per block
-    loss, grads, every_state, passes = checkpointed_epoch(store, blocks, 1)
-    thin_loss, thin_grads, thinned, thin_passes = checkpointed_epoch(store, blocks, 3)
+    loss, grads, every_state, passes, _ = checkpointed_epoch(store, blocks, 1)
+    thin_loss, thin_grads, thinned, thin_passes, _ = checkpointed_epoch(store, blocks, 3)
     assert thin_loss == loss and all(torch.equal(a, b) for a, b in zip(grads, thin_grads)), "bit for bit"
     one_state = every_state // (blocks - 1)
     assert every_state == (blocks - 1) * one_state > 0, "every block's state held at the end of the first sweep"
     assert thinned <= 4 * one_state, "⌈8/3⌉ + 3 - 1 states at most, π_0 (the initial state) not counted"
     assert passes == BlockSchedule(1).forward_passes(blocks)
     assert thin_passes == BlockSchedule(3).forward_passes(blocks) == [3, 3, 2, 3, 3, 2, 2, 1]
+
+
+def test_a_streamed_cpu_view_keeps_its_transpose_only_while_its_block_runs(store):
+    blocks = SNAPSHOTS - 1
+    *_, transposes = checkpointed_epoch(store, blocks, 1)
+    assert transposes == 1, "the last block's Aᵀ only (its backward ran last), not one per block"

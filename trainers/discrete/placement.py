@@ -231,6 +231,7 @@ class TimePlacement(Placement):
         self._send_orders: dict[int, torch.Tensor] = {}
         self.resident: dict[int, TimeView] = {}
         self._ranges: dict[tuple[int, int], TimeView] = {}  # resident views of other step ranges (groups)
+        self._last_key: tuple[int, int] | None = None  # the kept view used last (streamed on a CPU device)
         if not streamed:
             timer = PhaseTimer(ctx.device)
             self.resident = {b: self._load(b, timer) for b in range(len(self.blocks))}
@@ -273,6 +274,7 @@ class TimePlacement(Placement):
         if self.streamed and not self.host_is_device:
             return self._load_steps(steps, timer)
         key = (steps.start, steps.stop)
+        self._release_previous_view(key)
         if key not in self._ranges:
             self._ranges[key] = self._load_steps(steps, timer)
             if self.streamed:
@@ -283,6 +285,19 @@ class TimePlacement(Placement):
             if b > a:
                 self.mover.count(range(a, b))
         return self._ranges[key]
+
+    def _release_previous_view(self, key: tuple[int, int]) -> None:
+        """A streamed view kept on a CPU device keeps its operator, not what its use built from it (Aᵀ for the
+        backward, attention's index copies): when another view is asked for, the previous one's go, as a GPU run
+        drops the whole view after its block. Each block's backward runs before the next block's view is asked
+        for, so a rank holds one block's Aᵀ instead of every block's (the same Aᵀ is rebuilt on the next use).
+        Not under the group protocol, whose views may share a graph."""
+        if not self.streamed or self.data.group_length:
+            return
+        previous = self._ranges.get(self._last_key) if self._last_key not in (None, key) else None
+        if previous is not None and previous.operator is not None:
+            previous.operator.release_derived()
+        self._last_key = key
 
     def _keep_the_view_only(self, steps: range) -> None:
         """A streamed view kept on a CPU device holds the rank's copy of its steps: the data's own copies and the
