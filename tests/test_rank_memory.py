@@ -5,6 +5,7 @@ builds only the input steps its placement reads, with the same numbers as the wh
 from __future__ import annotations
 
 import gc
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -63,11 +64,14 @@ def test_a_resident_time_placement_takes_over_the_steps_it_copied(store):
     rank = RankDiscreteData(store, seed=3)
     placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), rank, blocks=2, streamed=False)
     assert rank.adjacency.held() == [] and rank.first_layer_input.steps.held() == [], "no second copy of a step"
+    assert rank.degree_features.held() == [], "X⁰ is not kept beside the views' Ã X⁰"
     assert rank.steps_held() == list(range(SNAPSHOTS - 1)), "the handed-over steps still count as built"
     whole = DiscreteData(store, seed=3)
     view = placement.view(1, PhaseTimer(cpu))
     a, b = view.local
     assert np.array_equal(view.first_input.numpy(), whole.first_layer_input[a:b])
+    assert np.array_equal(view.input_features().numpy(), np.stack(whole.degree_features[a:b])), \
+        "a model reading X⁰ gets it rebuilt from the store"
     again = rank.adjacency[a]  # asked for again: rebuilt from the store, the same numbers
     assert np.array_equal(again.col, whole.adjacency[a].col) and np.array_equal(again.val, whole.adjacency[a].val)
 
@@ -105,10 +109,12 @@ def test_a_rank_keeps_only_its_own_training_pairs_through_the_pass(store):
     placement.rank, placement.ctx = 1, DistContext(1, 2, "gloo", cpu, Comm(1, 2, cpu))  # rank 1 of 2: late steps
     own = [range(*placement.local_ranges(block)[1]) for block in placement.blocks]
     seen: list[list[PairBatch]] = []
+    targets: list[dict] = []
 
     class Recording(BlockSchedule):  # the pairs alive while the pass would run
         def forward_backward(self, trainer, batches, total_pairs, timer):
             seen.append([b for b in gc.get_objects() if type(b) is PairBatch and len(b.src)])
+            targets.append(dict(rank._targets))
             return 0.0
 
     trainer = DiscreteTrainer(placement.ctx, rank, placement, cdgcn(), lr=0.01, schedule=Recording())
@@ -117,6 +123,10 @@ def test_a_rank_keeps_only_its_own_training_pairs_through_the_pass(store):
     trainer.train_epoch(0, PhaseTimer(cpu))
     held = seen[-1]
     assert held and all(any(b.step in steps for steps in own) for b in held), "another rank's pairs stayed alive"
+    assert targets == [{}], "every training step's target keys stayed through the pass"
+    again = rank.split_pairs(TRAIN, 0)  # drawn again after the release: the same pairs
+    assert all(np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst)
+               for a, b in zip(again, DiscreteData(store, seed=3).split_pairs(TRAIN, 0)))
 
 
 @pytest.mark.parametrize("smoothing", [EDGE_LIFE, M_PRODUCT])
@@ -149,8 +159,9 @@ def test_a_snapshot_rank_holds_only_its_steps_and_trains_like_single(store, sing
     snapshot = _run(store, "snapshot", 2)
     np.testing.assert_allclose([e["loss"] for e in snapshot["epochs"]], [e["loss"] for e in single["epochs"]],
                                rtol=1e-5)
-    # every rank reads every training target for the pair sampling (validation and test: the evaluation sets)
-    targets = list(range(1, SNAPSHOTS - 2))
+    # every rank reads every training target for each pair draw (validation and test: the evaluation sets): one per
+    # epoch, the targets released through the pass, and one more for the record's volume prediction
+    targets = list(range(1, SNAPSHOTS - 2)) * (len(snapshot["epochs"]) + 1)
     (one,) = single["extra"]["rank_data"]
     assert one["input_steps_held"] == list(range(SNAPSHOTS - 1))
     ranks = snapshot["extra"]["rank_data"]
@@ -181,3 +192,60 @@ def test_the_split_targets_are_every_steps_keys_shifted_by_step_in_one_array(sto
     keys, sizes = data._concatenated_target_keys(steps)
     assert np.array_equal(keys, expected)
     assert sizes.tolist() == [len(data.target_keys[t + 1]) for t in steps]
+
+
+def checkpointed_epoch(store: Path, blocks: int, state_every: int) -> tuple[float, list[torch.Tensor], int, list[int]]:
+    """One checkpointed epoch of one process: its loss, gradients, the peak bytes of hand-over states alive at
+    once, and the forward passes each block ran."""
+    from dgbench.trainers.discrete import schedule as schedules
+    cpu = torch.device("cpu")
+    torch.manual_seed(0)
+    data = DiscreteData(store, seed=3)
+    placement = TimePlacement(DistContext(0, 1, "gloo", cpu, Comm(0, 1, cpu)), data, blocks=blocks, streamed=True)
+    trainer = DiscreteTrainer(placement.ctx, data, placement, cdgcn(), lr=0.01,
+                              schedule=BlockSchedule(state_every))
+    alive: list = []
+    peak, passes = [0], [0] * blocks
+    detached, block_loss = schedules._detached, trainer.block_loss
+
+    def measure() -> None:
+        peak[0] = max(peak[0], sum(t.numel() * t.element_size() for t in (ref() for ref in alive) if t is not None))
+
+    def recording_detached(state):
+        kept = detached(state)
+        alive.extend(weakref.ref(t) for layer in kept for t in layer)
+        measure()
+        return kept
+
+    def counting_block_loss(block, *args, **kwargs):
+        passes[block] += 1
+        measure()
+        return block_loss(block, *args, **kwargs)
+
+    trainer.block_loss = counting_block_loss
+    schedules._detached = recording_detached
+    try:
+        trainer.optimizer.step = lambda: None  # the gradients of the epoch, not the step after it
+        loss, _ = trainer.train_epoch(0, PhaseTimer(cpu))
+    finally:
+        schedules._detached = detached
+    transposes = sum(view.operator._backward is not None for view in placement._ranges.values() if view.operator)
+    return loss, [p.grad.clone() for p in trainer.model.parameters()], peak[0], passes, transposes
+
+
+def test_thinned_hand_over_states_hold_fewer_and_train_bit_for_bit(store):
+    blocks = SNAPSHOTS - 1  # one step per block
+    loss, grads, every_state, passes, _ = checkpointed_epoch(store, blocks, 1)
+    thin_loss, thin_grads, thinned, thin_passes, _ = checkpointed_epoch(store, blocks, 3)
+    assert thin_loss == loss and all(torch.equal(a, b) for a, b in zip(grads, thin_grads)), "bit for bit"
+    one_state = every_state // (blocks - 1)
+    assert every_state == (blocks - 1) * one_state > 0, "every block's state held at the end of the first sweep"
+    assert thinned <= 4 * one_state, "⌈8/3⌉ + 3 - 1 states at most, π_0 (the initial state) not counted"
+    assert passes == BlockSchedule(1).forward_passes(blocks)
+    assert thin_passes == BlockSchedule(3).forward_passes(blocks) == [3, 3, 2, 3, 3, 2, 2, 1]
+
+
+def test_a_streamed_cpu_view_keeps_its_transpose_only_while_its_block_runs(store):
+    blocks = SNAPSHOTS - 1
+    *_, transposes = checkpointed_epoch(store, blocks, 1)
+    assert transposes == 1, "the last block's Aᵀ only (its backward ran last), not one per block"

@@ -192,6 +192,12 @@ class SparseOperator:
                 csr_tensor(transpose, kernel_indices=True)
         return self._backward
 
+    def release_derived(self) -> None:
+        """Drop what was built from ``csr`` on use (Aᵀ, the int64 indices, row and transpose orders): rebuilt the
+        same, bit for bit, when asked for again. For operators kept between uses whose derived arrays need not
+        stay (a streamed view on a CPU device, which a GPU run would rebuild per use anyway)."""
+        self._backward = self._rows = self._indices64 = self._transpose_order = None
+
     def transpose_order(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Aᵀ's pattern as (rowptr, col, order): entry i of Aᵀ in CSR order is entry ``order[i]`` of A
         (for products with other values on A's pattern, such as attention weights), built once."""

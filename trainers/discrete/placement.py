@@ -231,12 +231,13 @@ class TimePlacement(Placement):
         self._send_orders: dict[int, torch.Tensor] = {}
         self.resident: dict[int, TimeView] = {}
         self._ranges: dict[tuple[int, int], TimeView] = {}  # resident views of other step ranges (groups)
+        self._last_key: tuple[int, int] | None = None  # the kept view used last (streamed on a CPU device)
         if not streamed:
             timer = PhaseTimer(ctx.device)
             self.resident = {b: self._load(b, timer) for b in range(len(self.blocks))}
             self.mover.release_host_copies()  # moved once: the resident views hold what the rank needs
-            if not data.group_length and hasattr(data, "hand_over_steps"):  # groups build more views from it
-                data.hand_over_steps()
+            if not data.group_length:  # groups build more views from it
+                self._hand_over_steps()
 
     def local_ranges(self, block: range) -> list[tuple[int, int]]:
         return split_range(block.start, block.stop, self.ctx.world_size)
@@ -273,6 +274,7 @@ class TimePlacement(Placement):
         if self.streamed and not self.host_is_device:
             return self._load_steps(steps, timer)
         key = (steps.start, steps.stop)
+        self._release_previous_view(key)
         if key not in self._ranges:
             self._ranges[key] = self._load_steps(steps, timer)
             if self.streamed:
@@ -284,14 +286,37 @@ class TimePlacement(Placement):
                 self.mover.count(range(a, b))
         return self._ranges[key]
 
+    def _release_previous_view(self, key: tuple[int, int]) -> None:
+        """A streamed view kept on a CPU device keeps its operator, not what its use built from it (Aᵀ for the
+        backward, attention's index copies): when another view is asked for, the previous one's go, as a GPU run
+        drops the whole view after its block. Each block's backward runs before the next block's view is asked
+        for, so a rank holds one block's Aᵀ instead of every block's (the same Aᵀ is rebuilt on the next use).
+        Not under the group protocol, whose views may share a graph."""
+        if not self.streamed or self.data.group_length:
+            return
+        previous = self._ranges.get(self._last_key) if self._last_key not in (None, key) else None
+        if previous is not None and previous.operator is not None:
+            previous.operator.release_derived()
+        self._last_key = key
+
     def _keep_the_view_only(self, steps: range) -> None:
         """A streamed view kept on a CPU device holds the rank's copy of its steps: the data's own copies and the
         mover's payloads go (each step held once, as a resident placement does); later uses only count."""
         a, b = self.local_ranges(steps)[self.rank]
         if b > a:
             self.mover.forget(range(a, b))
-        if not self.data.group_length and hasattr(self.data, "hand_over_steps"):  # groups share steps: keep
+        if not self.data.group_length:  # groups share steps: keep
+            self._hand_over_steps()
+
+    def _hand_over_steps(self) -> None:
+        """The rank's data drops what the views now hold (``RankDiscreteData.hand_over_steps``) and its degree
+        features X⁰ too: the views hold Ã X⁰, and a model that reads X⁰ itself (graph attention) has
+        :meth:`input_features` copy its steps' frames on first use, rebuilt from the store with the same numbers.
+        Kept, X⁰ cost 8 B per (vertex, local step): ≈ 0.6 GB per rank of a Flickr-sized store at P = 4
+        (docs/discrete-schemes.md, "Per-rank data"). Whole data (not per rank) is left as it is."""
+        if hasattr(self.data, "hand_over_steps"):
             self.data.hand_over_steps()
+            self.data.degree_features.clear()
 
     def owned_in(self, batch: PairBatch, steps: range) -> PairBatch:
         a, b = self.local_ranges(steps)[self.rank]

@@ -106,7 +106,21 @@ class Schedule(ABC):
 
 
 class BlockSchedule(Schedule):
-    """Blocks in order: one graph for one block; with several, gradient checkpointing (ESDG §3.1)."""
+    """Blocks in order: one graph for one block; with several, gradient checkpointing (ESDG §3.1).
+
+    ``state_every`` K > 1 keeps the hand-over state π_b of every K-th block only (two-level checkpointing,
+    Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost", §4: not in ESDG): the reverse sweep
+    recomputes the other states of a segment of K blocks from its first one, without autograd, just before it
+    back-propagates that segment. A rank then holds ⌈nb/K⌉ + K - 1 states instead of nb (each a [rows, width]
+    carry per layer: 96 B per vertex row of cdgcn, ≈ 7 GiB per rank of a Flickr-sized store at P = 4 and
+    nb = 133), for one more forward pass of most blocks; the states, losses and gradients are those of K = 1 bit
+    for bit (the same forward arithmetic recomputed). docs/discrete-schemes.md, "Per-rank data".
+    """
+
+    def __init__(self, state_every: int = 1):
+        if state_every < 1:
+            raise ValueError(f"state_every {state_every}: must be >= 1")
+        self.state_every = state_every
 
     def forward_backward(self, trainer: ScheduleHost, batches: list[list[PairBatch]], total_pairs: int,
                          timer: PhaseTimer) -> float:
@@ -117,36 +131,66 @@ class BlockSchedule(Schedule):
         return self._checkpointed_backward(trainer, batches, total_pairs, timer)
 
     def forward_passes(self, blocks: int) -> list[int]:
-        """Checkpointing runs every block but the last twice: once to keep π_b, once to recompute."""
-        return [1] if blocks == 1 else [2] * (blocks - 1) + [1]
+        """Checkpointing runs every block but the last twice: once to keep π_b, once to recompute; with
+        ``state_every`` K > 1, a block that is not the last of its segment once more (its segment's states are
+        recomputed), and the first sweep stops where the last segment starts."""
+        if blocks == 1:
+            return [1]
+        every, last_start = self.state_every, (blocks - 1) // self.state_every * self.state_every
+        return [1 + (b < min(b // every * every + every, blocks) - 1) + (b < last_start) for b in range(blocks)]
 
-    @staticmethod
-    def _checkpointed_backward(trainer: ScheduleHost, batches: list[list[PairBatch]], total_pairs: int,
+    def _checkpointed_backward(self, trainer: ScheduleHost, batches: list[list[PairBatch]], total_pairs: int,
                                timer: PhaseTimer) -> float:
-        """ESDG §3.1: keep π_b only, recompute block b in reverse order, chain the gradient of π."""
-        states = [trainer.initial_state()]
+        """ESDG §3.1: keep π_b only (of every K-th block), recompute block b in reverse order, chain the
+        gradient of π."""
+        blocks, every = len(trainer.placement.blocks), self.state_every
+        kept = {0: trainer.initial_state()}  # π of each segment's first block
+        state = kept[0]
         with torch.no_grad():
-            for b in range(len(trainer.placement.blocks) - 1):
-                _, nxt = trainer.block_loss(b, states[-1], [], total_pairs, timer, score=False)
-                states.append([tuple(t.detach() for t in layer) for layer in nxt])
+            for b in range((blocks - 1) // every * every):  # up to the last segment's first block
+                _, nxt = trainer.block_loss(b, state, [], total_pairs, timer, score=False)
+                state = _detached(nxt)
+                if (b + 1) % every == 0:
+                    kept[b + 1] = state
+        del state
         grad_next: list[torch.Tensor | None] | None = None
         total = 0.0
-        for b in reversed(range(len(trainer.placement.blocks))):
-            if b == 0:
-                start = trainer.initial_state()  # may hold parameters (EvolveGCN's initial weight)
-                leaves = []
-            else:
-                leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in _flatten(states[b])]
-                start = _unflatten(leaves, states[b])
-            loss, end = trainer.block_loss(b, start, batches[b], total_pairs, timer)
-            outputs, grads = [loss], [torch.ones_like(loss)]
-            if grad_next is not None:
-                for tensor, grad in zip(_flatten(end), grad_next):
-                    if grad is not None and tensor.requires_grad:
-                        outputs.append(tensor)
-                        grads.append(grad)
-            torch.autograd.backward(outputs, grads)
-            grad_next = [leaf.grad for leaf in leaves]
-            total += loss.item()
-            states[b] = []  # π_b is consumed
+        for start in reversed(range(0, blocks, every)):
+            stop = min(start + every, blocks)
+            states = {start: kept.pop(start)}
+            with torch.no_grad():  # the segment's other states, from its first (nothing to do when K = 1)
+                for b in range(start, stop - 1):
+                    _, nxt = trainer.block_loss(b, states[b], [], total_pairs, timer, score=False)
+                    states[b + 1] = _detached(nxt)
+            for b in reversed(range(start, stop)):
+                grad_next, loss = self._block_backward(trainer, b, states.pop(b), batches[b], total_pairs,
+                                                       timer, grad_next)
+                total += loss
         return total
+
+    @staticmethod
+    def _block_backward(trainer: ScheduleHost, b: int, state: list[State], batches: list[PairBatch],
+                        total_pairs: int, timer: PhaseTimer, grad_next: list[torch.Tensor | None] | None
+                        ) -> tuple[list[torch.Tensor | None], float]:
+        """Block b recomputed from π_b with autograd, its loss and the gradient arriving at π_{b+1}
+        back-propagated together; returns the gradient at π_b and the block's loss."""
+        if b == 0:
+            start = trainer.initial_state()  # may hold parameters (EvolveGCN's initial weight)
+            leaves = []
+        else:
+            leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in _flatten(state)]
+            start = _unflatten(leaves, state)
+        del state  # π_b is consumed
+        loss, end = trainer.block_loss(b, start, batches, total_pairs, timer)
+        outputs, grads = [loss], [torch.ones_like(loss)]
+        if grad_next is not None:
+            for tensor, grad in zip(_flatten(end), grad_next):
+                if grad is not None and tensor.requires_grad:
+                    outputs.append(tensor)
+                    grads.append(grad)
+        torch.autograd.backward(outputs, grads)
+        return [leaf.grad for leaf in leaves], loss.item()
+
+
+def _detached(state: list[State]) -> list[State]:
+    return [tuple(t.detach() for t in layer) for layer in state]

@@ -12,7 +12,9 @@ from dgbench.options import Options
 from dgbench.trainers.contract import DiscreteScheme, Partition, register_scheme
 from dgbench.trainers.discrete.data import DiscreteData
 from dgbench.trainers.discrete.placement import Placement, TimePlacement
-from dgbench.trainers.discrete.esdg.checkpoint import blocks_option, transfer_option
+from dgbench.trainers.discrete.esdg.checkpoint import (blocks_option, state_every_option, state_every_schedule,
+                                                      transfer_option)
+from dgbench.trainers.discrete.schedule import Schedule
 from dgbench.trainers.discrete.transfer import BASE
 
 
@@ -20,13 +22,14 @@ from dgbench.trainers.discrete.transfer import BASE
 class SnapshotOptions(Options):
     blocks: int = blocks_option()
     transfer: str = transfer_option()
+    state_every: int = state_every_option()
 
 
 @register_scheme
 class Snapshot(DiscreteScheme[SnapshotOptions]):
     name = "snapshot"
     summary = "snapshot partitioning with re-distribution to vertices (ESDG §4.2; DGC's PSS-TS)"
-    conformance = ({"blocks": 2},)
+    conformance = ({"blocks": 2}, {"blocks": 5, "state_every": 2})
     trains_minibatches = True
     Options = SnapshotOptions
 
@@ -34,6 +37,10 @@ class Snapshot(DiscreteScheme[SnapshotOptions]):
         if options.transfer != BASE and options.blocks == 1:
             raise DgbenchError(f"--transfer {options.transfer}: scheme 'snapshot' with --blocks 1 keeps its "
                                f"snapshots resident, so nothing is transferred; use --blocks > 1 or 'checkpoint'")
+        state_every_schedule(options.state_every, options.blocks)
+
+    def schedule(self, options: SnapshotOptions) -> Schedule | None:
+        return state_every_schedule(options.state_every, options.blocks)
 
     def placement(self, ctx: DistContext, data: DiscreteData, options: SnapshotOptions,
                   partition: Partition) -> Placement:

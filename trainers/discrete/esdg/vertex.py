@@ -14,12 +14,14 @@ from dgbench.trainers.discrete.partition import METHODS
 from dgbench.trainers.contract import DiscreteScheme, Partition, register_scheme
 from dgbench.trainers.discrete.data import DiscreteData
 from dgbench.trainers.discrete.placement import Placement, VertexPlacement, partition_owner
-from dgbench.trainers.discrete.esdg.checkpoint import blocks_option
+from dgbench.trainers.discrete.esdg.checkpoint import blocks_option, state_every_option, state_every_schedule
+from dgbench.trainers.discrete.schedule import Schedule
 
 
 @dataclass(frozen=True)
 class VertexOptions(Options):
     blocks: int = blocks_option()
+    state_every: int = state_every_option()
     partition: str = option("auto", "Vertex partitioner (auto = the best installed).", aliases=("--partitioner",),
                             choices=METHODS)
 
@@ -28,9 +30,15 @@ class VertexOptions(Options):
 class Vertex(DiscreteScheme[VertexOptions]):
     name = "vertex"
     summary = "vertex partitioning by a hypergraph partitioner, halo exchange (ESDG §4.1)"
-    conformance = ({"blocks": 2, "partition": "range"},)
+    conformance = ({"blocks": 2, "partition": "range"}, {"blocks": 5, "partition": "range", "state_every": 2})
     trains_minibatches = True
     Options = VertexOptions
+
+    def validate(self, options: VertexOptions, world_size: int) -> None:
+        state_every_schedule(options.state_every, options.blocks)
+
+    def schedule(self, options: VertexOptions) -> Schedule | None:
+        return state_every_schedule(options.state_every, options.blocks)
 
     def partition(self, problem: DiscreteData, parts: int, options: VertexOptions) -> Partition:
         made = partition_owner(problem, parts, options.partition, problem.seed)
