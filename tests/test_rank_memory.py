@@ -109,10 +109,12 @@ def test_a_rank_keeps_only_its_own_training_pairs_through_the_pass(store):
     placement.rank, placement.ctx = 1, DistContext(1, 2, "gloo", cpu, Comm(1, 2, cpu))  # rank 1 of 2: late steps
     own = [range(*placement.local_ranges(block)[1]) for block in placement.blocks]
     seen: list[list[PairBatch]] = []
+    targets: list[dict] = []
 
     class Recording(BlockSchedule):  # the pairs alive while the pass would run
         def forward_backward(self, trainer, batches, total_pairs, timer):
             seen.append([b for b in gc.get_objects() if type(b) is PairBatch and len(b.src)])
+            targets.append(dict(rank._targets))
             return 0.0
 
     trainer = DiscreteTrainer(placement.ctx, rank, placement, cdgcn(), lr=0.01, schedule=Recording())
@@ -121,6 +123,10 @@ def test_a_rank_keeps_only_its_own_training_pairs_through_the_pass(store):
     trainer.train_epoch(0, PhaseTimer(cpu))
     held = seen[-1]
     assert held and all(any(b.step in steps for steps in own) for b in held), "another rank's pairs stayed alive"
+    assert targets == [{}], "every training step's target keys stayed through the pass"
+    again = rank.split_pairs(TRAIN, 0)  # drawn again after the release: the same pairs
+    assert all(np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst)
+               for a, b in zip(again, DiscreteData(store, seed=3).split_pairs(TRAIN, 0)))
 
 
 @pytest.mark.parametrize("smoothing", [EDGE_LIFE, M_PRODUCT])
