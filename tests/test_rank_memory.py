@@ -159,8 +159,9 @@ def test_a_snapshot_rank_holds_only_its_steps_and_trains_like_single(store, sing
     snapshot = _run(store, "snapshot", 2)
     np.testing.assert_allclose([e["loss"] for e in snapshot["epochs"]], [e["loss"] for e in single["epochs"]],
                                rtol=1e-5)
-    # every rank reads every training target for the pair sampling (validation and test: the evaluation sets)
-    targets = list(range(1, SNAPSHOTS - 2))
+    # every rank reads every training target for each pair draw (validation and test: the evaluation sets): one per
+    # epoch, the targets released through the pass, and one more for the record's volume prediction
+    targets = list(range(1, SNAPSHOTS - 2)) * (len(snapshot["epochs"]) + 1)
     (one,) = single["extra"]["rank_data"]
     assert one["input_steps_held"] == list(range(SNAPSHOTS - 1))
     ranks = snapshot["extra"]["rank_data"]
