@@ -164,6 +164,9 @@ def test_a_snapshot_rank_holds_only_its_steps_and_trains_like_single(store, sing
     targets = list(range(1, SNAPSHOTS - 2)) * (len(snapshot["epochs"]) + 1)
     (one,) = single["extra"]["rank_data"]
     assert one["input_steps_held"] == list(range(SNAPSHOTS - 1))
+    # a single rank keeps its targets (its own share) and reads each input and target step once per run
+    assert one["store_bytes_read"] == snapshot_bytes(store, list(range(1, SNAPSHOTS - 2))) \
+        + snapshot_bytes(store, list(range(SNAPSHOTS - 1)))
     ranks = snapshot["extra"]["rank_data"]
     assert len(ranks) == 2
     for rank, figures in enumerate(ranks):

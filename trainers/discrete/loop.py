@@ -101,7 +101,8 @@ class DiscreteTrainer:
         self.optimizer.zero_grad(set_to_none=False)
         moved_before = self.placement.transfer_bytes()
         every = self.data.split_pairs(TRAIN, epoch)
-        self.data.release_split_targets(TRAIN)  # drawn: every step's target keys need not stay through the pass
+        if self.ctx.world_size > 1:  # drawn: another rank's target keys need not stay through the pass (one rank's
+            self.data.release_split_targets(TRAIN)  # are its own share: it keeps them, not re-reading them per epoch)
         total_pairs = sum(len(b.src) for b in every)
         with self.activations.watching():
             if self.minibatches is None:
