@@ -304,3 +304,63 @@ def test_generated_snapshot_store_scale(benchmark, tmp_path: Path) -> None:
                           f"T = {STORE_SNAPSHOTS}): prepare esdg-random, then a full verified read", "edges", rows)
     benchmark.extra_info.update(rows=rows, slopes=slopes)
     assert all(row["bytes"] == row["size"] * 8 for row in rows)  # src, dst int32 per edge
+
+
+# --------------------------------------------------------------------------- continuous epochs at scale
+
+EPOCH_EVENTS = [int(n) for n in os.environ.get("DGBENCH_BENCH_EPOCH_EVENTS", "").split(",") if n] or \
+    ([4_000, 16_000] if QUICK else [50_000, 200_000, 800_000])
+EPOCH_VERTICES = 17_000  # as the 200M-event goal's stream (users + items)
+
+
+def train_tgn(store: Path, events: int, budget: str, out: Path) -> dict:
+    """One epoch of TGN (`single`, one thread, 1 evaluation negative) on the first ``events`` events, with the
+    stream in memory (``budget`` the default) or read chunk by chunk (``budget`` "0"): the record's epoch
+    seconds (training alone), training events and peak RSS, and the run's wall and CPU seconds."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    budget_option = [] if budget == "default" else ["--stream-budget", budget]
+    subprocess.run([sys.executable, "-m", "dgbench", "--quiet", "run", "--scheme", "single", "--model", "tgn",
+                    "--dataset", str(store), "--max-events", str(events), "--epochs", "1", "--threads", "1",
+                    "--eval-negatives", "1", *budget_option, "--out", str(out)],
+                   check=True, capture_output=True, env={**os.environ, "DGBENCH_QUIET": "1"})
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    epoch = json.loads(out.read_text())["epochs"][-1]
+    return {"wall_s": wall, "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
+            "epoch_s": epoch["time_s"], "train_events": epoch["work"], "peak_rss_bytes": epoch["peak_rss_bytes"]}
+
+
+def test_tgn_epoch_scale(benchmark, tmp_path: Path) -> None:
+    """TGN's epoch on the first EPOCH_EVENTS events of one generated 17k-vertex stream, in memory and streamed:
+    seconds per training event, the rank's peak RSS (the record's) and the log-log slope of the epoch's seconds
+    against the events (goal <= 1.05)."""
+    people = str(EPOCH_VERTICES // 2)
+    store = tmp_path / "epoch-stream.zarr"
+    subprocess.run([sys.executable, "-m", "dgbench", "--quiet", "prepare", "stream", "--events", str(max(EPOCH_EVENTS)),
+                    "--users", people, "--items", people, "--out", str(store)], check=True, capture_output=True)
+
+    def sweep() -> list[dict]:
+        return [{"events": events, "budget": budget,
+                 **train_tgn(store, events, budget, tmp_path / f"{events}-{budget}.json")}
+                for budget in ("default", "0") for events in EPOCH_EVENTS]
+
+    rows = benchmark.pedantic(sweep, rounds=1, iterations=1)
+    print(f"\nTGN, single, one epoch on the first N events of a {EPOCH_VERTICES:,}-vertex stream "
+          f"(1 thread; load average {os.getloadavg()[0]:.2f})")
+    print(f"{'events':>10} {'stream':>9} {'epoch s':>8} {'µs/train event':>14} {'wall s':>7} {'cpu s':>7} "
+          f"{'RSS MiB':>8}")
+    slopes = {}
+    for budget in ("default", "0"):
+        mine = [row for row in rows if row["budget"] == budget]
+        for row in mine:
+            per_event = row["epoch_s"] / row["train_events"] * 1e6
+            source = "in memory" if budget == "default" else "streamed"
+            print(f"{row['events']:>10,} {source:>9} {row['epoch_s']:>8.2f} {per_event:>14.1f} {row['wall_s']:>7.1f} "
+                  f"{row['cpu_s']:>7.1f} {row['peak_rss_bytes'] / 2**20:>8.0f}")
+        slopes[budget] = log_log_slope([row["events"] for row in mine], [row["epoch_s"] for row in mine])
+    print("log-log slope of the epoch's seconds against the events (goal <= 1.05): "
+          f"in memory {slopes['default']:.2f}, streamed {slopes['0']:.2f}")
+    benchmark.extra_info.update(rows=rows, slopes=slopes)
+    assert all(row["epoch_s"] > 0 for row in rows)
