@@ -10,11 +10,13 @@ import pytest
 
 from dgbench.errors import DgbenchError
 from dgbench.store import EdgeStreamStore, open_store
-from dgbench.trainers.continuous.data import (BATCH, TGL, BatchPlanner, EventStream, gap_statistics,
+from dgbench.trainers.continuous.data import (BATCH, TGL, BatchPlanner, EventStream, StreamProblem, gap_statistics,
                                               neighbor_sampler)
 from dgbench.trainers.continuous.ring import RecentRing
 from dgbench.trainers.continuous.sampler import TemporalSampler
 from dgbench.trainers.continuous.streamed import streamed_gap_statistics
+from dgbench.trainers.continuous.sven.formulas import minmax_greedy, minmax_greedy_blocks
+from dgbench.trainers.continuous.sven.partition import partition_nodes, training_blocks
 
 
 def _open(path: Path) -> EdgeStreamStore:
@@ -181,8 +183,39 @@ def test_the_distributed_schemes_train_a_streamed_stream_like_the_loaded_one(str
     assert streamed["final_metrics"]["test"]["ap"] == pytest.approx(loaded["final_metrics"]["test"]["ap"], abs=1e-9)
 
 
-def test_a_streamed_stream_refuses_a_partitioner_that_reads_every_event(stream_store: Path, tmp_path: Path) -> None:
-    with pytest.raises(DgbenchError, match="minmax-greedy partitioner reads every training event"):
-        _run(stream_store, tmp_path, "sven", nproc=2, stream_budget=0.0, partition="minmax-greedy")
+def test_minmax_greedy_in_blocks_gives_the_one_block_owners() -> None:
+    stream = _tied_stream(events=3000, nodes=40)
+    src, dst = stream.src, stream.dst
+    whole = minmax_greedy(src, dst, stream.num_nodes, 3, batch_size=7)
+    blocks = [(src[a:a + 7 * 11], dst[a:a + 7 * 11]) for a in range(0, len(src), 7 * 11)]  # a pair across blocks
+    np.testing.assert_array_equal(minmax_greedy_blocks(blocks, stream.num_nodes, 3, batch_size=7), whole)
+    with pytest.raises(DgbenchError, match="inside a batch"):
+        minmax_greedy_blocks([(src[:5], dst[:5]), (src[5:9], dst[5:9])], stream.num_nodes, 3, batch_size=7)
+
+
+def test_minmax_greedy_partitions_a_streamed_stream_as_the_loaded_one(stream_store: Path) -> None:
+    store = _open(stream_store)
+    loaded, streamed = EventStream.from_store(store), EventStream.streamed(store, rows_per_read=131)
+    blocks = list(training_blocks(streamed, 200, block_batches=2))
+    assert len(blocks) > 2  # read block by block, not at once
+    for parts in (2, 3):
+        want = partition_nodes(StreamProblem(loaded, 200, 3, neighbors=0), parts, "minmax-greedy", 64)
+        got = partition_nodes(StreamProblem(streamed, 200, 3, neighbors=0), parts, "minmax-greedy", 64)
+        np.testing.assert_array_equal(got.owner, want.owner)
+        owners = minmax_greedy_blocks(blocks, streamed.num_nodes, parts, batch_size=200)
+        np.testing.assert_array_equal(owners, want.owner)
+
+
+def test_sven_minmax_greedy_trains_a_streamed_stream_like_the_loaded_one(stream_store: Path, tmp_path: Path) -> None:
+    loaded = _run(stream_store, tmp_path / "a", "sven", nproc=2, epochs=1, partition="minmax-greedy")
+    streamed = _run(stream_store, tmp_path / "b", "sven", nproc=2, epochs=1, stream_budget=0.0,
+                    partition="minmax-greedy")
+    assert streamed["extra"]["stream_source"]["source"] == "streamed"
+    assert streamed["extra"]["balance"] == loaded["extra"]["balance"]
+    np.testing.assert_allclose([e["loss"] for e in streamed["epochs"]], [e["loss"] for e in loaded["epochs"]],
+                               rtol=1e-9)
+
+
+def test_a_streamed_stream_refuses_what_reads_the_whole_stream(stream_store: Path, tmp_path: Path) -> None:
     with pytest.raises(DgbenchError, match="--scheme tgcn: .*reads the whole stream"):
         _run(stream_store, tmp_path, "tgcn", nproc=2, stream_budget=0.0, model="dygnn")
