@@ -235,3 +235,67 @@ def test_tgcn_trains_a_streamed_stream_like_the_loaded_one(stream_store: Path, t
 def test_a_streamed_stream_refuses_tgcn_sparsification(stream_store: Path, tmp_path: Path) -> None:
     with pytest.raises(DgbenchError, match="--scheme tgcn: .*--sparsify 0.5 \\(Alg. 7, §5\\).*every training event"):
         _run(stream_store, tmp_path, "tgcn", nproc=1, stream_budget=0.0, model="dygnn", grid_ranks=2, sparsify=0.5)
+
+
+def test_the_label_set_read_in_blocks_equals_the_whole_read(tmp_path: Path) -> None:
+    from dgbench.tasks.node import _stream_labels
+    from tests.test_tasks_node import planted_stream
+    store_path = planted_stream(tmp_path / "s.zarr")
+    store = _open(store_path)
+    whole, _ = _stream_labels(store, store_path, None, read_events=store.num_events)
+    blocks, _ = _stream_labels(store, store_path, 1000, read_events=97)
+    prefix, _ = _stream_labels(store, store_path, 1000, read_events=1000)
+    assert len(whole["train_node"]) > 97
+    for name, values in prefix.items():
+        np.testing.assert_array_equal(blocks[name], values, err_msg=name)
+        assert blocks[name].dtype == values.dtype
+    np.testing.assert_array_equal(whole["train_label"][:len(blocks["train_label"])], blocks["train_label"])
+
+
+def test_column_moments_in_blocks_are_numpys_bits() -> None:
+    from dgbench.tasks.node import _column_moments
+    rng = np.random.default_rng(2)
+    values = rng.normal(3, 2, (10007, 13)) * rng.lognormal(0, 3, (10007, 1))
+    mean, std = _column_moments(values, 1000)
+    np.testing.assert_array_equal(mean, values.mean(axis=0))
+    np.testing.assert_array_equal(std, values.std(axis=0))
+
+
+def test_spilled_embeddings_decode_to_the_in_memory_figures(tmp_path: Path) -> None:
+    """Gathered batches in any order written to disk and decoded block by block: the in-memory figures."""
+    from dgbench.tasks.evalset import EvaluationSet, EvaluationSpec
+    from dgbench.tasks.node import SOURCE_STATE, SPLITS, DecoderOptions, NodeClassification
+    rng = np.random.default_rng(0)
+    arrays, start = {}, 0
+    for split, n in (("train", 1500), ("val", 400), ("test", 400)):
+        arrays[f"{split}_events"] = np.arange(start, start + n)
+        arrays[f"{split}_label"] = (rng.random(n) < 0.2).astype(np.int8)
+        start += n
+    labels = np.concatenate([arrays[f"{split}_label"] for split in SPLITS])
+    rows = np.column_stack([np.arange(start), rng.normal(0, 1, (start, 5)) + labels[:, None]])
+    batches = [rows[a:a + 300] for a in rng.permutation(np.arange(0, start, 300))]
+    spec = EvaluationSpec("node-classification", SOURCE_STATE, 0)
+
+    def task(spill: Path | None) -> NodeClassification:
+        made = NodeClassification(EvaluationSet(spec, "s", "f", arrays, Path("labels")), 1, DecoderOptions(epochs=3),
+                                  spill_dir=spill)
+        made.spill_rows = 128  # several blocks per split
+        return made
+    want = task(None).figures_from(iter(batches))
+    got = task(tmp_path).figures_from(iter(batches))
+    assert got == want and want["test"]["auc"] > 0.6
+    assert list(tmp_path.iterdir()) == []  # the disk-backed array is deleted
+    with pytest.raises(ValueError, match="no embedding"):
+        task(tmp_path).figures_from(iter(batches[1:]))
+
+
+def test_node_classification_on_a_streamed_stream_equals_the_in_memory_run(tmp_path: Path) -> None:
+    from tests.test_tasks_node import planted_stream
+    store = planted_stream(tmp_path / "s.zarr")
+    loaded = _run(store, tmp_path / "a", model="jodie", epochs=1, task="node-classification")
+    streamed = _run(store, tmp_path / "b", model="jodie", epochs=1, task="node-classification", stream_budget=0.0)
+    assert streamed["extra"]["stream_source"]["source"] == "streamed"
+    assert streamed["evaluation"]["fingerprint"] == loaded["evaluation"]["fingerprint"]
+    for split in ("val", "test"):  # only the time-encoding statistics are summed in another order
+        for name, value in loaded["final_metrics"][split].items():
+            assert streamed["final_metrics"][split][name] == pytest.approx(value, rel=1e-6, abs=1e-9), (split, name)
