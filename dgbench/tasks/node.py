@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,7 +243,7 @@ class _BlockInputs:
         picked = np.asarray(self.values[rows.numpy()], dtype=np.float64)
         return torch.from_numpy(((picked - self.mean) / self.std).astype(np.float32))
 
-    def blocks(self) -> Any:
+    def blocks(self) -> Iterator[torch.Tensor]:
         for low in range(0, len(self.values), self.block_rows):
             yield self[torch.arange(low, min(len(self.values), low + self.block_rows))]
 
