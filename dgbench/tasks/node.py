@@ -33,7 +33,7 @@ SNAPSHOT_FRACTIONS = (0.70, 0.15, 0.15)
 DECODER_WIDTHS = (80, 10)
 DECODER_DROPOUT = 0.1
 DECODER_BATCH = 200
-SPILL_ROWS = 1 << 16  # rows normalised and decoded at a time when the embeddings are read from disk
+SPILL_ROWS = 1 << 13  # rows normalised and decoded at a time when the embeddings are read from disk
 
 
 # --------------------------------------------------------------------------- label sets
