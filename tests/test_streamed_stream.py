@@ -10,11 +10,13 @@ import pytest
 
 from dgbench.errors import DgbenchError
 from dgbench.store import EdgeStreamStore, open_store
-from dgbench.trainers.continuous.data import (BATCH, TGL, BatchPlanner, EventStream, gap_statistics,
+from dgbench.trainers.continuous.data import (BATCH, TGL, BatchPlanner, EventStream, StreamProblem, gap_statistics,
                                               neighbor_sampler)
 from dgbench.trainers.continuous.ring import RecentRing
 from dgbench.trainers.continuous.sampler import TemporalSampler
 from dgbench.trainers.continuous.streamed import streamed_gap_statistics
+from dgbench.trainers.continuous.sven.formulas import minmax_greedy, minmax_greedy_blocks
+from dgbench.trainers.continuous.sven.partition import partition_nodes, training_blocks
 
 
 def _open(path: Path) -> EdgeStreamStore:
@@ -181,8 +183,119 @@ def test_the_distributed_schemes_train_a_streamed_stream_like_the_loaded_one(str
     assert streamed["final_metrics"]["test"]["ap"] == pytest.approx(loaded["final_metrics"]["test"]["ap"], abs=1e-9)
 
 
-def test_a_streamed_stream_refuses_a_partitioner_that_reads_every_event(stream_store: Path, tmp_path: Path) -> None:
-    with pytest.raises(DgbenchError, match="minmax-greedy partitioner reads every training event"):
-        _run(stream_store, tmp_path, "sven", nproc=2, stream_budget=0.0, partition="minmax-greedy")
-    with pytest.raises(DgbenchError, match="--scheme tgcn: .*reads the whole stream"):
-        _run(stream_store, tmp_path, "tgcn", nproc=2, stream_budget=0.0, model="dygnn")
+def test_minmax_greedy_in_blocks_gives_the_one_block_owners() -> None:
+    stream = _tied_stream(events=3000, nodes=40)
+    src, dst = stream.src, stream.dst
+    whole = minmax_greedy(src, dst, stream.num_nodes, 3, batch_size=7)
+    blocks = [(src[a:a + 7 * 11], dst[a:a + 7 * 11]) for a in range(0, len(src), 7 * 11)]  # a pair across blocks
+    np.testing.assert_array_equal(minmax_greedy_blocks(blocks, stream.num_nodes, 3, batch_size=7), whole)
+    with pytest.raises(DgbenchError, match="inside a batch"):
+        minmax_greedy_blocks([(src[:5], dst[:5]), (src[5:9], dst[5:9])], stream.num_nodes, 3, batch_size=7)
+
+
+def test_minmax_greedy_partitions_a_streamed_stream_as_the_loaded_one(stream_store: Path) -> None:
+    store = _open(stream_store)
+    loaded, streamed = EventStream.from_store(store), EventStream.streamed(store, rows_per_read=131)
+    blocks = list(training_blocks(streamed, 200, block_batches=2))
+    assert len(blocks) > 2  # read block by block, not at once
+    for parts in (2, 3):
+        want = partition_nodes(StreamProblem(loaded, 200, 3, neighbors=0), parts, "minmax-greedy", 64)
+        got = partition_nodes(StreamProblem(streamed, 200, 3, neighbors=0), parts, "minmax-greedy", 64)
+        np.testing.assert_array_equal(got.owner, want.owner)
+        owners = minmax_greedy_blocks(blocks, streamed.num_nodes, parts, batch_size=200)
+        np.testing.assert_array_equal(owners, want.owner)
+
+
+def test_sven_minmax_greedy_trains_a_streamed_stream_like_the_loaded_one(stream_store: Path, tmp_path: Path) -> None:
+    loaded = _run(stream_store, tmp_path / "a", "sven", nproc=2, epochs=1, partition="minmax-greedy")
+    streamed = _run(stream_store, tmp_path / "b", "sven", nproc=2, epochs=1, stream_budget=0.0,
+                    partition="minmax-greedy")
+    assert streamed["extra"]["stream_source"]["source"] == "streamed"
+    assert streamed["extra"]["balance"] == loaded["extra"]["balance"]
+    np.testing.assert_allclose([e["loss"] for e in streamed["epochs"]], [e["loss"] for e in loaded["epochs"]],
+                               rtol=1e-9)
+
+
+@pytest.mark.parametrize("nproc,options", [(1, {"grid_ranks": 2, "intervals": 3, "no_pipeline": True}),
+                                           (2, {"intervals": 2})])
+def test_tgcn_trains_a_streamed_stream_like_the_loaded_one(stream_store: Path, tmp_path: Path, nproc: int,
+                                                           options: dict) -> None:
+    """The grid cut one interval at a time from the store: the same grids (event counts per step), losses
+    and metrics; only the time-encoding statistics are summed in another order."""
+    loaded = _run(stream_store, tmp_path / "a", "tgcn", nproc=nproc, epochs=1, model="dygnn", **options)
+    streamed = _run(stream_store, tmp_path / "b", "tgcn", nproc=nproc, epochs=1, model="dygnn", stream_budget=0.0,
+                    **options)
+    assert streamed["extra"]["stream_source"]["source"] == "streamed"
+    assert [e["work"] for e in streamed["epochs"]] == [e["work"] for e in loaded["epochs"]]
+    np.testing.assert_allclose([e["loss"] for e in streamed["epochs"]], [e["loss"] for e in loaded["epochs"]],
+                               rtol=1e-9)
+    assert streamed["final_metrics"]["test"]["ap"] == pytest.approx(loaded["final_metrics"]["test"]["ap"], abs=1e-9)
+
+
+def test_a_streamed_stream_refuses_tgcn_sparsification(stream_store: Path, tmp_path: Path) -> None:
+    with pytest.raises(DgbenchError, match="--scheme tgcn: .*--sparsify 0.5 \\(Alg. 7, §5\\).*every training event"):
+        _run(stream_store, tmp_path, "tgcn", nproc=1, stream_budget=0.0, model="dygnn", grid_ranks=2, sparsify=0.5)
+
+
+def test_the_label_set_read_in_blocks_equals_the_whole_read(tmp_path: Path) -> None:
+    from dgbench.tasks.node import _stream_labels
+    from tests.test_tasks_node import planted_stream
+    store_path = planted_stream(tmp_path / "s.zarr")
+    store = _open(store_path)
+    whole, _ = _stream_labels(store, store_path, None, read_events=store.num_events)
+    blocks, _ = _stream_labels(store, store_path, 1000, read_events=97)
+    prefix, _ = _stream_labels(store, store_path, 1000, read_events=1000)
+    assert len(whole["train_node"]) > 97
+    for name, values in prefix.items():
+        np.testing.assert_array_equal(blocks[name], values, err_msg=name)
+        assert blocks[name].dtype == values.dtype
+    np.testing.assert_array_equal(whole["train_label"][:len(blocks["train_label"])], blocks["train_label"])
+
+
+def test_column_moments_in_blocks_are_numpys_bits() -> None:
+    from dgbench.tasks.node import _column_moments
+    rng = np.random.default_rng(2)
+    values = rng.normal(3, 2, (10007, 13)) * rng.lognormal(0, 3, (10007, 1))
+    mean, std = _column_moments(values, 1000)
+    np.testing.assert_array_equal(mean, values.mean(axis=0))
+    np.testing.assert_array_equal(std, values.std(axis=0))
+
+
+def test_spilled_embeddings_decode_to_the_in_memory_figures(tmp_path: Path) -> None:
+    """Gathered batches in any order written to disk and decoded block by block: the in-memory figures."""
+    from dgbench.tasks.evalset import EvaluationSet, EvaluationSpec
+    from dgbench.tasks.node import SOURCE_STATE, SPLITS, DecoderOptions, NodeClassification
+    rng = np.random.default_rng(0)
+    arrays, start = {}, 0
+    for split, n in (("train", 1500), ("val", 400), ("test", 400)):
+        arrays[f"{split}_events"] = np.arange(start, start + n)
+        arrays[f"{split}_label"] = (rng.random(n) < 0.2).astype(np.int8)
+        start += n
+    labels = np.concatenate([arrays[f"{split}_label"] for split in SPLITS])
+    rows = np.column_stack([np.arange(start), rng.normal(0, 1, (start, 5)) + labels[:, None]])
+    batches = [rows[a:a + 300] for a in rng.permutation(np.arange(0, start, 300))]
+    spec = EvaluationSpec("node-classification", SOURCE_STATE, 0)
+
+    def task(spill: Path | None) -> NodeClassification:
+        made = NodeClassification(EvaluationSet(spec, "s", "f", arrays, Path("labels")), 1, DecoderOptions(epochs=3),
+                                  spill_dir=spill)
+        made.spill_rows = 128  # several blocks per split
+        return made
+    want = task(None).figures_from(iter(batches))
+    got = task(tmp_path).figures_from(iter(batches))
+    assert got == want and want["test"]["auc"] > 0.6
+    assert list(tmp_path.iterdir()) == []  # the disk-backed array is deleted
+    with pytest.raises(ValueError, match="no embedding"):
+        task(tmp_path).figures_from(iter(batches[1:]))
+
+
+def test_node_classification_on_a_streamed_stream_equals_the_in_memory_run(tmp_path: Path) -> None:
+    from tests.test_tasks_node import planted_stream
+    store = planted_stream(tmp_path / "s.zarr")
+    loaded = _run(store, tmp_path / "a", model="jodie", epochs=1, task="node-classification")
+    streamed = _run(store, tmp_path / "b", model="jodie", epochs=1, task="node-classification", stream_budget=0.0)
+    assert streamed["extra"]["stream_source"]["source"] == "streamed"
+    assert streamed["evaluation"]["fingerprint"] == loaded["evaluation"]["fingerprint"]
+    for split in ("val", "test"):  # only the time-encoding statistics are summed in another order
+        for name, value in loaded["final_metrics"][split].items():
+            assert streamed["final_metrics"][split][name] == pytest.approx(value, rel=1e-6, abs=1e-9), (split, name)

@@ -9,6 +9,8 @@ See docs/tasks.md (section "Node classification").
 from __future__ import annotations
 
 import copy
+import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ SNAPSHOT_FRACTIONS = (0.70, 0.15, 0.15)
 DECODER_WIDTHS = (80, 10)
 DECODER_DROPOUT = 0.1
 DECODER_BATCH = 200
+SPILL_ROWS = 1 << 13  # rows normalised and decoded at a time when the embeddings are read from disk
 
 
 # --------------------------------------------------------------------------- label sets
@@ -57,18 +60,23 @@ def label_set(store_path: str | Path, max_events: int | None = None) -> Evaluati
     raise DgbenchError(f"{store_path}: no node-classification task for stores of kind {store.kind!r}")
 
 
-def _stream_labels(store: EdgeStreamStore, path: str | Path, max_events: int | None
-                   ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+READ_EVENTS = 1 << 20  # events read at a time while building a stream's label set
+
+
+def _stream_labels(store: EdgeStreamStore, path: str | Path, max_events: int | None,
+                   read_events: int = READ_EVENTS) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Every event of each split with its source, time and label, read from the store ``read_events`` at a
+    time (the label set itself is held; the stream's other columns never are)."""
     from dgbench.tasks.link import stream_ranges
     stop, ranges = stream_ranges(store, max_events)
-    columns = store.events(0, stop)
-    labels = columns["label"].astype(np.int8)
     arrays: dict[str, np.ndarray] = {}
     for split in SPLITS:
         a, b = ranges[split]
-        arrays.update({f"{split}_events": np.arange(a, b, dtype=np.int64),
-                       f"{split}_node": columns["src"][a:b].astype(np.int64),
-                       f"{split}_t": columns["t"][a:b].astype(np.float64), f"{split}_label": labels[a:b]})
+        arrays[f"{split}_events"] = np.arange(a, b, dtype=np.int64)
+        for name, column, dtype in (("node", "src", np.int64), ("t", "t", np.float64), ("label", "label", np.int8)):
+            blocks = [store.read(column, low, min(b, low + read_events)).astype(dtype)
+                      for low in range(a, b, max(1, read_events))]
+            arrays[f"{split}_{name}"] = np.concatenate(blocks) if blocks else np.zeros(0, dtype)
     _check_classes(arrays, path)
     return arrays, {"events": stop, "instances": "every event; label of its source (JODIE state_label)",
                     "splits": _counts(arrays)}
@@ -152,24 +160,31 @@ class Decoder(nn.Module):
         return self.layers(x).squeeze(-1)
 
 
-def train_decoder(inputs: dict[str, np.ndarray], labels: dict[str, np.ndarray], options: DecoderOptions
-                  ) -> tuple[dict[str, np.ndarray], int]:
+def train_decoder(inputs: dict[str, np.ndarray], labels: dict[str, np.ndarray], options: DecoderOptions,
+                  block_rows: int | None = None) -> tuple[dict[str, np.ndarray], int]:
     """Decoder logits of every split (the epoch with the best validation AUC) and that epoch. One intra-op
     thread: batches of 200 rows are too small to share, and on a busy host two threads spin against each
-    other (20 epochs of 2,100 rows: 39 s with two, 5 s with one, measured on the shared 2-core machine)."""
+    other (20 epochs of 2,100 rows: 39 s with two, 5 s with one, measured on the shared 2-core machine).
+    ``block_rows``: the inputs are arrays mapped from disk, normalised and decoded that many rows at a time
+    (the same figures; :class:`_BlockInputs`)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _train_decoder(inputs, labels, options)
+        return _train_decoder(inputs, labels, options, block_rows)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train_decoder(inputs: dict[str, np.ndarray], labels: dict[str, np.ndarray], options: DecoderOptions
-                   ) -> tuple[dict[str, np.ndarray], int]:
-    mean = inputs["train"].mean(axis=0)
-    std = inputs["train"].std(axis=0) + 1e-6
-    x = {s: torch.from_numpy(((v - mean) / std).astype(np.float32)) for s, v in inputs.items()}
+def _train_decoder(inputs: dict[str, np.ndarray], labels: dict[str, np.ndarray], options: DecoderOptions,
+                   block_rows: int | None) -> tuple[dict[str, np.ndarray], int]:
+    x: dict[str, Any]
+    if block_rows is None:
+        mean = inputs["train"].mean(axis=0)
+        std = inputs["train"].std(axis=0) + 1e-6
+        x = {s: torch.from_numpy(((v - mean) / std).astype(np.float32)) for s, v in inputs.items()}
+    else:
+        mean, std = _column_moments(inputs["train"], block_rows)
+        x = {s: _BlockInputs(v, mean, std + 1e-6, block_rows) for s, v in inputs.items()}
     y = torch.from_numpy(labels["train"].astype(np.float32))
     # the run's own random streams stay untouched; loops evaluate under no_grad
     with torch.random.fork_rng(devices=[]), torch.enable_grad():
@@ -196,9 +211,49 @@ def _train_decoder(inputs: dict[str, np.ndarray], labels: dict[str, np.ndarray],
         return {s: _logits(decoder, v) for s, v in x.items()}, best[1]
 
 
+def _column_moments(values: np.ndarray, block_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``values.mean(axis=0)`` and ``values.std(axis=0)`` reading ``block_rows`` rows at a time: numpy sums
+    a C-ordered array's rows in order along axis 0, so carrying the running sum into each block's sum
+    gives the same bits (as ``np.std``: the mean, then the mean squared deviation from it)."""
+    def running_sum(transform: Any) -> np.ndarray:
+        total: np.ndarray | None = None
+        for low in range(0, len(values), block_rows):
+            block = transform(np.asarray(values[low:low + block_rows], dtype=np.float64))
+            total = np.add.reduce(block if total is None else np.concatenate([total[None], block]), axis=0)
+        return total if total is not None else np.zeros(values.shape[1])
+
+    def squared_deviation(block: np.ndarray) -> np.ndarray:
+        deviation = block - mean
+        return np.multiply(deviation, deviation, out=deviation)
+
+    count = max(len(values), 1)
+    mean = np.true_divide(running_sum(lambda block: block), count)
+    return mean, np.sqrt(np.true_divide(running_sum(squared_deviation), count))
+
+
+class _BlockInputs:
+    """One split's decoder inputs normalised on read: the rows a training batch draws, or blocks of
+    ``block_rows`` for the logits (elementwise the same as normalising the whole array at once)."""
+
+    def __init__(self, values: np.ndarray, mean: np.ndarray, std: np.ndarray, block_rows: int):
+        self.values, self.mean, self.std, self.block_rows = values, mean, std, block_rows
+        self.shape = values.shape
+
+    def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
+        picked = np.asarray(self.values[rows.numpy()], dtype=np.float64)
+        return torch.from_numpy(((picked - self.mean) / self.std).astype(np.float32))
+
+    def blocks(self) -> Iterator[torch.Tensor]:
+        for low in range(0, len(self.values), self.block_rows):
+            yield self[torch.arange(low, min(len(self.values), low + self.block_rows))]
+
+
 @torch.no_grad()
-def _logits(decoder: Decoder, x: torch.Tensor) -> np.ndarray:
+def _logits(decoder: Decoder, x: torch.Tensor | _BlockInputs) -> np.ndarray:
     decoder.eval()
+    if isinstance(x, _BlockInputs):
+        parts = [decoder(block).double().numpy() for block in x.blocks()]
+        return np.concatenate(parts) if parts else np.zeros(0)
     return decoder(x).double().numpy()
 
 
@@ -226,16 +281,21 @@ class NodeClassification:
     """The task a family's loop calls after link-prediction training: which instances to embed
     (:meth:`keys`), then :meth:`figures` from the gathered (key, embedding) rows."""
 
-    def __init__(self, labels: EvaluationSet, num_nodes: int, options: DecoderOptions, epochs: int = 1):
+    def __init__(self, labels: EvaluationSet, num_nodes: int, options: DecoderOptions, epochs: int = 1,
+                 spill_dir: Path | None = None):
+        """``spill_dir``: where a stream's embeddings are written (a file deleted when closed) and read back
+        block by block (:meth:`figures_from`), instead of being held; None: held in memory."""
         self.labels, self.num_nodes, self.options = labels, num_nodes, options
-        self.epochs, self.evaluations = epochs, 0
+        self.epochs, self.evaluations, self.spill_dir = epochs, 0, spill_dir
+        self.spill_rows = SPILL_ROWS
 
     @classmethod
-    def for_run(cls, labels: EvaluationSet, num_nodes: int, task: Any, config: Any) -> NodeClassification:
+    def for_run(cls, labels: EvaluationSet, num_nodes: int, task: Any, config: Any, spill_dir: Path | None = None
+                ) -> NodeClassification:
         """The task as a run sets it: ``task``'s ``--decoder-epochs`` / ``--decoder-lr`` (either family's task
         options) and ``config``'s seed and epoch count (the decoder trains after the last epoch)."""
         return cls(labels, num_nodes, DecoderOptions(task.decoder_epochs, task.decoder_lr, config.seed),
-                   epochs=config.epochs)
+                   epochs=config.epochs, spill_dir=spill_dir)
 
     def due(self) -> bool:
         """Whether this evaluation is the run's last (after its last training epoch): the decoder is
@@ -249,12 +309,41 @@ class NodeClassification:
     def all_keys(self) -> np.ndarray:
         return np.concatenate([self.keys(split) for split in SPLITS])
 
+    def figures_from(self, batches: Iterable[np.ndarray]) -> dict[str, dict[str, float]]:
+        """:meth:`figures` from gathered batches of (key, embedding...) rows; with a ``spill_dir`` (source-state
+        labels, keyed by event id) each batch is written to a disk-backed array at its events' rows and the
+        decoder reads it block by block: the same figures, holding one batch and the logits."""
+        if self.spill_dir is None or self.labels.spec.strategy != SOURCE_STATE:
+            every = np.concatenate(list(batches))
+            return self.figures(every[:, 0].astype(np.int64), every[:, 1:])
+        events = 1 + max(int(self.keys(split).max(initial=-1)) for split in SPLITS)
+        with tempfile.TemporaryFile(dir=self.spill_dir, prefix="embeddings-") as handle:
+            matrix: np.memmap | None = None
+            seen = np.zeros(events, dtype=bool)
+            for batch in batches:
+                if matrix is None:
+                    matrix = np.memmap(handle, dtype=np.float64, mode="w+", shape=(max(events, 1), batch.shape[1] - 1))
+                ids = batch[:, 0].astype(np.int64)
+                matrix[ids], seen[ids] = batch[:, 1:], True
+            if matrix is None:
+                raise ValueError("no embeddings were gathered")
+            return self._decode({split: self._rows(matrix, seen, split) for split in SPLITS}, self.spill_rows)
+
+    def _rows(self, matrix: np.memmap, seen: np.ndarray, split: str) -> np.ndarray:
+        wanted = self.keys(split)
+        if not seen[wanted].all():
+            raise ValueError(f"{split}: {int((~seen[wanted]).sum())} of {len(wanted)} labelled instances have no "
+                             f"embedding")
+        if len(wanted) and int(wanted[-1]) - int(wanted[0]) + 1 == len(wanted):
+            return matrix[int(wanted[0]):int(wanted[-1]) + 1]  # a view: rows stay on disk until read
+        return matrix[wanted]
+
     def figures(self, keys: np.ndarray, embeddings: np.ndarray) -> dict[str, dict[str, float]]:
         """Train the decoder on the training instances' embeddings; metrics of validation and test."""
         keys = np.asarray(keys, np.int64)
         order = np.argsort(keys, kind="stable")
         keys, embeddings = keys[order], np.asarray(embeddings, np.float64)[order]
-        inputs, labels = {}, {}
+        inputs: dict[str, np.ndarray] = {}
         for split in SPLITS:
             wanted = self.keys(split)
             where = np.searchsorted(keys, wanted)
@@ -262,8 +351,12 @@ class NodeClassification:
             if not found.all():
                 raise ValueError(f"{split}: {int((~found).sum())} of {len(wanted)} labelled instances have no "
                                  f"embedding")
-            inputs[split], labels[split] = embeddings[where], self.labels.get(split, "label").astype(np.float64)
-        scores, epoch = train_decoder(inputs, labels, self.options)
+            inputs[split] = embeddings[where]
+        return self._decode(inputs)
+
+    def _decode(self, inputs: dict[str, np.ndarray], block_rows: int | None = None) -> dict[str, dict[str, float]]:
+        labels = {split: self.labels.get(split, "label").astype(np.float64) for split in SPLITS}
+        scores, epoch = train_decoder(inputs, labels, self.options, block_rows)
         threshold = best_f1_threshold(scores["val"], labels["val"])
         out = {split: {**split_metrics(scores[split], labels[split], threshold), "decoder_epoch": float(epoch)}
                for split in ("val", "test")}

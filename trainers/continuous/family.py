@@ -133,8 +133,6 @@ def _check_streamed(run: ResolvedRun) -> None:
     if task.sampler != "recent":
         raise DgbenchError(f"--sampler {task.sampler}: {why}; only --sampler recent keeps bounded state "
                            f"(docs/continuous-training.md), or raise --stream-budget")
-    if task.task == NODE_CLASSIFICATION:
-        raise DgbenchError(f"{why}; --task {NODE_CLASSIFICATION} reads the whole stream, raise --stream-budget")
 
 
 def _check_batch_protocol(run: ResolvedRun) -> None:
@@ -212,8 +210,17 @@ def build_trainer(ctx: DistContext, run: ResolvedRun, partition: Partition,
     trainer.evaluation = _evaluation(run)  # validation and test: the run's fixed evaluation sets
     if task.task == NODE_CLASSIFICATION:
         from dgbench.tasks.node import NodeClassification
-        trainer.node_task = NodeClassification.for_run(trainer.evaluation[0], stream.num_nodes, task, run.config)
+        trainer.node_task = NodeClassification.for_run(trainer.evaluation[0], stream.num_nodes, task, run.config,
+                                                       spill_dir=_spill_dir(run) if stream.is_streamed else None)
     return trainer
+
+
+def _spill_dir(run: ResolvedRun) -> Path:
+    """Where a streamed run's node-classification embeddings go while the decoder reads them: beside its record."""
+    out = Path(run.config.out)
+    folder = out.parent if out.suffix == ".json" else out
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _baseline_rank(ctx: DistContext, run: ResolvedRun, partition: Partition, baseline: Baseline) -> dict[str, Any]:

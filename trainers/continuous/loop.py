@@ -19,6 +19,7 @@ reset each epoch and carried from training through validation into test.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -317,7 +318,7 @@ class ContinuousTrainer:
         Test alone still carries the memory through the validation events (their scores are not taken)."""
         self.model.eval()
         if self.node_task is not None:
-            return self.node_task.figures(*self.source_embeddings()) if self.node_task.due() else {}
+            return self.node_task.figures_from(self.source_embedding_batches()) if self.node_task.due() else {}
         passes = ("val", "test") if "test" in which else ("val",)
         if not self.evaluation:
             return {split: figures for split in passes
@@ -346,19 +347,17 @@ class ContinuousTrainer:
         self.state.table = table.clone()
 
     @torch.no_grad()
-    def source_embeddings(self) -> tuple[np.ndarray, np.ndarray]:
+    def source_embedding_batches(self) -> Iterator[np.ndarray]:
         """Node classification (dgbench/tasks/node.py; TGN §5, DyGLib train_node_classification.py): the
         trained model frozen, memory reset and replayed over train, validation and test in time order as
-        in training; each event's source embedding at its time, as (event ids, embeddings) of every rank."""
+        in training; each event's source embedding at its time, as (event id, embedding) rows of every
+        rank, one gathered batch at a time (a streamed run writes them to disk, not to a list)."""
         self.model.eval()
         self.state.reset()
-        gathered = []
         for split in ("train", "val", "test"):
             for plan in Prefetcher(self.planner, split, self.options.batch_size, self.options.prefetch):
                 local = self._embed_sources(plan)
-                gathered.append(self.ctx.comm.all_gather_uneven(local, tag="eval_scores").cpu().numpy())
-        every = np.concatenate(gathered)
-        return every[:, 0].astype(np.int64), every[:, 1:]
+                yield self.ctx.comm.all_gather_uneven(local, tag="eval_scores").cpu().numpy()
 
     def _embed_sources(self, plan: BatchPlan) -> torch.Tensor:
         """(event id, source embedding) rows of this rank's events of one batch, then its write-back."""

@@ -8,6 +8,7 @@ See docs/continuous-training.md (sections "Schemes" and "Record").
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -378,13 +379,46 @@ class _PairGraph:
     degree: np.ndarray  # total pair weight per vertex
 
 
-def _pair_graph(src: np.ndarray, dst: np.ndarray, num_nodes: int, batch_size: int) -> _PairGraph:
+def _pair_graph_blocks(blocks: Iterable[tuple[np.ndarray, np.ndarray]], num_nodes: int, num_parts: int,
+                       batch_size: int) -> tuple[_PairGraph, np.ndarray, int]:
+    """The pair graph, the events per source vertex (float64) and the event count of the blocks' events."""
+    pairs, weight = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    sources = np.zeros(num_nodes, dtype=np.int64)
+    num_events = 0
+    for src, dst in blocks:
+        if num_events % max(batch_size, 1):
+            raise DgbenchError(f"a block of events starts at event {num_events}, inside a batch of {batch_size}")
+        src, dst = _check_stream(src, dst, num_nodes, num_parts)
+        block_pairs, block_weight = _batch_pairs(src, dst, num_nodes, batch_size)
+        pairs, weight = _merge_counts(pairs, weight, block_pairs, block_weight)
+        sources += np.bincount(src, minlength=num_nodes)
+        num_events += len(src)
+    return _pair_csr(pairs, weight, num_nodes), sources.astype(np.float64), num_events
+
+
+def _batch_pairs(src: np.ndarray, dst: np.ndarray, num_nodes: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct pairs low·N + high of these events and the number of batches each occurs in (Alg. 2)."""
     low, high = np.minimum(src, dst), np.maximum(src, dst)
     keep = low != high
     batch = _batch_index(len(src), batch_size)[keep]
     low, high = low[keep], high[keep]
-    per_batch = np.unique((batch * num_nodes + low) * num_nodes + high)  # one per (batch, pair): Alg. 2
-    pairs, weight = np.unique(per_batch % (num_nodes * num_nodes), return_counts=True)
+    per_batch = np.unique((batch * num_nodes + low) * num_nodes + high)  # one per (batch, pair)
+    return np.unique(per_batch % (num_nodes * num_nodes), return_counts=True)
+
+
+def _merge_counts(keys: np.ndarray, counts: np.ndarray, more_keys: np.ndarray, more_counts: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Two sorted (key, count) lists as one, counts of a shared key summed."""
+    if not len(keys):
+        return more_keys, more_counts.astype(np.int64)
+    every = np.concatenate([keys, more_keys])
+    order = np.argsort(every, kind="stable")
+    every, summed = every[order], np.concatenate([counts, more_counts]).astype(np.int64)[order]
+    first = np.flatnonzero(np.r_[True, every[1:] != every[:-1]])
+    return every[first], np.add.reduceat(summed, first)
+
+
+def _pair_csr(pairs: np.ndarray, weight: np.ndarray, num_nodes: int) -> _PairGraph:
     a, b = pairs // num_nodes, pairs % num_nodes
     rows, cols, w = np.concatenate([a, b]), np.concatenate([b, a]), np.concatenate([weight, weight])
     order = np.argsort(rows, kind="stable")
@@ -539,12 +573,25 @@ def minmax_greedy(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_parts: i
     old source-owner compute placement and is off by default now that events are split evenly. Every
     rank owns at most (1 + vertex_imbalance) N / P vertices."""
     src, dst = _check_stream(src, dst, num_nodes, num_parts)
+    return minmax_greedy_blocks([(src, dst)], num_nodes, num_parts, batch_size=batch_size,
+                                compute_imbalance=compute_imbalance, vertex_imbalance=vertex_imbalance,
+                                max_passes=max_passes)
+
+
+def minmax_greedy_blocks(blocks: Iterable[tuple[np.ndarray, np.ndarray]], num_nodes: int, num_parts: int, *,
+                         batch_size: int = 200, compute_imbalance: float | None = None,
+                         vertex_imbalance: float = 1.0, max_passes: int = 20) -> np.ndarray:
+    """:func:`minmax_greedy` over the training events given as consecutive (src, dst) blocks, each but the
+    last a whole number of batches long: the pair graph and the per-vertex event counts are summed block
+    by block (integers, so the owners equal the one-block result), holding one block and the distinct
+    pairs (docs/continuous-training.md, "Streams larger than memory")."""
+    if num_parts < 1:
+        raise DgbenchError(f"num_parts must be at least 1 (got {num_parts})")
     if num_parts == 1:
         return np.zeros(num_nodes, dtype=np.int64)
-    graph = _pair_graph(src, dst, num_nodes, batch_size)
-    compute_weight = np.bincount(src, minlength=num_nodes).astype(np.float64)
+    graph, compute_weight, num_events = _pair_graph_blocks(blocks, num_nodes, num_parts, batch_size)
     compute_cap = np.inf if compute_imbalance is None else max(
-        (1 + compute_imbalance) * len(src) / num_parts, compute_weight.max(initial=0))
+        (1 + compute_imbalance) * num_events / num_parts, compute_weight.max(initial=0))
     vertex_cap = np.ceil((1 + vertex_imbalance) * num_nodes / num_parts)
     state = _MinMaxState(graph, compute_weight, num_parts, compute_cap, vertex_cap)
     order = np.lexsort((np.arange(num_nodes), -compute_weight, -graph.degree))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,9 +22,21 @@ PARTITIONERS = ("range", "interval", "reflexbicut", "minmax-greedy")
 INTERVAL_HELP = "Vertex ids per interval of the 'interval' partition (HPDC §3.1.2's constant granularity)."
 
 
-def training_events(stream: EventStream) -> tuple[np.ndarray, np.ndarray]:
+BLOCK_BATCHES = 1024  # batches per block of the minmax-greedy pass over a streamed stream
+
+
+def training_blocks(stream: EventStream, batch_size: int, block_batches: int = BLOCK_BATCHES
+                    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The training events as (src, dst) blocks of ``block_batches`` whole batches (one block for a stream
+    in memory; a streamed stream is read block by block from its store)."""
     a, b = stream.ranges["train"]
-    return stream.src[a:b], stream.dst[a:b]
+    if not stream.is_streamed:
+        yield stream.src[a:b], stream.dst[a:b]
+        return
+    size = max(1, batch_size) * max(1, block_batches)
+    for low in range(a, b, size):
+        high = min(b, low + size)
+        yield stream.src[low:high], stream.dst[low:high]
 
 
 def range_owners(stream: EventStream, parts: int) -> Partition:
@@ -104,14 +117,6 @@ def _share_needed(planner: BatchPlanner, plan: BatchPlan, bounds: tuple[int, int
     return own.plan(plan.split, plan.index, *bounds).needed_ids
 
 
-def streamed_partition_refusal(method: str) -> str:
-    """Why ``method`` cannot partition a stream read chunk by chunk ("" where it can: the pre-sampling pass
-    plans batch by batch with the bounded ``recent`` rings, as training does)."""
-    if method == "minmax-greedy":
-        return "the minmax-greedy partitioner reads every training event at once (use range, interval or reflexbicut)"
-    return ""
-
-
 def partition_nodes(problem: StreamProblem, parts: int, method: str, interval: int) -> Partition:
     """Owners of N&M under ``method`` for ``parts`` trainers, with the pre-sampled Eq. 5 balance report
     and the paper-form Eq. 1 / Eq. 7-9 in ``report``."""
@@ -120,8 +125,8 @@ def partition_nodes(problem: StreamProblem, parts: int, method: str, interval: i
     if method == "reflexbicut" and sample is not None:
         owner = formulas.re_flexbicut(sample.graph)
     elif method == "minmax-greedy":
-        src, dst = training_events(stream)
-        owner = formulas.minmax_greedy(src, dst, stream.num_nodes, parts, batch_size=problem.batch_size)
+        owner = formulas.minmax_greedy_blocks(training_blocks(stream, problem.batch_size), stream.num_nodes, parts,
+                                              batch_size=problem.batch_size)
     elif method == "interval":
         owner = formulas.interval_partition(stream.num_nodes, parts, interval)
     else:

@@ -13,8 +13,7 @@ from dgbench.options import Options, option
 from dgbench.trainers.continuous.sven import formulas
 from dgbench.trainers.continuous.traffic import BatchTraffic, CommVolume
 from dgbench.trainers.continuous.data import StreamProblem
-from dgbench.trainers.continuous.sven.partition import (INTERVAL_HELP, PARTITIONERS, even_split, partition_nodes,
-                                                     streamed_partition_refusal)
+from dgbench.trainers.continuous.sven.partition import INTERVAL_HELP, PARTITIONERS, even_split, partition_nodes
 from dgbench.trainers.continuous.state import NodeState, ResidentState
 from dgbench.trainers.continuous.sven.state import PartitionedState
 from dgbench.trainers.contract import ContinuousScheme, EventAssignment, Partition, register_scheme
@@ -41,7 +40,7 @@ class Sven(ContinuousScheme[SvenOptions]):
         return partition_nodes(problem, parts, options.partition, options.interval)
 
     def streamed_refusal(self, options: SvenOptions) -> str:
-        return streamed_partition_refusal(options.partition)
+        return ""  # every partitioner reads a streamed stream block by block (sven/partition.py)
 
     def assign_events(self, partition: Partition, rank: int, world_size: int) -> EventAssignment:
         return even_split(world_size, rank)

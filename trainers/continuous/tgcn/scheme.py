@@ -70,9 +70,8 @@ from dgbench.options import Options, option
 from dgbench.tasks.evalset import EvaluationSet
 from dgbench.tasks.evaluator import Evaluator, SplitFigures, split_name
 from dgbench.tasks.options import evaluation_sets
-from dgbench.trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, StreamProblem
+from dgbench.trainers.continuous.data import BatchPlan, BatchPlanner, EventStream, StreamProblem, gap_statistics
 from dgbench.trainers.continuous.loop import BatchCounters
-from dgbench.trainers.continuous.sampler import TemporalSampler
 from dgbench.trainers.continuous.tgcn.sampling.reference import METHODS
 from dgbench.trainers.continuous.tgcn.sampling.sparsify import sparsify_events
 from dgbench.trainers.continuous.state import NodeState
@@ -157,19 +156,28 @@ class Grid:
             positions: np.ndarray | None = None) -> "Grid":
         """``ranges`` cut grid positions (:func:`grid_positions`; the ids themselves when None)."""
         parts = len(ranges) - 1
-        cuts = interval_bounds(stream.t[events], intervals, split)
-        src, dst = (stream.src, stream.dst) if positions is None else (positions[stream.src], positions[stream.dst])
-        src_block = np.searchsorted(ranges, src, side="right") - 1
-        dst_block = np.searchsorted(ranges, dst, side="right") - 1
+        cuts = interval_bounds(_event_times(stream, events), intervals, split)
         grids = []
-        for k in range(intervals):
+        for k in range(intervals):  # one interval's endpoints at a time (a streamed stream reads just those)
             chunk = events[cuts[k]:cuts[k + 1]]
-            key = src_block[chunk] * parts + dst_block[chunk]
+            src, dst = stream.src[chunk], stream.dst[chunk]
+            if positions is not None:
+                src, dst = positions[src], positions[dst]
+            src_block = np.searchsorted(ranges, src, side="right") - 1
+            dst_block = np.searchsorted(ranges, dst, side="right") - 1
+            key = src_block * parts + dst_block
             order = np.argsort(key, kind="stable")  # stream order within each grid
             counts = np.bincount(key, minlength=parts * parts)
             pieces = np.split(chunk[order], np.cumsum(counts)[:-1])
             grids.append([[pieces[i * parts + j] for j in range(parts)] for i in range(parts)])
         return cls(grids, len(events))
+
+
+def _event_times(stream: EventStream, events: np.ndarray) -> np.ndarray:
+    """The times of sorted ``events``; a contiguous range is read as one slice (block by block when streamed)."""
+    if len(events) and int(events[-1]) - int(events[0]) + 1 == len(events):
+        return stream.t[int(events[0]):int(events[-1]) + 1]
+    return stream.t[events]
 
 
 # ---------------------------------------------------------------- state
@@ -614,6 +622,14 @@ class Tgcn(ContinuousScheme[TgcnOptions]):
         if options.live and parts != 1:
             raise DgbenchError(f"--live reads live state, which only one grid range has (grid ranks: {parts})")
 
+    def streamed_refusal(self, options: TgcnOptions) -> str:
+        """The grid is cut one time interval at a time and its mini-batches read their events from the store;
+        Alg. 7's sparsification draws ceil(f d) of each source's d training events at once (§5)."""
+        if options.sparsify > 0:
+            return (f"--sparsify {options.sparsify:g} (Alg. 7, §5) draws each source's kept events from all its "
+                    f"training events in one joint draw, which reads every training event at once")
+        return ""
+
     def reference_options(self, options: dict[str, Any], world_size: int) -> dict[str, Any] | None:
         """Its own one-process run over the same grid (virtual grid ranks), not ``single``."""
         return {**options, "grid_ranks": world_size} if world_size > 1 else dict(options)
@@ -682,7 +698,7 @@ def train_grid(ctx: DistContext, run: ResolvedRun, partition: Partition, problem
     assert isinstance(options, TgcnOptions)
     torch.manual_seed(run.config.seed)  # identical initial weights on every rank
     stream = problem.stream
-    gap_mean, gap_std = TemporalSampler(stream.src, stream.dst, stream.t, stream.num_nodes).gap_statistics()
+    gap_mean, gap_std = gap_statistics(stream)  # one bounded pass when the stream is streamed
     model = run.model.build(run.model_options, memory_dim=task.memory_dim, edge_dim=stream.edge_dim,
                             time_shift=gap_mean, time_scale=gap_std)
     if not isinstance(model, DyGNN):
