@@ -19,7 +19,7 @@ from dgbench.errors import DgbenchError
 from dgbench.models.attention import dysat
 from dgbench.models.contract import LayoutSequence, SequenceMask
 from dgbench.models.discrete import DynamicGNN
-from dgbench.models.recurrent import mpnn_lstm, tgcn, wdgcn
+from dgbench.models.recurrent import add_bias, mpnn_lstm, tgcn, wdgcn
 from dgbench.models.sequence import CausalSelfAttention, GateWiseGRUSequence, GRUSequence, LSTMSequence
 from dgbench.models.sparse import SparseOperator, block_diagonal, gcn_normalize, graph_attention, spmm
 
@@ -410,3 +410,36 @@ def test_gatewise_recurrence_node_equals_its_step_by_step_cell_with_gradients():
     assert torch.autograd.gradcheck(lambda x, h, w: functional_call(module, {"hidden_weight": w}, (x, (h,)))[0],
                                     (y.clone().requires_grad_(), h0.clone().requires_grad_(),
                                      module.hidden_weight.detach().clone().requires_grad_()))
+
+
+class _AddShapes(TorchDispatchMode):
+    """The operand shapes of every aten add inside the block."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes: list[tuple[tuple[int, ...], ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten.add:
+            self.shapes.append(tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("shape", [(8, 128, 6), (3, 7, 6), (5, 6)])
+def test_bias_add_is_the_broadcast_add_in_wide_rows(shape):
+    """GCN layers add their bias as [rows / k, k·F] + the bias repeated k times: the output is bit for bit the
+    broadcast add, ∂b equal to rounding; rows in groups where the row count allows (none for 21 rows)."""
+    out = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    bias = torch.randn(shape[-1], generator=torch.Generator().manual_seed(1), requires_grad=True)
+    upstream = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    with _AddShapes() as seen:
+        added = add_bias(out, bias)
+    assert torch.equal(added, out + bias)
+    rows = out.numel() // shape[-1]
+    expected_width = shape[-1] * (64 if rows % 64 == 0 else 1)
+    assert seen.shapes[-1][0][-1] == expected_width
+    (wide,) = torch.autograd.grad(added, bias, upstream)
+    (broadcast,) = torch.autograd.grad(out + bias, bias, upstream)
+    torch.testing.assert_close(wide, broadcast)
+    transposed = out.transpose(0, -1)  # not contiguous: the plain broadcast add
+    torch.testing.assert_close(add_bias(transposed, torch.zeros(transposed.shape[-1])), transposed)

@@ -192,7 +192,9 @@ class _LSTMRecurrence(torch.autograd.Function):
         grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
         grad_x = x.new_empty(x.shape)  # written step by step in the time layout: ∂x_t = ∂gates_tᵀ W_ih
         grad_w_ih = w_ih.new_zeros(w_ih.shape)
-        grad_recurrent = w_hh.new_zeros((4 * width, width + 1))  # [∂W_hh | ∂b] = Σ_t ∂gates_t [h_{t-1}; 1]ᵀ
+        # [∂W_hh | ∂b]ᵀ = Σ_t [h_{t-1}; 1] ∂gates_tᵀ, accumulated transposed: [F+1, rows] @ [rows, 4F] reads both
+        # operands along their rows (∂gates_t [h_{t-1}; 1]ᵀ walked h's transpose, ~1.5x the time per step)
+        grad_recurrent_t = w_hh.new_zeros((width + 1, 4 * width))
         step_grad = gates.new_empty(gates.shape[1:])  # ∂ of one step's gates before their activations
         d_i, d_f, d_o, d_g = step_grad.chunk(4)
         sigmoid_part = step_grad[:3 * width]
@@ -212,11 +214,12 @@ class _LSTMRecurrence(torch.autograd.Function):
             grad_c = dc.mul_(f)
             torch.mm(step_grad.t(), w_ih, out=grad_x[t])
             grad_w_ih.addmm_(step_grad, x[t])
-            grad_recurrent.addmm_(step_grad, hidden[t].t())
+            grad_recurrent_t.addmm_(hidden[t], step_grad.t())
             if t:  # ∂h_{t-1} += W_hhᵀ ∂gates_t, accumulated where step t-1 reads it
                 grad_hidden[t - 1].addmm_(into_hidden, step_grad)
             else:
                 grad_h0 = into_hidden @ step_grad
+        grad_recurrent = grad_recurrent_t.t()
         return (grad_x, _sigmoids_first(grad_w_ih), _sigmoids_first(grad_recurrent[:, width]), grad_h0.t(),
                 grad_c.t(), _sigmoids_first(grad_recurrent[:, :width]))
 
