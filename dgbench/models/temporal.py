@@ -545,7 +545,7 @@ class TGN(TemporalModel):
         summed in another order)."""
         width = self.memory_dim
         hidden_weight, time_weight = self.query.weight.split([width, self.query.weight.shape[1] - width], 1)
-        bias = F.linear(self.time_encoder(hidden.new_zeros(1)), time_weight, self.query.bias)[0]
+        bias = F.linear(hidden.new_ones(1, time_weight.shape[1]), time_weight, self.query.bias)[0]  # φ(0) = cos 0
         return F.linear(hidden, hidden_weight, bias)
 
     def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor | PairViews
