@@ -278,6 +278,9 @@ class ContinuousTrainer:
         """Sum gradients (and the loss) over ranks and step; with staleness 1, step with the previous
         batch's sum (Sven Eq. 13) — the first batch then takes no step."""
         if not self.sums_gradients:  # the (empty) all-reduce of the loss keeps the tag in the record, 0 bytes
+            for parameter in self.gradients.params:  # zeros where unused, as the sum gives (Adam then moves it)
+                if parameter.grad is None:
+                    parameter.grad = torch.zeros_like(parameter)
             self._step_with(self.ctx.comm.all_reduce(loss.reshape(1), GRAD_TAG))
             return
         summed = self.gradients.synchronise(extras=loss.reshape(1), fresh=True)
