@@ -1,6 +1,7 @@
 """Where one epoch of dgbench's TGN training goes: cProfile of ``train_epoch`` of a ``single``
 run, its inclusive seconds sorted into the step's parts, torch.profiler's top operators (operator calls per
-step beside them) and, with ``--shapes``, the top operators by input shape.
+step beside them), the operators called most often per step and, with ``--shapes``, the top operators by
+input shape.
 
 Batches are planned inline (``prefetch=0``) so the sampler's share shows (training overlaps it with
 compute on a background thread). Times are wall seconds on whatever else runs on the machine: noisy.
@@ -115,6 +116,9 @@ def main() -> None:
                                                 max_name_column_width=40)
     print(table)
     print(f"operator calls per step (every aten operator, nested and backward ones included): {calls / steps:.0f}")
+    print(f"\ntop {args.ops} operators by calls per step (self CPU ms per step beside them):")
+    for event in sorted(seconds["ops"].key_averages(), key=lambda event: -event.count)[:args.ops]:
+        print(f"{event.key[:48]:48s} {event.count / steps:8.1f} {event.self_cpu_time_total / steps / 1e3:8.2f}")
     if args.shapes:
         print(f"\ntop {args.ops} operators by (name, input shapes):")
         print(seconds["ops"].key_averages(group_by_input_shape=True).table(

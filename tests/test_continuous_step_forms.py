@@ -149,3 +149,26 @@ def test_tgn_reads_neighbour_views_from_the_pairs_as_from_the_positions(stream_s
     assert seen and set(seen) == {torch.Tensor}
     assert len(paired) == len(gathered) > 5
     np.testing.assert_allclose(paired, gathered, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("protocol", ["tgl", "batch"])
+def test_one_rank_steps_without_the_gradient_sum_exactly_as_with_it(stream_store, protocol):
+    """One rank without staleness steps on its own gradients (no flat all-reduce vector copied back into them):
+    the same losses and parameters, bit for bit, as through the gradient sum (which gives a parameter without
+    a gradient zeros, so Adam still moves it by its momentum: under --protocol batch a batch without
+    neighbours leaves the attention's parameters without one)."""
+    trained = []
+    for sums_gradients in (False, True):
+        run = resolve(RunConfig("single", "tgn", stream_store, batch_size=100, memory_dim=8, neighbors=5, lr=0.01,
+                                seed=0, protocol=protocol, extra={"prefetch": 0}))
+        ctx = DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))
+        problem = partition_problem(run)
+        torch.manual_seed(0)
+        trainer = build_trainer(ctx, run, run.scheme.partition(problem, 1, run.scheme_options), problem)
+        assert trainer.sums_gradients is False
+        trainer.sums_gradients = sums_gradients
+        trainer.train_epoch(0, PhaseTimer())
+        trained.append((trainer.losses, trainer.model.state_dict()))
+    (alone, alone_state), (summed, summed_state) = trained
+    assert len(alone) == len(summed) > 5 and alone == summed
+    assert all(torch.equal(alone_state[name], summed_state[name]) for name in summed_state)

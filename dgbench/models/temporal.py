@@ -242,25 +242,25 @@ class MemoryUpdater(nn.Module):
         # slice), and every block is gathered in one node (each block's gradient goes straight to the vertex's
         # row, summed with index_add_: gather_rows)
         if self.kind == "gru":  # r and z need mail + hidden; n needs them apart (n = tanh(n_in + r * n_h))
-            mail_rz, mail_n = mail_part.split([2 * width, width], 1)
-            hidden_rz, hidden_n = hidden_part.split([2 * width, width], 1)
-            gates = [mail_rz + hidden_rz, mail_n, hidden_n]
+            mail_r, mail_z, mail_n = mail_part.split(width, 1)
+            hidden_r, hidden_z, hidden_n = hidden_part.split(width, 1)
+            gates = [mail_r + hidden_r, mail_z + hidden_z, mail_n, hidden_n]
         else:
             gates = [mail_part + hidden_part]
         if vertex is not None:
             *gates, state = gather_rows(vertex, *gates, state)
             memory_ts = memory_ts[vertex]
         encoded = self.time_encoder(query_t - memory_ts)
-        if self.kind == "gru":  # two products, not one split: a split's backward concatenates the (queries, 3M) grad
-            weight_rz, weight_n = time_weight.split([2 * width, width])
-            time_rz, time_n = F.linear(encoded, weight_rz), F.linear(encoded, weight_n)
+        if self.kind == "gru":  # a product per gate, not one split: a split's backward concatenates the (queries, 3M)
+            # gradient, and r and z apart, as a chunk's backward concatenates their two (queries, M) gradients
+            time_r, time_z, time_n = (F.linear(encoded, weight) for weight in time_weight.split(width))
         else:
             time_part = F.linear(encoded, time_weight)
         if self.kind == "rnn":
             fresh = torch.tanh(gates[0] + time_part)
         elif self.kind == "gru":
-            reset, update = torch.sigmoid(gates[0] + time_rz).chunk(2, dim=1)
-            new = torch.tanh(gates[1] + time_n + reset * gates[2])
+            reset, update = torch.sigmoid(gates[0] + time_r), torch.sigmoid(gates[1] + time_z)
+            new = torch.tanh(gates[2] + time_n + reset * gates[3])
             fresh = (state - new) * update + new  # (1 - z) n + z h, as torch's gru_cell computes it
         else:
             i, f, g, o = (gates[0] + time_part).chunk(4, dim=1)
@@ -545,7 +545,7 @@ class TGN(TemporalModel):
         summed in another order)."""
         width = self.memory_dim
         hidden_weight, time_weight = self.query.weight.split([width, self.query.weight.shape[1] - width], 1)
-        bias = F.linear(self.time_encoder(hidden.new_zeros(1)), time_weight, self.query.bias)[0]
+        bias = F.linear(hidden.new_ones(1, time_weight.shape[1]), time_weight, self.query.bias)[0]  # φ(0) = cos 0
         return F.linear(hidden, hidden_weight, bias)
 
     def _attend(self, inputs: BatchInputs, query: torch.Tensor, neighbor_hidden: torch.Tensor | PairViews

@@ -112,6 +112,9 @@ class ContinuousTrainer:
         self.counters = BatchCounters()
         self.gradients = GradientSync(ctx.comm, list(model.parameters()), GRAD_TAG,
                                       staleness=scheme.gradient_staleness(scheme_options))
+        # one rank without staleness sums nothing: its gradients are the sums already, so they are not
+        # flattened into one vector and copied back each step (~60 operators; docs/performance.md, "The TGN step")
+        self.sums_gradients = ctx.world_size > 1 or self.gradients.staleness > 0
         self.losses: list[float] = []
         self.microbatch_choice: dict[str, Any] = {}
         self.evaluation: list[EvaluationSet] = []  # the run's evaluation sets (set by the family)
@@ -275,6 +278,12 @@ class ContinuousTrainer:
     def _synchronise_and_step(self, loss: torch.Tensor) -> None:
         """Sum gradients (and the loss) over ranks and step; with staleness 1, step with the previous
         batch's sum (Sven Eq. 13) — the first batch then takes no step."""
+        if not self.sums_gradients:  # the (empty) all-reduce of the loss keeps the tag in the record, 0 bytes
+            for parameter in self.gradients.params:  # zeros where unused, as the sum gives (Adam then moves it)
+                if parameter.grad is None:
+                    parameter.grad = torch.zeros_like(parameter)
+            self._step_with(self.ctx.comm.all_reduce(loss.reshape(1), GRAD_TAG))
+            return
         summed = self.gradients.synchronise(extras=loss.reshape(1), fresh=True)
         if summed is None:
             self.optimizer.zero_grad(set_to_none=True)
