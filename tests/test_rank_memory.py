@@ -5,6 +5,8 @@ builds only the input steps its placement reads, with the same numbers as the wh
 from __future__ import annotations
 
 import gc
+import platform
+import sys
 import weakref
 from pathlib import Path
 
@@ -252,3 +254,16 @@ def test_a_streamed_cpu_view_keeps_its_transpose_only_while_its_block_runs(store
     blocks = SNAPSHOTS - 1
     *_, transposes = checkpointed_epoch(store, blocks, 1)
     assert transposes == 1, "the last block's Aᵀ only (its backward ran last), not one per block"
+
+
+# ---- Flickr-sized store: what a rank holds between and inside blocks (docs/discrete-schemes.md, "Flickr-sized")
+
+def test_every_checkpointed_block_returns_its_freed_heap_to_the_system(store, monkeypatch):
+    from dgbench.trainers.discrete import schedule as schedules
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert schedules._malloc_trim() is not None, "glibc has malloc_trim: the rank must call it"
+    returned = [0]
+    monkeypatch.setattr(schedules, "return_freed_memory", lambda: returned.__setitem__(0, returned[0] + 1))
+    blocks = SNAPSHOTS - 1
+    _, _, _, passes, _ = checkpointed_epoch(store, blocks, 3)
+    assert returned[0] == sum(passes) > blocks, "once after every block run: both sweeps and the recomputations"
