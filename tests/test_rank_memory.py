@@ -5,6 +5,8 @@ builds only the input steps its placement reads, with the same numbers as the wh
 from __future__ import annotations
 
 import gc
+import platform
+import sys
 import weakref
 from pathlib import Path
 
@@ -252,3 +254,53 @@ def test_a_streamed_cpu_view_keeps_its_transpose_only_while_its_block_runs(store
     blocks = SNAPSHOTS - 1
     *_, transposes = checkpointed_epoch(store, blocks, 1)
     assert transposes == 1, "the last block's Aᵀ only (its backward ran last), not one per block"
+
+
+# ---- Flickr-sized store: what a rank holds between and inside blocks (docs/discrete-schemes.md, "Flickr-sized")
+
+def test_every_checkpointed_block_returns_its_freed_heap_to_the_system(store, monkeypatch):
+    from dgbench.trainers.discrete import schedule as schedules
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert schedules._malloc_trim() is not None, "glibc has malloc_trim: the rank must call it"
+    returned = [0]
+    monkeypatch.setattr(schedules, "return_freed_memory", lambda: returned.__setitem__(0, returned[0] + 1))
+    blocks = SNAPSHOTS - 1
+    _, _, _, passes, _ = checkpointed_epoch(store, blocks, 3)
+    assert returned[0] == sum(passes) > blocks, "once after every block run: both sweeps and the recomputations"
+
+
+def _saved_bytes_and_grads(layer_output, ax: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor):
+    """Bytes autograd keeps for ``layer_output(ax, weight)`` beyond its inputs, its output and gradients."""
+    inputs = {ax.untyped_storage().data_ptr(), weight.untyped_storage().data_ptr()}
+    kept: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.untyped_storage().data_ptr() not in inputs:
+            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = layer_output(ax, weight)
+    out.backward(grad)
+    return sum(kept.values()), out, ax.grad, weight.grad
+
+
+def test_cdgcn_keeps_a_sign_mask_of_its_rectified_concatenation_not_the_floats():
+    from dgbench.models.discrete import _RectifiedSkipConcatenation
+    torch.manual_seed(1)
+    steps, rows, fin, fout = 2, 500, 6, 6
+    ax, weight, grad = torch.randn(steps, rows, fin), torch.randn(fin, fout), torch.randn(steps, rows, fin + fout)
+    grad[..., :fin][ax.abs() < 0.3] = 0  # exact zeros in the gradient as well
+
+    def autograd_form(a, w):
+        return torch.relu(torch.cat([a, a @ w], dim=-1))
+
+    def leaves():
+        return ax.clone().requires_grad_(), weight.clone().requires_grad_()
+
+    plain, plain_out, plain_ax, plain_w = _saved_bytes_and_grads(autograd_form, *leaves(), grad)
+    fused, fused_out, fused_ax, fused_w = _saved_bytes_and_grads(_RectifiedSkipConcatenation.apply, *leaves(), grad)
+    assert torch.equal(plain_out, fused_out) and torch.equal(plain_ax, fused_ax) and torch.equal(plain_w, fused_w)
+    cells = steps * rows * (fin + fout)
+    assert plain >= 4 * cells, "ReLU's backward keeps its float output"
+    assert fused == cells, "one byte per output element: the sign mask"

@@ -186,7 +186,39 @@ class CDGCNLayer(nn.Module):
 
     def run_block(self, x: torch.Tensor | None, state: State, view: BlockView) -> tuple[torch.Tensor, State]:
         ax = view.aggregate(x)
-        return view.sequence(self.temporal, _sigma(torch.cat([ax, ax @ self.weight], dim=-1), self.sigma), state)
+        if self.sigma:
+            y = _RectifiedSkipConcatenation.apply(ax, self.weight)
+        else:
+            y = torch.cat([ax, ax @ self.weight], dim=-1)
+        return view.sequence(self.temporal, y, state)
+
+
+class _RectifiedSkipConcatenation(torch.autograd.Function):
+    """CD-GCN's σ(ÃX ∘ ÃXW) (ESDG §5.1) as one autograd node that keeps a 1-byte sign mask of its output
+    instead of the float output ReLU's own backward keeps (4 bytes per element: 80 B per (step, vertex) row
+    of cdgcn's two layers at hidden 6, a seventh of a block's saved activations). ÃX is kept as the
+    product's backward keeps it (the first layer's is the precomputed frame, held anyway). The backward
+    runs the ops autograd runs for ``relu(cat([ax, ax @ w]))`` (ReLU's, the slice, the product's two ``mm``),
+    so values and gradients are the same bit for bit (``tests/test_rank_memory.py``)."""
+
+    @staticmethod
+    def forward(ctx, ax: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(torch.cat([ax, ax @ weight], dim=-1))
+        ctx.save_for_backward(ax, weight, out > 0)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        ax, weight, positive = ctx.saved_tensors
+        rectified = torch.where(positive, grad, 0.0)  # ReLU's backward: +0 where the output was not positive
+        fin, fout = weight.shape
+        product_grad = rectified[..., fin:].reshape(-1, fout)  # matmul folds [.., fin] @ W into one mm
+        grad_ax = grad_weight = None
+        if ctx.needs_input_grad[0]:
+            grad_ax = rectified[..., :fin] + product_grad.mm(weight.t()).view(ax.shape)
+        if ctx.needs_input_grad[1]:
+            grad_weight = ax.reshape(-1, fin).t().mm(product_grad)
+        return grad_ax, grad_weight
 
 
 class DynamicGNN(nn.Module):

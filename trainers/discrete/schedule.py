@@ -10,7 +10,11 @@ supplies its own :class:`Schedule`. A schedule sees the rank's trainer only thro
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
@@ -115,6 +119,9 @@ class BlockSchedule(Schedule):
     carry per layer: 96 B per vertex row of cdgcn, ≈ 7 GiB per rank of a Flickr-sized store at P = 4 and
     nb = 133), for one more forward pass of most blocks; the states, losses and gradients are those of K = 1 bit
     for bit (the same forward arithmetic recomputed). docs/discrete-schemes.md, "Per-rank data".
+
+    After each block (both sweeps) the heap's free pages go back to the system (:func:`return_freed_memory`): a
+    block's activations are freed by then, and glibc would otherwise keep them resident into the next block.
     """
 
     def __init__(self, state_every: int = 1):
@@ -150,6 +157,7 @@ class BlockSchedule(Schedule):
             for b in range((blocks - 1) // every * every):  # up to the last segment's first block
                 _, nxt = trainer.block_loss(b, state, [], total_pairs, timer, score=False)
                 state = _detached(nxt)
+                return_freed_memory()
                 if (b + 1) % every == 0:
                     kept[b + 1] = state
         del state
@@ -162,10 +170,12 @@ class BlockSchedule(Schedule):
                 for b in range(start, stop - 1):
                     _, nxt = trainer.block_loss(b, states[b], [], total_pairs, timer, score=False)
                     states[b + 1] = _detached(nxt)
+                    return_freed_memory()
             for b in reversed(range(start, stop)):
                 grad_next, loss = self._block_backward(trainer, b, states.pop(b), batches[b], total_pairs,
                                                        timer, grad_next)
                 total += loss
+                return_freed_memory()
         return total
 
     @staticmethod
@@ -194,3 +204,24 @@ class BlockSchedule(Schedule):
 
 def _detached(state: list[State]) -> list[State]:
     return [tuple(t.detach() for t in layer) for layer in state]
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+def return_freed_memory() -> None:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; nothing where there is none).
+
+    glibc serves allocations below its mmap threshold (which grows up to 32 MiB as large chunks are freed)
+    from heaps it keeps mapped after ``free``; between a checkpointed epoch's blocks those pages hold only
+    the previous block's freed activations, so they would stay in the rank's resident set to no use. The
+    values computed do not change (it frees nothing in use)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
