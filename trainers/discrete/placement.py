@@ -27,6 +27,7 @@ from dgbench.trainers.discrete.partition import (SnapshotEdges, VertexPartition,
                                                  build_rank_halo_plan, partition_vertices_detailed)
 from dgbench.trainers.discrete.comm_shape import CommShape, distinct_asks, even_shape, score_patterns, unit_weight
 from dgbench.trainers.discrete.data import DiscreteData, PairBatch
+from dgbench.trainers.discrete.exchange import RowMove, redistribute, rounds_for
 from dgbench.trainers.discrete.transfer import BASE, SnapshotMover
 
 
@@ -187,31 +188,31 @@ class TimeView(LayoutSequence):
             self.first_input.device))
 
     def to_vertex(self, y: torch.Tensor) -> torch.Tensor:
-        """[T_local, N, F] -> [T_block, N_local, F]: one all-to-all (ESDG §4.2 re-distribution)."""
+        """[T_local, N, F] -> [T_block, N_local, F]: one all-to-all (ESDG §4.2 re-distribution), in rounds."""
         p = self.placement
         if p.ctx.world_size == 1:
             return y
-        width, steps = y.shape[-1], self._local_counts()
-        # one gather into send order (a slice and a concatenation per rank copied twice and, in the backward
-        # pass, padded each rank's slice to the whole frame)
-        rows = y.reshape(-1, width).index_select(0, p.send_order(steps[p.rank]))
-        send = [steps[p.rank] * (b - a) for a, b in p.vertex_ranges]
-        recv = [count * p.vertex_rows for count in steps]
-        received = all_to_all_autograd(rows, p.ctx.comm, send, recv, tag="to_vertex")
+        width = y.shape[-1]
+        received = redistribute(y.reshape(-1, width), self._move(width, "to_vertex"))
         return received.view(len(self.block), p.vertex_rows, width)
 
     def to_time(self, z: torch.Tensor) -> torch.Tensor:
-        """[T_block, N_local, F] -> [T_local, N, F]: the reverse all-to-all."""
+        """[T_block, N_local, F] -> [T_local, N, F]: the reverse all-to-all, each arriving row written in place."""
         p = self.placement
         if p.ctx.world_size == 1:
             return z
         width, steps = z.shape[-1], self._local_counts()
-        send = [count * p.vertex_rows for count in steps]
-        recv = [steps[p.rank] * (b - a) for a, b in p.vertex_ranges]
-        received = all_to_all_autograd(z.reshape(-1, width), p.ctx.comm, send, recv, tag="to_time")
-        parts = torch.split(received, recv)
-        return torch.cat([part.view(steps[p.rank], b - a, width)
-                          for part, (a, b) in zip(parts, p.vertex_ranges)], dim=1)
+        received = redistribute(z.reshape(-1, width), self._move(width, "to_time").reverse())
+        return received.view(steps[p.rank], p.data.num_nodes, width)
+
+    def _move(self, width: int, tag: str) -> RowMove:
+        """[T_local, N] rows to [T_block, N_local] rows: each rank's vertex range (rank after rank), step-major
+        within it, gathered by one index (``send_order``) and exchanged in rounds sized by the largest rank's frame."""
+        p, steps = self.placement, self._local_counts()
+        send = [steps[p.rank] * (b - a) for a, b in p.vertex_ranges]
+        recv = [count * p.vertex_rows for count in steps]
+        largest = max(max(steps) * p.data.num_nodes, len(self.block) * max(b - a for a, b in p.vertex_ranges))
+        return RowMove(p.ctx.comm, send, recv, p.send_order(steps[p.rank]), None, rounds_for(largest, width), tag)
 
 
 class TimePlacement(Placement):
