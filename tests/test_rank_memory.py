@@ -268,10 +268,9 @@ def _redistributions(ctx: DistContext, round_bytes: int) -> dict:
     exchange.ROUND_BYTES = round_bytes
     nodes, steps, width, world = 50, 7, 3, ctx.world_size
     stub = SimpleNamespace(ctx=ctx, rank=ctx.rank, vertex_ranges=split_range(0, nodes, world),
-                           data=SimpleNamespace(num_nodes=nodes), _send_orders={})
+                           data=SimpleNamespace(num_nodes=nodes))
     stub.vertex_rows = len(range(*stub.vertex_ranges[ctx.rank]))
     stub.local_ranges = lambda block: split_range(block.start, block.stop, world)
-    stub.send_order = lambda count: TimePlacement.send_order(stub, count)  # type: ignore[arg-type]
     local = [b - a for a, b in split_range(0, steps, world)]
     view = TimeView(stub, range(steps), split_range(0, steps, world)[ctx.rank], None, torch.zeros(0))
     held: list[int] = []
@@ -294,7 +293,9 @@ def _redistributions(ctx: DistContext, round_bytes: int) -> dict:
     reference = frame.clone().requires_grad_()
     send = [local[ctx.rank] * (b - a) for a, b in stub.vertex_ranges]
     recv = [count * stub.vertex_rows for count in local]
-    gathered = reference.reshape(-1, width).index_select(0, stub.send_order(local[ctx.rank]))
+    order = np.concatenate([(np.arange(local[ctx.rank])[:, None] * nodes + np.arange(a, b)).reshape(-1)
+                            for a, b in stub.vertex_ranges])
+    gathered = reference.reshape(-1, width).index_select(0, torch.from_numpy(order))
     expected = all_to_all_autograd(gathered, ctx.comm, send, recv, tag="reference").view(steps, -1, width)
     arrived = all_to_all_autograd((expected * 2).reshape(-1, width), ctx.comm, recv, send, tag="reference")
     expected_back = torch.cat([part.view(local[ctx.rank], b - a, width) for part, (a, b)

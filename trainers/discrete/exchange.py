@@ -9,6 +9,7 @@ backward's reverse exchange alike. Only copies: the numbers are the same bit for
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -32,12 +33,19 @@ def _piece(count: int, rounds: int, round_: int) -> tuple[int, int]:
     return start, start + size + (round_ < longer)
 
 
-def _positions(splits: list[int], rounds: int, round_: int, device: torch.device) -> tuple[torch.Tensor, list[int]]:
-    """Rows of round ``round_`` in a buffer laid out peer after peer by ``splits``, and the per-peer counts."""
+RowMap = Callable[[int, int, int], torch.Tensor]
+"""(peer, start, stop) -> the rows of a layout that rows [start, stop) of that peer's segment are."""
+
+
+def _round_rows(splits: list[int], rounds: int, round_: int, rows: RowMap | None,
+                device: torch.device) -> tuple[torch.Tensor, list[int]]:
+    """Rows of round ``round_`` of a buffer laid out peer after peer by ``splits`` (mapped by ``rows`` into the
+    layout they come from or go to), and the per-peer counts."""
     parts, counts, offset = [], [], 0
-    for count in splits:
+    for peer, count in enumerate(splits):
         a, b = _piece(count, rounds, round_)
-        parts.append(torch.arange(offset + a, offset + b, dtype=torch.int64, device=device))
+        parts.append(rows(peer, a, b) if rows is not None else
+                     torch.arange(offset + a, offset + b, dtype=torch.int64, device=device))
         counts.append(b - a)
         offset += count
     return torch.cat(parts), counts
@@ -45,15 +53,16 @@ def _positions(splits: list[int], rounds: int, round_: int, device: torch.device
 
 @dataclass(frozen=True)
 class RowMove:
-    """An all-to-all of rows: row ``send_rows[i]`` of the source (source row i when None) is the i-th row sent,
-    peer after peer by ``send_splits``; the i-th row arriving (source rank order) lands at ``recv_rows[i]`` of
-    the result (row i when None)."""
+    """An all-to-all of rows: the rows sent to each peer (``send_splits``) are ``send_rows(peer, ...)`` of the
+    source (consecutive rows when None); the rows arriving from each peer (``recv_splits``, source rank order)
+    land at ``recv_rows(peer, ...)`` of the result (consecutive rows when None). The maps are computed per round,
+    so no whole-frame index is held."""
 
     comm: Comm
     send_splits: list[int]
     recv_splits: list[int]
-    send_rows: torch.Tensor | None
-    recv_rows: torch.Tensor | None
+    send_rows: RowMap | None
+    recv_rows: RowMap | None
     rounds: int
     tag: str
 
@@ -64,18 +73,18 @@ class RowMove:
 
     def run(self, source: torch.Tensor, tag: str) -> torch.Tensor:
         """The result [sum(recv_splits), width]; one round's buffers alive at a time."""
-        width = source.shape[1]
         if self.rounds == 1 and self.send_rows is None and self.recv_rows is None:
             return self.comm.all_to_all_single(source, self.send_splits, self.recv_splits, tag=tag)
-        out = source.new_empty((sum(self.recv_splits), width))
+        out = source.new_empty((sum(self.recv_splits), source.shape[1]))
         for round_ in range(self.rounds):
-            sent, send_counts = _positions(self.send_splits, self.rounds, round_, source.device)
-            arriving, recv_counts = _positions(self.recv_splits, self.rounds, round_, source.device)
-            rows = source.index_select(0, sent if self.send_rows is None else self.send_rows[sent])
+            sent, send_counts = _round_rows(self.send_splits, self.rounds, round_, self.send_rows, source.device)
+            rows = source.index_select(0, sent)
             del sent
+            recv_counts = [b - a for a, b in (_piece(count, self.rounds, round_) for count in self.recv_splits)]
             received = self.comm.all_to_all_single(rows, send_counts, recv_counts, tag=tag)
-            del rows  # the send buffer goes before the next round's is gathered
-            out.index_copy_(0, arriving if self.recv_rows is None else self.recv_rows[arriving], received)
+            del rows  # the send buffer goes before the round's place in the result is computed
+            arriving, _ = _round_rows(self.recv_splits, self.rounds, round_, self.recv_rows, source.device)
+            out.index_copy_(0, arriving, received)
         return out
 
 

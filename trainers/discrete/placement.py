@@ -206,13 +206,21 @@ class TimeView(LayoutSequence):
         return received.view(steps[p.rank], p.data.num_nodes, width)
 
     def _move(self, width: int, tag: str) -> RowMove:
-        """[T_local, N] rows to [T_block, N_local] rows: each rank's vertex range (rank after rank), step-major
-        within it, gathered by one index (``send_order``) and exchanged in rounds sized by the largest rank's frame."""
+        """[T_local, N] rows to [T_block, N_local] rows: to each rank its vertex range of every local step,
+        step-major, exchanged in rounds sized by the largest rank's frame."""
         p, steps = self.placement, self._local_counts()
         send = [steps[p.rank] * (b - a) for a, b in p.vertex_ranges]
         recv = [count * p.vertex_rows for count in steps]
         largest = max(max(steps) * p.data.num_nodes, len(self.block) * max(b - a for a, b in p.vertex_ranges))
-        return RowMove(p.ctx.comm, send, recv, p.send_order(steps[p.rank]), None, rounds_for(largest, width), tag)
+        return RowMove(p.ctx.comm, send, recv, self._frame_rows, None, rounds_for(largest, width), tag)
+
+    def _frame_rows(self, peer: int, start: int, stop: int) -> torch.Tensor:
+        """Rows of the local [T_local * N] frame that positions [start, stop) of ``peer``'s segment are: its vertex
+        range (a, b), step-major, so position i is step i // (b - a), vertex a + i % (b - a)."""
+        a, b = self.placement.vertex_ranges[peer]
+        rows = max(b - a, 1)  # an empty range has no positions
+        position = torch.arange(start, stop, dtype=torch.int64, device=self.first_input.device)
+        return position // rows * self.placement.data.num_nodes + a + position % rows
 
 
 class TimePlacement(Placement):
@@ -229,7 +237,6 @@ class TimePlacement(Placement):
         self.mover = SnapshotMover(data.adjacency, ctx.device, transfer)
         self.first_input_bytes = 0
         self._features: dict[tuple[int, int], torch.Tensor] = {}
-        self._send_orders: dict[int, torch.Tensor] = {}
         self.resident: dict[int, TimeView] = {}
         self._ranges: dict[tuple[int, int], TimeView] = {}  # resident views of other step ranges (groups)
         self._last_key: tuple[int, int] | None = None  # the kept view used last (streamed on a CPU device)
@@ -242,16 +249,6 @@ class TimePlacement(Placement):
 
     def local_ranges(self, block: range) -> list[tuple[int, int]]:
         return split_range(block.start, block.stop, self.ctx.world_size)
-
-    def send_order(self, steps: int) -> torch.Tensor:
-        """Rows of ``steps`` local [N, F] frames, flattened, in the order ``to_vertex`` sends them: each rank's
-        vertex range (rank after rank), step-major within it; built once per step count."""
-        if steps not in self._send_orders:
-            n = self.data.num_nodes
-            order = [(np.arange(steps, dtype=np.int64)[:, None] * n + np.arange(a, b, dtype=np.int64)).reshape(-1)
-                     for a, b in self.vertex_ranges]
-            self._send_orders[steps] = torch.from_numpy(np.concatenate(order)).to(self.ctx.device)
-        return self._send_orders[steps]
 
     def _load(self, block: int, timer: PhaseTimer) -> TimeView:
         return self._load_steps(self.blocks[block], timer)
