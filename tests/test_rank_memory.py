@@ -321,3 +321,11 @@ def test_a_redistribution_in_rounds_holds_one_rounds_rows_and_moves_them_bit_for
         for direction in ("forward", "backward"):  # the same rows counted as one exchange each way moves
             moved = rank["elements"][f"to_vertex:{direction}"] + rank["elements"][f"to_time:{direction}"]
             assert moved == rank["elements"][f"reference:{direction}"] > 0
+
+
+def test_the_main_ranks_partition_keeps_a_few_steps_and_gives_the_whole_datas_owners(store):
+    from dgbench.trainers.discrete.placement import partition_owner
+    rank = RankDiscreteData(store, seed=3)
+    made = partition_owner(rank, 2, "range", 3)
+    assert len(rank.steps_held()) <= KEEP_STEPS < SNAPSHOTS - 1, "every step built for the partition stayed"
+    assert np.array_equal(made.owner, partition_owner(DiscreteData(store, seed=3), 2, "range", 3).owner)
