@@ -59,7 +59,8 @@ def main() -> None:
     parser.add_argument("--snapshots", type=int, default=16)
     parser.add_argument("--edge-factor", type=float, default=3.0)
     parser.add_argument("--schemes", default="snapshot,vertex")
-    parser.add_argument("--worlds", default="1,2,4")
+    parser.add_argument("--worlds", default="1,2,4", help="rank counts, in order; the first is the ratios' "
+                        "reference; repeat one to see the spread (1,2,4,4)")
     parser.add_argument("--model", default="cdgcn")
     parser.add_argument("--store", type=Path, help="an existing snapshot store (default: generate one)")
     parser.add_argument("--json", type=Path, help="write the rows here too")
@@ -80,8 +81,8 @@ def main() -> None:
     rows = []
     for scheme in args.schemes.split(","):
         alone: list[float] = []
-        for world in map(int, args.worlds.split(",")):
-            row = train(store, scheme, args.model, world, work / f"{scheme}-{world}.json", args.extra)
+        for run, world in enumerate(map(int, args.worlds.split(","))):  # a world may repeat (the spread)
+            row = train(store, scheme, args.model, world, work / f"{scheme}-{world}-{run}.json", args.extra)
             above = [max(rank["peak_rss_bytes"] - floor, 1) / 2**20 for rank in row["ranks"]]
             own = [max(rank["peak_rss_bytes"] - rank.get("rss_before_data_bytes", floor), 1) / 2**20
                    for rank in row["ranks"]]

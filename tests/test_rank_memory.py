@@ -304,3 +304,79 @@ def test_cdgcn_keeps_a_sign_mask_of_its_rectified_concatenation_not_the_floats()
     cells = steps * rows * (fin + fout)
     assert plain >= 4 * cells, "ReLU's backward keeps its float output"
     assert fused == cells, "one byte per output element: the sign mask"
+
+# --------------------------------------------------------------------------- redistributions in rounds
+
+def _redistributions(ctx: DistContext, round_bytes: int) -> dict:
+    """``to_vertex`` then ``to_time`` of a random [T_local, N, F] frame through a :class:`TimeView`, rounds sized by
+    ``round_bytes``, and through the one-exchange autograd path they replaced: results, gradients and the rows
+    each all-to-all held (sent + received)."""
+    from types import SimpleNamespace
+
+    from dgbench.dist import all_to_all_autograd
+    from dgbench.trainers.discrete import exchange
+    from dgbench.trainers.discrete.placement import TimeView, split_range
+    exchange.ROUND_BYTES = round_bytes
+    nodes, steps, width, world = 50, 7, 3, ctx.world_size
+    stub = SimpleNamespace(ctx=ctx, rank=ctx.rank, vertex_ranges=split_range(0, nodes, world),
+                           data=SimpleNamespace(num_nodes=nodes))
+    stub.vertex_rows = len(range(*stub.vertex_ranges[ctx.rank]))
+    stub.local_ranges = lambda block: split_range(block.start, block.stop, world)
+    local = [b - a for a, b in split_range(0, steps, world)]
+    view = TimeView(stub, range(steps), split_range(0, steps, world)[ctx.rank], None, torch.zeros(0))
+    held: list[int] = []
+    plain = ctx.comm.all_to_all_single
+
+    def recording(tensor, send_splits, recv_splits, tag="all_to_all"):
+        held.append(tensor.shape[0] + sum(recv_splits))
+        return plain(tensor, send_splits, recv_splits, tag=tag)
+
+    torch.manual_seed(ctx.rank)
+    frame = torch.randn(local[ctx.rank], nodes, width)
+    weights = torch.randn(local[ctx.rank], nodes, width)
+    y = frame.clone().requires_grad_()
+    ctx.comm.all_to_all_single = recording  # type: ignore[method-assign]
+    vertex_major = view.to_vertex(y)
+    back = view.to_time(vertex_major * 2)
+    (back * weights).sum().backward()
+    ctx.comm.all_to_all_single = plain  # type: ignore[method-assign]
+    # the replaced path: one gathered send buffer, one exchange each way, split and concatenated
+    reference = frame.clone().requires_grad_()
+    send = [local[ctx.rank] * (b - a) for a, b in stub.vertex_ranges]
+    recv = [count * stub.vertex_rows for count in local]
+    order = np.concatenate([(np.arange(local[ctx.rank])[:, None] * nodes + np.arange(a, b)).reshape(-1)
+                            for a, b in stub.vertex_ranges])
+    gathered = reference.reshape(-1, width).index_select(0, torch.from_numpy(order))
+    expected = all_to_all_autograd(gathered, ctx.comm, send, recv, tag="reference").view(steps, -1, width)
+    arrived = all_to_all_autograd((expected * 2).reshape(-1, width), ctx.comm, recv, send, tag="reference")
+    expected_back = torch.cat([part.view(local[ctx.rank], b - a, width) for part, (a, b)
+                               in zip(torch.split(arrived, send), stub.vertex_ranges)], dim=1)
+    (expected_back * weights).sum().backward()
+    return {"equal": [torch.equal(vertex_major, expected), torch.equal(back, expected_back),
+                      torch.equal(y.grad, reference.grad)],
+            "held": held, "frame_rows": max(max(local) * nodes, steps * max(b - a for a, b in stub.vertex_ranges)),
+            "elements": {tag: s.elements for tag, s in ctx.comm.stats.items()}}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_redistribution_in_rounds_holds_one_rounds_rows_and_moves_them_bit_for_bit(world):
+    from dgbench.launch import launch
+    round_bytes = 3 * 4 * 40  # 40 rows of 3 floats: several rounds of the test's 50-vertex frames
+    for rank in launch(_redistributions, world, args=(round_bytes,), timeout_s=120):
+        assert rank["equal"] == [True, True, True]
+        rounds = -(-rank["frame_rows"] // 40)
+        assert len(rank["held"]) == 4 * rounds  # two redistributions, forward and backward, each in rounds
+        # one round's send and receive rows at a time, not a whole frame's (each peer's share rounds up by 1)
+        assert max(rank["held"]) <= 2 * (rank["frame_rows"] // rounds + world)
+        assert max(rank["held"]) < rank["frame_rows"]
+        for direction in ("forward", "backward"):  # the same rows counted as one exchange each way moves
+            moved = rank["elements"][f"to_vertex:{direction}"] + rank["elements"][f"to_time:{direction}"]
+            assert moved == rank["elements"][f"reference:{direction}"] > 0
+
+
+def test_the_main_ranks_partition_keeps_a_few_steps_and_gives_the_whole_datas_owners(store):
+    from dgbench.trainers.discrete.placement import partition_owner
+    rank = RankDiscreteData(store, seed=3)
+    made = partition_owner(rank, 2, "range", 3)
+    assert len(rank.steps_held()) <= KEEP_STEPS < SNAPSHOTS - 1, "every step built for the partition stayed"
+    assert np.array_equal(made.owner, partition_owner(DiscreteData(store, seed=3), 2, "range", 3).owner)
