@@ -15,7 +15,7 @@ import torch
 
 from dgbench.dist import Comm
 
-ROUND_BYTES = 2**20  # the largest rank's send or receive buffer per round ...
+ROUND_BYTES = 4 * 2**20  # the largest rank's send or receive buffer per round ...
 MAX_ROUNDS = 16  # ... unless that takes more rounds: then a sixteenth of its frame (one collective per round)
 
 
