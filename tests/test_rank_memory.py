@@ -259,9 +259,10 @@ def test_a_streamed_cpu_view_keeps_its_transpose_only_while_its_block_runs(store
 # ---- Flickr-sized store: what a rank holds between and inside blocks (docs/discrete-schemes.md, "Flickr-sized")
 
 def test_every_checkpointed_block_returns_its_freed_heap_to_the_system(store, monkeypatch):
+    from dgbench import memory
     from dgbench.trainers.discrete import schedule as schedules
     if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
-        assert schedules._malloc_trim() is not None, "glibc has malloc_trim: the rank must call it"
+        assert memory._malloc_trim() is not None, "glibc has malloc_trim: the rank must call it"
     returned = [0]
     monkeypatch.setattr(schedules, "return_freed_memory", lambda: returned.__setitem__(0, returned[0] + 1))
     blocks = SNAPSHOTS - 1

@@ -13,7 +13,6 @@ discrete schemes (their modules under ``trainers/discrete/<paper>/``):
 """
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,7 @@ import torch
 
 from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
+from dgbench.memory import return_freed_memory
 from dgbench.models.contract import LayoutSequence, SequenceMask
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, graph_attention, spmm
 from dgbench.trainers.discrete.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges,
@@ -665,13 +665,3 @@ def partition_owner(data: DiscreteData, parts: int, method: str, seed: int) -> V
     made = partition_vertices_detailed(input_edges(data), parts, method=method, seed=seed)
     return_freed_memory()
     return made
-
-
-def return_freed_memory() -> None:
-    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; nothing elsewhere). The partition's
-    every-step edges and hypergraph (≈ 210 MiB traced at N = 65,536, T = 16) are freed when it returns, but glibc
-    kept their pages, so the main rank trained ≈ 90 MiB above the others with the same live data."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass

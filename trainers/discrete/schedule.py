@@ -10,24 +10,22 @@ supplies its own :class:`Schedule`. A schedule sees the rank's trainer only thro
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from functools import cache
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
-
-from dgbench.dist import PhaseTimer
-from dgbench.models.contract import State
 from dgbench.trainers.discrete.data import TEST, VAL, PairBatch
 
+from dgbench.dist import PhaseTimer
+from dgbench.memory import return_freed_memory
+from dgbench.models.contract import State
+
 if TYPE_CHECKING:
-    from dgbench.dist import DistContext
-    from dgbench.models.discrete import DynamicGNN
     from dgbench.trainers.discrete.data import DiscreteData
     from dgbench.trainers.discrete.placement import CommProfile, Placement
+
+    from dgbench.dist import DistContext
+    from dgbench.models.discrete import DynamicGNN
 
 
 @runtime_checkable
@@ -204,24 +202,3 @@ class BlockSchedule(Schedule):
 
 def _detached(state: list[State]) -> list[State]:
     return [tuple(t.detach() for t in layer) for layer in state]
-
-
-@cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    if trim is not None:
-        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
-def return_freed_memory() -> None:
-    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; nothing where there is none).
-
-    glibc serves allocations below its mmap threshold (which grows up to 32 MiB as large chunks are freed)
-    from heaps it keeps mapped after ``free``; between a checkpointed epoch's blocks those pages hold only
-    the previous block's freed activations, so they would stay in the rank's resident set to no use. The
-    values computed do not change (it frees nothing in use)."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
