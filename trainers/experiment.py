@@ -217,8 +217,9 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     if len({(c.nproc, c.backend, c.device, c.timeout_s) for c in configs}) > 1:
         raise DgbenchError("runs launched together need the same nproc, backend, device and timeout")
     runs = [resolve(config) for config in configs]
-    from dgbench.records import read_system_description, utc_now
+    from dgbench.records import code_provenance, read_system_description, utc_now
     descriptions = [read_system_description(config.system_desc) for config in configs]  # checked by resolve
+    code = code_provenance()  # the code as the ranks start: a commit made while they train is not what ran
     started = utc_now()
     head = configs[0]
     if not progress.is_quiet():
@@ -229,6 +230,7 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     records = [family_hooks(run.family).record(run, [results[i] for results in per_rank], started)
                for i, run in enumerate(runs)]
     for record, description in zip(records, descriptions):
+        record["code"] = dict(code)
         if description is not None:
             record["system"]["description"] = description
     return records
