@@ -17,6 +17,7 @@ from dgbench.trainers.continuous.sampler import TemporalSampler
 from dgbench.trainers.continuous.streamed import streamed_gap_statistics
 from dgbench.trainers.continuous.sven.formulas import minmax_greedy, minmax_greedy_blocks
 from dgbench.trainers.continuous.sven.partition import partition_nodes, training_blocks
+from tests.node_label_sets import event_label_arrays
 
 
 def _open(path: Path) -> EdgeStreamStore:
@@ -264,14 +265,10 @@ def test_column_moments_in_blocks_are_numpys_bits() -> None:
 def test_spilled_embeddings_decode_to_the_in_memory_figures(tmp_path: Path) -> None:
     """Gathered batches in any order written to disk and decoded block by block: the in-memory figures."""
     from dgbench.tasks.evalset import EvaluationSet, EvaluationSpec
-    from dgbench.tasks.node import SOURCE_STATE, SPLITS, DecoderOptions, NodeClassification
+    from dgbench.tasks.node import SOURCE_STATE, DecoderOptions, NodeClassification
     rng = np.random.default_rng(0)
-    arrays, start = {}, 0
-    for split, n in (("train", 1500), ("val", 400), ("test", 400)):
-        arrays[f"{split}_events"] = np.arange(start, start + n)
-        arrays[f"{split}_label"] = (rng.random(n) < 0.2).astype(np.int8)
-        start += n
-    labels = np.concatenate([arrays[f"{split}_label"] for split in SPLITS])
+    arrays, labels = event_label_arrays(rng, (1500, 400, 400), 0.2)
+    start = len(labels)
     rows = np.column_stack([np.arange(start), rng.normal(0, 1, (start, 5)) + labels[:, None]])
     batches = [rows[a:a + 300] for a in rng.permutation(np.arange(0, start, 300))]
     spec = EvaluationSpec("node-classification", SOURCE_STATE, 0)

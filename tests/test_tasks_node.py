@@ -15,6 +15,7 @@ from dgbench.store import EdgeStreamStoreWriter, SnapshotStoreWriter, open_store
 from dgbench.tasks.node import SPLITS, best_f1_threshold, label_set
 from dgbench.trainers.config import RunConfig
 from dgbench.trainers.experiment import run_experiments
+from tests.node_label_sets import event_label_arrays
 
 
 def planted_stream(out: Path, users: int = 60, items: int = 40, events: int = 1500, seed: int = 0,
@@ -111,12 +112,8 @@ def test_f1_and_accuracy_use_the_validation_threshold_on_rare_labels():
     from dgbench.tasks.evalset import EvaluationSet, EvaluationSpec
     from dgbench.tasks.node import SOURCE_STATE, DecoderOptions, NodeClassification
     rng = np.random.default_rng(0)
-    arrays, start = {}, 0
-    for split, n in (("train", 3000), ("val", 1000), ("test", 1000)):
-        arrays[f"{split}_events"] = np.arange(start, start + n)
-        arrays[f"{split}_label"] = (rng.random(n) < 0.03).astype(np.int8)
-        start += n
-    labels = np.concatenate([arrays[f"{split}_label"] for split in SPLITS])
+    arrays, labels = event_label_arrays(rng, (3000, 1000, 1000), 0.03)
+    start = len(labels)
     embeddings = rng.normal(0, 1, (start, 3)) + 2.0 * labels[:, None]
     task = NodeClassification(EvaluationSet(EvaluationSpec("node-classification", SOURCE_STATE, 0), "s", "f", arrays,
                                             Path("labels")), 1, DecoderOptions(epochs=10))
