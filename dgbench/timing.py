@@ -8,6 +8,7 @@ with its reasons. Field meanings: docs/result-record.md ("Timing evidence"); the
 measurements behind them: leaderboards/RULES.md ("Clean timing").
 
     python -m dgbench.timing quiet-check [--seconds S]    # exit 1 with one line when the host is loaded
+    python -m dgbench.timing gemm-probe                   # the host's 1-thread FP32 GEMM rate, to print beside timings
 """
 from __future__ import annotations
 
@@ -250,9 +251,36 @@ def quiet_problem(seconds: float = QUIET_CHECK_SECONDS) -> str | None:
     return None
 
 
+def gemm_probe(size: int = 2048, repeats: int = 5) -> float:
+    """GFLOP per CPU-second of the best of ``repeats`` single-thread FP32 ``size``² products. An idle but slowed
+    host (a throttled or overcommitted VM) passes :func:`quiet_problem` and still times everything slow; this
+    rate, printed beside a timing window's steps, shows it (docs/performance.md, "Quiet-host measurements")."""
+    import torch  # noqa: PLC0415 - only this probe needs it
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(size, size), torch.randn(size, size)
+        a @ b
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.process_time()
+            a @ b
+            best = min(best, time.process_time() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return 2 * size**3 / max(best, 1e-9) / 1e9
+
+
+USAGE = "usage: python -m dgbench.timing quiet-check [--seconds S] | gemm-probe\n"
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["gemm-probe"]:
+        print(f"host probe: {2048}^2 GEMM {gemm_probe():.0f} GFLOP/s per CPU-second (1 thread)")
+        return 0
     if not argv or argv[0] != "quiet-check":
-        sys.stderr.write("usage: python -m dgbench.timing quiet-check [--seconds S]\n")
+        sys.stderr.write(USAGE)
         return 2
     seconds = float(argv[2]) if len(argv) > 2 and argv[1] == "--seconds" else QUIET_CHECK_SECONDS
     problem = quiet_problem(seconds)
