@@ -38,7 +38,7 @@ def stream_store(tmp_path: Path) -> Path:
 # each take whole files (--dist loadfile) in collection order: a long file collected late would run alone at
 # the end while the other worker idles. Only the order changes; every test still runs.
 LONGEST_FIRST = ("test_readme_tour.py", "test_conformance.py", "test_projection.py", "test_launch_faults.py",
-                 "test_tgcn.py", "test_discrete_equivalence.py", "test_launch.py")
+                 "test_conformance_continuous.py", "test_tgcn.py", "test_discrete_equivalence.py", "test_launch.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
