@@ -56,8 +56,10 @@ demo: install
 
 # Two workers (one per CI core), whole files per worker so a module's shared fixtures train once; most tests
 # wait on process start-up, sleeps or collectives, so the second worker fills the idle core.
+# --no-loadscope-reorder: files in collection order, the longest first (tests/conftest.py's LONGEST_FIRST);
+# xdist's own order (most tests first) started the long few-test files last, one worker finishing alone.
 test: install
-	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder tests
 
 # ruff over every source tree; mypy over the scheme contract's seams (pyproject's [tool.mypy] files).
 lint: install

@@ -35,10 +35,12 @@ def stream_store(tmp_path: Path) -> Path:
 
 
 # The longest modules first (pytest --durations on a 2-core machine). `make test` runs two xdist workers that
-# each take whole files (--dist loadfile) in collection order: a long file collected late would run alone at
-# the end while the other worker idles. Only the order changes; every test still runs.
-LONGEST_FIRST = ("test_readme_tour.py", "test_conformance.py", "test_projection.py", "test_launch_faults.py",
-                 "test_tgcn.py", "test_discrete_equivalence.py", "test_launch.py")
+# each take whole files (--dist loadfile) in collection order (--no-loadscope-reorder: xdist otherwise sorts
+# files by their number of tests): a long file collected late would run alone at the end while the other
+# worker idles. Only the order changes; every test still runs.
+LONGEST_FIRST = ("test_conformance.py", "test_readme_tour.py", "test_projection.py", "test_conformance_continuous.py",
+                 "test_eval_every.py", "test_launch_faults.py", "test_discrete_equivalence.py", "test_launch.py",
+                 "test_tgcn.py", "test_blad_scheme.py", "test_plugins.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

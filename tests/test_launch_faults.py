@@ -169,6 +169,8 @@ def test_an_interrupt_landing_in_a_finalizer_is_not_swallowed(launcher_factory):
     assert code == 1 and "interrupted by SIGINT" in err, err
 
 
+@pytest.mark.slow  # the default run checks this on the README tour's 2-rank runs (test_readme_tour.py::
+# test_the_readme_tour_runs_as_written): a CLI run here is another ~17 s of interpreter and rank start-up
 def test_a_successful_run_ends_without_a_traceback_from_stopped_ranks(tmp_path, esdg_store):
     """The launcher stops ranks still in their exit-time finalizers once it has every result: that ended each
     successful multi-rank run with "Exception ignored ... SystemExit: 143" on stderr."""

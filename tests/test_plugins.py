@@ -82,7 +82,7 @@ TRAIN_AND_COMPARE = textwrap.dedent('''
     import sys
     import numpy as np
     import dgbench
-    from tests.test_conformance import trained_models
+    from tests.conformance_matrix import trained_models
 
     store = dgbench.prepare("esdg-random", out="g.zarr", nodes=48, snapshots=8, edge_factor=3)
     common = dict(model="demo-gcn", dataset=store.path, epochs=2, hidden=6, seed=7, out="runs")

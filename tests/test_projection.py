@@ -321,12 +321,13 @@ def test_sven_overhead_counts_its_dispatch_once_per_batch_whatever_n(event_store
     assert at_four["scheme_overhead_s"] == pytest.approx(at_one["scheme_overhead_s"])
 
 
-def test_calibration_fits_the_overhead_per_call_to_what_P2_runs_spend_beyond_the_projection(even_store, tmp_path):
+def test_calibration_fits_the_overhead_per_call_to_what_P2_runs_spend_beyond_the_projection(snapshot_store, tmp_path):
+    """The fit's arithmetic on two P = 2 runs of six epochs; any small store serves (the real-runs one: 8 steps)."""
     from dgbench.trainers.projection.calibrate import EPOCHS, _scheme_overheads
     nothing = json.loads(_profile(tmp_path, discrete={"cdgcn": {"per_edge_s": 0.0, "per_cell_s": 0.0,
                                                                  "per_step_s": 0.0}}).read_text())
     nothing["links"] = {kind: {"alpha_s": 0.0, "bandwidth": 1e30} for kind in ("intra", "inter")}
-    inputs = {"discrete": [{"dataset": even_store, "hidden": 4}, {"dataset": even_store, "hidden": 6}]}
+    inputs = {"discrete": [{"dataset": snapshot_store, "hidden": 4}, {"dataset": snapshot_store, "hidden": 6}]}
     fitted = _scheme_overheads({"wall": nothing}, {"discrete": ["cdgcn"]}, {"discrete": ("snapshot",)}, inputs,
                                tmp_path)["wall"]["discrete"]["snapshot"]["cdgcn"]
     fit = fitted["fit"]

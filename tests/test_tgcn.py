@@ -28,6 +28,28 @@ def store(tmp_path_factory) -> Path:
                  seed=5)
 
 
+TWO_RANK_RUNS = {"off": ("store", {"intervals": 3, "no_pipeline": True}), "on": ("store", {"intervals": 3}),
+                 "given": ("users_first", {"intervals": 2, "id_order": "given"}),
+                 "permuted": ("users_first", {"intervals": 2})}
+
+
+@pytest.fixture(scope="module")
+def users_first(tmp_path_factory) -> Path:
+    """A stream whose ids put every user first: rank 1 of a 2-rank grid holds no source when ids are kept."""
+    from dgbench.generators.stream import build
+    return build(out=tmp_path_factory.mktemp("tgcn") / "users_first.zarr", users=20, items=60, events=600, edge_dim=2,
+                 seed=5)
+
+
+@pytest.fixture(scope="module")
+def two_rank_runs(store, users_first) -> dict[str, dict]:
+    """Every 2-rank run of this file in one launch (starting ranks costs more than training these)."""
+    stores = {"store": store, "users_first": users_first}
+    configs = [RunConfig("tgcn", "dygnn", stores[where], nproc=2, options=options, **BASE)
+               for where, options in TWO_RANK_RUNS.values()]
+    return dict(zip(TWO_RANK_RUNS, run_experiments(configs)))
+
+
 @pytest.mark.parametrize("parts", [2, 4, 8, 16])
 def test_every_rank_meets_every_block_once_per_interval_and_blocks_return_home(parts):
     held = np.stack(held_blocks(parts))  # (steps, ranks)
@@ -70,11 +92,10 @@ def _losses(record):
     return record["extra"]["batch_losses_last_epoch"]
 
 
-def test_two_ranks_equal_their_one_process_run_with_and_without_the_pipeline(store):
+def test_two_ranks_equal_their_one_process_run_with_and_without_the_pipeline(store, two_rank_runs):
     one = run_experiments([RunConfig("tgcn", "dygnn", store, nproc=1, options={"grid_ranks": 2, "intervals": 3},
                                      **BASE)])[0]
-    off, on = run_experiments([RunConfig("tgcn", "dygnn", store, nproc=2, options=options, **BASE)
-                               for options in ({"intervals": 3, "no_pipeline": True}, {"intervals": 3})])
+    off, on = two_rank_runs["off"], two_rank_runs["on"]
     assert len(_losses(one)) > 5
     assert _losses(off) == _losses(one)  # exactly, float64
     assert _losses(on) == _losses(one)  # overlap changes no number
@@ -120,11 +141,8 @@ def test_sparsified_live_and_refused_runs(store):
         run_experiments([RunConfig("tgcn", "dygnn", store, options={"live": True, "grid_ranks": 2}, **BASE)])
 
 
-def test_permuted_ids_give_every_rank_training_events_on_a_users_first_stream(tmp_path):
-    from dgbench.generators.stream import build
-    users_first = build(out=tmp_path / "users_first.zarr", users=20, items=60, events=600, edge_dim=2, seed=5)
-    given, permuted = run_experiments([RunConfig("tgcn", "dygnn", users_first, nproc=2, options=options, **BASE)
-                                       for options in ({"intervals": 2, "id_order": "given"}, {"intervals": 2})])
+def test_permuted_ids_give_every_rank_training_events_on_a_users_first_stream(two_rank_runs):
+    given, permuted = two_rank_runs["given"], two_rank_runs["permuted"]
     events = {name: [c["events"] for c in record["extra"]["per_rank_counters"]]
               for name, record in (("given", given), ("permuted", permuted))}
     assert events["given"][1] == 0  # ids 40..79 are items: no source in rank 1's range
