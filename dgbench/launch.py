@@ -224,6 +224,12 @@ def _interrupted(signum: int, nproc: int) -> DgbenchError:
 
 # --------------------------------------------------------------------------- launching
 
+def spawns_ranks(nproc: int) -> bool:
+    """Whether :func:`launch` starts ``nproc`` ranks in fresh processes (not this one, not an external
+    launcher's): then nothing the calling process built reaches the ranks but what ``args`` pickles."""
+    return nproc > 1 and "WORLD_SIZE" not in os.environ
+
+
 def launch(fn: Callable[..., Any], nproc: int = 1, args: Sequence[Any] = (), backend: str | None = None,
            timeout_s: float = DEFAULT_TIMEOUT_S, force_nproc: bool | None = None) -> list[Any]:
     """Run ``fn(ctx, *args)`` on every rank and return the per-rank results, rank order.

@@ -24,7 +24,8 @@ import torch
 from dgbench import progress
 from dgbench.dist import DistContext, share_from_main
 from dgbench.errors import DgbenchError
-from dgbench.launch import launch
+from dgbench.launch import launch, spawns_ranks
+from dgbench.memory import return_freed_memory
 from dgbench.options import Options, as_hyperparameters, build_options, check_value, refuse_foreign, specs
 from dgbench.registry import MODELS, SCHEMES, ModelEntry, load_plugins, model_of
 from dgbench.store import SNAPSHOTS, STREAM, read_attrs
@@ -36,6 +37,7 @@ FAMILY_MODULES: dict[Family, str] = {"discrete": "dgbench.trainers.discrete.fami
                                      "continuous": "dgbench.trainers.continuous.family"}
 STORE_KIND_WORDS = {SNAPSHOTS: "a snapshot store", STREAM: "an edge-stream store"}
 T = TypeVar("T")
+EVALUATION_INPUT = "evaluation"  # the run's evaluation sets in ResolvedRun.inputs (both families' key)
 
 
 @dataclass
@@ -62,6 +64,15 @@ class ResolvedRun:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "inputs": {}}
+
+    def keep_only_what_the_record_cites(self) -> None:
+        """Drop what this process built for the run but its ranks build for themselves (the ranks start in
+        fresh processes): the evaluation sets keep their citations, not their arrays; anything else the
+        record asks for again is built again then, after the ranks are done."""
+        sets = self.inputs.get(EVALUATION_INPUT)
+        self.inputs.clear()
+        if sets is not None:
+            self.inputs[EVALUATION_INPUT] = [s.without_arrays() for s in sets]
 
     def hyperparameters(self) -> dict[str, Any]:
         """Exactly the options that applied: the run's, the protocol's, the scheme's and the model's."""
@@ -225,6 +236,10 @@ def run_experiments(configs: list[RunConfig]) -> list[dict[str, Any]]:
     if not progress.is_quiet():
         print(f"starting {head.nproc} rank{'s' if head.nproc > 1 else ''} (process start-up, reading the store)...",
               file=sys.stderr, flush=True)
+    if spawns_ranks(head.nproc):  # the launcher trains nothing: it keeps what the records cite, no data
+        for run in runs:
+            run.keep_only_what_the_record_cites()
+        return_freed_memory()  # what building the evaluation sets and checking the runs freed
     per_rank = launch(train_runs, nproc=head.nproc, args=(runs, progress.is_quiet()),
                       backend=head.resolved_backend(), timeout_s=head.timeout_s)
     records = [family_hooks(run.family).record(run, [results[i] for results in per_rank], started)

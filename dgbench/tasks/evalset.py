@@ -25,7 +25,7 @@ import hashlib
 import json
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import numpy as np
 
 from dgbench.errors import DgbenchError
 from dgbench.files import scratch_dir
+from dgbench.memory import return_freed_memory
 from dgbench.store import ARRAY_NAME, array_digest_update, read_attrs, rename_no_replace
 
 SCHEMA = "dgbench.evaluation-set"
@@ -75,6 +76,11 @@ class EvaluationSet:
         if key not in self.arrays:
             raise DgbenchError(f"{self.path}: the evaluation set has no array {key!r}")
         return self.arrays[key]
+
+    def without_arrays(self) -> EvaluationSet:
+        """The set as a record cites it (spec, fingerprints, path, details), its arrays left out: what a
+        launcher keeps while ranks that read the set themselves train (docs/discrete-schemes.md)."""
+        return replace(self, arrays={})
 
     def citation(self) -> dict[str, Any]:
         """What a record says about the set it scored."""
@@ -220,12 +226,21 @@ def ensure_set(store_path: str | Path, spec: EvaluationSpec, store_fingerprint: 
     else built with ``build() -> (arrays, details)``, written, and read back."""
     path = set_path(store_path, spec)
     if not path.exists():
-        arrays, details = build()
-        try:
-            write_set(store_path, spec, store_fingerprint, arrays, details)
-        except FileExistsError:
-            pass  # another run wrote it first: read theirs
-        except OSError as exc:
-            raise DgbenchError(f"{path}: cannot write the evaluation set beside the store ({exc.strerror or exc}); "
-                               f"make it where the store is writable with `dgbench tasks {store_path}`") from exc
+        _build_and_write(store_path, spec, store_fingerprint, build)
+        return_freed_memory()  # what building freed (every snapshot's edge keys) would stay resident otherwise
     return read_set(path, store_fingerprint, num_nodes=int(read_attrs(store_path)["num_nodes"]))
+
+
+def _build_and_write(store_path: str | Path, spec: EvaluationSpec, store_fingerprint: str,
+                     build: Callable[[], tuple[dict[str, np.ndarray], dict[str, Any]]]) -> None:
+    """Build the set and write it (or leave the one another run wrote first); the built arrays are freed
+    on return: the caller reads the set back from disk, verified."""
+    arrays, details = build()
+    try:
+        write_set(store_path, spec, store_fingerprint, arrays, details)
+    except FileExistsError:
+        pass  # another run wrote it first: read theirs
+    except OSError as exc:
+        raise DgbenchError(f"{set_path(store_path, spec)}: cannot write the evaluation set beside the store "
+                           f"({exc.strerror or exc}); make it where the store is writable with "
+                           f"`dgbench tasks {store_path}`") from exc
