@@ -381,3 +381,59 @@ def test_the_main_ranks_partition_keeps_a_few_steps_and_gives_the_whole_datas_ow
     made = partition_owner(rank, 2, "range", 3)
     assert len(rank.steps_held()) <= KEEP_STEPS < SNAPSHOTS - 1, "every step built for the partition stayed"
     assert np.array_equal(made.owner, partition_owner(DiscreteData(store, seed=3), 2, "range", 3).owner)
+
+
+# --------------------------------------------------------------------------- a vertex rank's partition and placement
+
+def _tracked_edges(edges, alive: list[int]):
+    """:class:`StreamedEdges` over ``edges`` recording, at each build, how many arrays built before are alive."""
+    from dgbench.trainers.discrete.partition import StreamedEdges
+    built: list[weakref.ref] = []
+
+    def edges_of(t: int) -> tuple[np.ndarray, np.ndarray]:
+        alive.append(sum(ref() is not None for ref in built))
+        pair = edges.src[t].copy(), edges.dst[t].copy()
+        built.extend(weakref.ref(a) for a in pair)
+        return pair
+    return StreamedEdges(edges.num_vertices, edges.num_snapshots, edges_of)
+
+
+@pytest.mark.parametrize("method", ["range", "metis", "hypergraph"])
+def test_a_partition_of_streamed_steps_equals_the_whole_edges_one_and_holds_one_step_at_a_time(store, method,
+                                                                                                monkeypatch):
+    from dgbench.trainers.discrete.partition import available_methods, partition_vertices_detailed, partitioners
+    from dgbench.trainers.discrete.placement import input_edges
+    if method not in available_methods():
+        pytest.skip(f"{method} is not installed")
+    edges = input_edges(DiscreteData(store, seed=3))
+    whole = partition_vertices_detailed(edges, 3, method, seed=3)
+    if method == "range":  # its connectivity is counted step by step: no hypergraph is built
+        monkeypatch.setattr(partitioners, "column_net_hypergraph", None)
+    alive: list[int] = []
+    streamed = partition_vertices_detailed(_tracked_edges(edges, alive), 3, method, seed=3)
+    assert np.array_equal(streamed.owner, whole.owner) and streamed.method == whole.method == method
+    assert streamed.connectivity == whole.connectivity > 0 and streamed.imbalance == whole.imbalance
+    if method == "metis":  # METIS takes the whole graph: every step built once, then held
+        assert len(alive) == edges.num_snapshots
+    else:  # two passes (the weights, then the nets or the volume), one step held at a time
+        assert len(alive) == 2 * edges.num_snapshots
+        assert max(alive) <= 2, "a step's (src, dst) outlived the next step's build"
+
+
+def test_a_vertex_placement_releases_the_whole_steps_its_rank_data_kept_and_holds_the_same_rows(store):
+    from dgbench.trainers.discrete.placement import VertexPlacement, partition_owner
+    cpu = torch.device("cpu")
+    rank, whole = RankDiscreteData(store, seed=3), DiscreteData(store, seed=3)
+    owner = partition_owner(rank, 2, "range", 3).owner
+    assert rank.adjacency.held(), "the partition's last steps are kept until the placement has its rows"
+    built = VertexPlacement(DistContext(1, 2, "gloo", cpu, Comm(1, 2, cpu)), rank, blocks=2, owner=owner,
+                            method="range")
+    assert rank.adjacency.held() == rank.degree_features.held() == rank.first_layer_input.steps.held() == []
+    reference = VertexPlacement(DistContext(1, 2, "gloo", cpu, Comm(1, 2, cpu)), whole, blocks=2, owner=owner,
+                                method="range")
+    for mine, theirs in zip(built.halos, reference.halos):
+        assert torch.equal(mine.first_input, theirs.first_input) and torch.equal(mine.features, theirs.features)
+        assert torch.equal(mine.send_index, theirs.send_index)
+        a, b = mine.operator.csr, theirs.operator.csr
+        assert a.shape == b.shape and all(torch.equal(x, y) for x, y in ((a.rowptr, b.rowptr), (a.col, b.col),
+                                                                          (a.val, b.val)))

@@ -488,6 +488,17 @@ class VertexPlacement(Placement):
         self.part_sizes = [len(p) for p in self.plan.owned]
         self.halos = [self._halo_block(block) for block in self.blocks]
         self._range_halos: dict[tuple[int, int], HaloBlock] = {}  # other step ranges (groups)
+        self._release_kept_steps()
+
+    def _release_kept_steps(self) -> None:
+        """The halo blocks hold the rank's rows of every step: the few whole steps its per-rank data still kept
+        (Ã_t, X⁰ and Ã_t X⁰ of all N vertices, ≈ 5 MiB a step at N = 65,536, at every P) go; a step asked for
+        again is rebuilt from the store with the same numbers. Not under the group protocol, whose views are
+        built later from the data (docs/discrete-schemes.md, "Per-rank data")."""
+        if hasattr(self.data, "hand_over_steps") and not self.data.group_length:
+            self.data.hand_over_steps()
+            self.data.degree_features.clear()
+            return_freed_memory()
 
     def _halo_block(self, block: range) -> HaloBlock:
         """Exchange lists and local operator of one block; the block's halo rows travel together."""

@@ -67,7 +67,7 @@ def as_snapshot_edges(source: EdgeSource, num_vertices: int | None = None) -> Sn
         return source
     if isinstance(source, SnapshotStore):
         _check_vertex_count(source.num_nodes, num_vertices)
-        pairs = [(s.src, s.dst) for s in source.snapshots()]
+        pairs: list[tuple] = [(s.src, s.dst) for s in source.snapshots()]
         return _validated(pairs, source.num_nodes, where=str(source.path))
     pairs = [(s.src, s.dst) if isinstance(s, Snapshot) else tuple(s) for s in source]
     if num_vertices is None:

@@ -111,6 +111,8 @@ def partition_vertices_detailed(source: EdgeSource | StreamedEdges, num_parts: i
     edges = source if isinstance(source, StreamedEdges) else as_snapshot_edges(source, num_vertices)
     _check_arguments(edges, num_parts, imbalance)
     concrete = resolve_method(method)
+    if isinstance(edges, StreamedEdges) and concrete == "metis" and num_parts > 1:
+        edges = edges.materialised()  # METIS takes the whole graph: one pass, then every step at once
     weights = vertex_weights(edges)
     hypergraph = column_net_hypergraph(edges) if concrete == "hypergraph" and num_parts > 1 else None
     started = time.perf_counter()
@@ -120,6 +122,7 @@ def partition_vertices_detailed(source: EdgeSource | StreamedEdges, num_parts: i
     elif hypergraph is not None and hypergraph.num_nets:
         owner, reported = _mtkahypar_partition(hypergraph, weights, num_parts, seed, imbalance, threads)
     elif concrete == "metis":
+        assert isinstance(edges, SnapshotEdges)
         owner = _metis_partition(edges, weights, num_parts, seed, imbalance)
     else:  # range, or a graph without a single cross-vertex edge, where every balanced split costs 0
         owner = range_partition(weights, num_parts)
@@ -198,10 +201,8 @@ def _mtkahypar_partition(hypergraph, weights: np.ndarray, num_parts: int, seed: 
     return blocks[relabel], int(partitioned.km1())
 
 
-def _metis_partition(edges: SnapshotEdges | StreamedEdges, weights: np.ndarray, num_parts: int, seed: int,
+def _metis_partition(edges: SnapshotEdges, weights: np.ndarray, num_parts: int, seed: int,
                      imbalance: float) -> np.ndarray:
-    if isinstance(edges, StreamedEdges):
-        edges = edges.materialised()
     if not edges.num_edges:  # no edge at all: every balanced split costs 0
         return range_partition(weights, num_parts)
     import pymetis
