@@ -437,3 +437,53 @@ def test_a_vertex_placement_releases_the_whole_steps_its_rank_data_kept_and_hold
         a, b = mine.operator.csr, theirs.operator.csr
         assert a.shape == b.shape and all(torch.equal(x, y) for x, y in ((a.rowptr, b.rowptr), (a.col, b.col),
                                                                           (a.val, b.val)))
+
+
+def _scores_both_ways(ctx: DistContext, store: Path) -> dict:
+    """One block's training logits of a vertex rank through :meth:`VertexPlacement.score` and through the
+    evaluation's [steps, N, 2] table, with the halves' gradients and the element counts of every float tensor the
+    forward and backward made."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from dgbench.trainers.discrete.partition import range_partition
+    from dgbench.trainers.discrete.placement import VertexPlacement, pair_logits
+
+    class Made(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.numels: set[int] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for tensor in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+                    self.numels.add(tensor.numel())
+            return out
+
+    data = DiscreteData(store, seed=3)
+    owner = range_partition(np.ones(data.num_nodes), ctx.world_size)
+    placement = VertexPlacement(ctx, data, blocks=2, owner=owner, method="range")
+    view = placement.view(1, PhaseTimer(ctx.device))
+    batches = [placement.owned(b) for b in data.split_pairs(TRAIN, 0) if b.step in view.block]
+    torch.manual_seed(ctx.rank)
+    start = torch.randn(len(view.block), placement.vertex_rows, 2)
+    weights, bias = torch.randn(sum(len(b.src) for b in batches)), torch.tensor(0.25)
+    out = {}
+    for name, score in (("rows", lambda h: placement.score(view, h, batches, bias)),
+                        ("table", lambda h: pair_logits(*placement.score_table(view, h, batches), batches, bias))):
+        halves = start.clone().requires_grad_()
+        with Made() as made:
+            logits = score(halves)
+            (logits * weights).sum().backward()
+        out[name] = (logits.detach().numpy(), halves.grad.numpy(), sorted(made.numels))  # plain data back
+    return {"out": out, "whole": len(view.block) * data.num_nodes * 2, "pairs": len(weights)}
+
+
+def test_a_vertex_ranks_training_scores_equal_the_tables_bit_for_bit_without_a_whole_vertex_table(store):
+    from dgbench.launch import launch
+    for rank in launch(_scores_both_ways, 3, args=(store,), timeout_s=120):
+        (rows, rows_grad, rows_made), (table, table_grad, table_made) = rank["out"]["rows"], rank["out"]["table"]
+        assert np.array_equal(rows, table) and np.array_equal(rows_grad, table_grad) and len(rows) == rank["pairs"] > 0
+        assert rank["whole"] not in (rank["pairs"], 2 * rank["pairs"]), "the check below would be ambiguous"
+        assert rank["whole"] in table_made, "the evaluation's table and its gradient: every vertex of the block"
+        assert rank["whole"] not in rows_made, "training made a tensor of every vertex of the block"

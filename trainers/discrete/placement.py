@@ -567,10 +567,43 @@ class VertexPlacement(Placement):
         """This rank's pairs have their source here (``owned``); of the destinations only the halves
         held elsewhere travel: ids are asked for, then the values come back (1 float per distinct
         remote (step, vertex)), so the pair scores add little to the halo volume of ESDG §4.1."""
-        comm, rank, device = self.ctx.comm, self.ctx.rank, self.ctx.device
-        steps, rows, n, first = len(view.block), len(self.own), self.data.num_nodes, view.block.start
+        steps, n, first = len(view.block), self.data.num_nodes, view.block.start
         if self.ctx.world_size == 1:  # one rank holds every vertex in id order: the table is the halves
             return halves.reshape(steps, n, 2), first
+        values, wanted = self._own_and_asked_halves(view, halves, batches)
+        own = (np.arange(steps)[:, None] * n + self.own[None, :]).reshape(-1) * 2  # both halves of own rows
+        where = torch.from_numpy(np.concatenate([np.stack([own, own + 1], axis=1).reshape(-1), wanted * 2 + 1]))
+        table = halves.new_zeros(steps * n * 2).index_put((where.to(self.ctx.device),), values)
+        return table.view(steps, n, 2), first
+
+    def score(self, view: VertexView, halves: torch.Tensor, batches: list[PairBatch],
+              bias: torch.Tensor) -> torch.Tensor:
+        """Training's logits read straight from [own halves | asked halves] instead of a [steps, N, 2] table of
+        every vertex (:meth:`score_table`, for the evaluation): the same values added in the same order, and each
+        half's gradient summed in the same order, so the same numbers bit for bit, without the whole-N table and
+        its whole-N gradient at every P (docs/discrete-schemes.md, "Per-rank data")."""
+        if self.ctx.world_size == 1 or not batches:
+            return super().score(view, halves, batches, bias)
+        values, wanted = self._own_and_asked_halves(view, halves, batches)
+        steps, rows, n, first = len(view.block), len(self.own), self.data.num_nodes, view.block.start
+        step = np.concatenate([np.full(len(b.src), b.step - first, np.int64) for b in batches])
+        src = np.concatenate([b.src for b in batches]).astype(np.int64)
+        dst = np.concatenate([b.dst for b in batches]).astype(np.int64)
+        dst_place = (step * rows + self.plan.local_row[dst]) * 2 + 1
+        remote = self.owner[dst] != self.ctx.rank
+        order = np.argsort(wanted, kind="stable")
+        asked_at = order[np.searchsorted(wanted[order], step[remote] * n + dst[remote])]
+        dst_place[remote] = steps * rows * 2 + asked_at
+        where = torch.from_numpy(np.concatenate([(step * rows + self.plan.local_row[src]) * 2, dst_place]))
+        picked = values.index_select(0, where.to(values.device))
+        return picked[:len(src)] + picked[len(src):] + bias
+
+    def _own_and_asked_halves(self, view: VertexView, halves: torch.Tensor, batches: list[PairBatch]
+                              ) -> tuple[torch.Tensor, np.ndarray]:
+        """[this rank's halves, flattened | the destination halves its pairs need from other ranks] and the
+        (step - first) · N + vertex keys of the latter, in arrival order (grouped by holder)."""
+        comm, rank, device = self.ctx.comm, self.ctx.rank, self.ctx.device
+        rows, n, first = len(self.own), self.data.num_nodes, view.block.start
         keys = np.unique(np.concatenate([(b.step - first) * n + b.dst.astype(np.int64) for b in batches])
                          if batches else np.empty(0, np.int64))
         holder = self.owner[keys % n]
@@ -585,11 +618,7 @@ class VertexPlacement(Placement):
         served = halves.reshape(-1, 2)[:, 1].index_select(
             0, torch.from_numpy(asked_step * rows + self.plan.local_row[asked_vertex]).to(device))
         received = all_to_all_autograd(served.view(-1, 1), comm, asked_splits, want_splits, tag="scores").view(-1)
-        own = (np.arange(steps)[:, None] * n + self.own[None, :]).reshape(-1) * 2  # both halves of own rows
-        where = torch.from_numpy(np.concatenate([np.stack([own, own + 1], axis=1).reshape(-1), wanted * 2 + 1]))
-        values = torch.cat([halves.reshape(-1), received])
-        table = halves.new_zeros(steps * n * 2).index_put((where.to(device),), values)
-        return table.view(steps, n, 2), first
+        return torch.cat([halves.reshape(-1), received]), wanted
 
     def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch],
                            blocks: list[range] | None = None) -> dict[str, int] | None:
