@@ -381,3 +381,109 @@ def test_the_main_ranks_partition_keeps_a_few_steps_and_gives_the_whole_datas_ow
     made = partition_owner(rank, 2, "range", 3)
     assert len(rank.steps_held()) <= KEEP_STEPS < SNAPSHOTS - 1, "every step built for the partition stayed"
     assert np.array_equal(made.owner, partition_owner(DiscreteData(store, seed=3), 2, "range", 3).owner)
+
+
+# --------------------------------------------------------------------------- a vertex rank's partition and placement
+
+def _tracked_edges(edges, alive: list[int]):
+    """:class:`StreamedEdges` over ``edges`` recording, at each build, how many arrays built before are alive."""
+    from dgbench.trainers.discrete.partition import StreamedEdges
+    built: list[weakref.ref] = []
+
+    def edges_of(t: int) -> tuple[np.ndarray, np.ndarray]:
+        alive.append(sum(ref() is not None for ref in built))
+        pair = edges.src[t].copy(), edges.dst[t].copy()
+        built.extend(weakref.ref(a) for a in pair)
+        return pair
+    return StreamedEdges(edges.num_vertices, edges.num_snapshots, edges_of)
+
+
+@pytest.mark.parametrize("method", ["range", "metis", "hypergraph"])
+def test_a_partition_of_streamed_steps_equals_the_whole_edges_one_and_holds_one_step_at_a_time(store, method,
+                                                                                                monkeypatch):
+    from dgbench.trainers.discrete.partition import available_methods, partition_vertices_detailed, partitioners
+    from dgbench.trainers.discrete.placement import input_edges
+    if method not in available_methods():
+        pytest.skip(f"{method} is not installed")
+    edges = input_edges(DiscreteData(store, seed=3))
+    whole = partition_vertices_detailed(edges, 3, method, seed=3)
+    if method == "range":  # its connectivity is counted step by step: no hypergraph is built
+        monkeypatch.setattr(partitioners, "column_net_hypergraph", None)
+    alive: list[int] = []
+    streamed = partition_vertices_detailed(_tracked_edges(edges, alive), 3, method, seed=3)
+    assert np.array_equal(streamed.owner, whole.owner) and streamed.method == whole.method == method
+    assert streamed.connectivity == whole.connectivity > 0 and streamed.imbalance == whole.imbalance
+    if method == "metis":  # METIS takes the whole graph: every step built once, then held
+        assert len(alive) == edges.num_snapshots
+    else:  # two passes (the weights, then the nets or the volume), one step held at a time
+        assert len(alive) == 2 * edges.num_snapshots
+        assert max(alive) <= 2, "a step's (src, dst) outlived the next step's build"
+
+
+def test_a_vertex_placement_releases_the_whole_steps_its_rank_data_kept_and_holds_the_same_rows(store):
+    from dgbench.trainers.discrete.placement import VertexPlacement, partition_owner
+    cpu = torch.device("cpu")
+    rank, whole = RankDiscreteData(store, seed=3), DiscreteData(store, seed=3)
+    owner = partition_owner(rank, 2, "range", 3).owner
+    assert rank.adjacency.held(), "the partition's last steps are kept until the placement has its rows"
+    built = VertexPlacement(DistContext(1, 2, "gloo", cpu, Comm(1, 2, cpu)), rank, blocks=2, owner=owner,
+                            method="range")
+    assert rank.adjacency.held() == rank.degree_features.held() == rank.first_layer_input.steps.held() == []
+    reference = VertexPlacement(DistContext(1, 2, "gloo", cpu, Comm(1, 2, cpu)), whole, blocks=2, owner=owner,
+                                method="range")
+    for mine, theirs in zip(built.halos, reference.halos):
+        assert torch.equal(mine.first_input, theirs.first_input) and torch.equal(mine.features, theirs.features)
+        assert torch.equal(mine.send_index, theirs.send_index)
+        a, b = mine.operator.csr, theirs.operator.csr
+        assert a.shape == b.shape and all(torch.equal(x, y) for x, y in ((a.rowptr, b.rowptr), (a.col, b.col),
+                                                                          (a.val, b.val)))
+
+
+def _scores_both_ways(ctx: DistContext, store: Path) -> dict:
+    """One block's training logits of a vertex rank through :meth:`VertexPlacement.score` and through the
+    evaluation's [steps, N, 2] table, with the halves' gradients and the element counts of every float tensor the
+    forward and backward made."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from dgbench.trainers.discrete.partition import range_partition
+    from dgbench.trainers.discrete.placement import VertexPlacement, pair_logits
+
+    class Made(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.numels: set[int] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for tensor in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+                    self.numels.add(tensor.numel())
+            return out
+
+    data = DiscreteData(store, seed=3)
+    owner = range_partition(np.ones(data.num_nodes), ctx.world_size)
+    placement = VertexPlacement(ctx, data, blocks=2, owner=owner, method="range")
+    view = placement.view(1, PhaseTimer(ctx.device))
+    batches = [placement.owned(b) for b in data.split_pairs(TRAIN, 0) if b.step in view.block]
+    torch.manual_seed(ctx.rank)
+    start = torch.randn(len(view.block), placement.vertex_rows, 2)
+    weights, bias = torch.randn(sum(len(b.src) for b in batches)), torch.tensor(0.25)
+    out = {}
+    for name, score in (("rows", lambda h: placement.score(view, h, batches, bias)),
+                        ("table", lambda h: pair_logits(*placement.score_table(view, h, batches), batches, bias))):
+        halves = start.clone().requires_grad_()
+        with Made() as made:
+            logits = score(halves)
+            (logits * weights).sum().backward()
+        out[name] = (logits.detach().numpy(), halves.grad.numpy(), sorted(made.numels))  # plain data back
+    return {"out": out, "whole": len(view.block) * data.num_nodes * 2, "pairs": len(weights)}
+
+
+def test_a_vertex_ranks_training_scores_equal_the_tables_bit_for_bit_without_a_whole_vertex_table(store):
+    from dgbench.launch import launch
+    for rank in launch(_scores_both_ways, 3, args=(store,), timeout_s=120):
+        (rows, rows_grad, rows_made), (table, table_grad, table_made) = rank["out"]["rows"], rank["out"]["table"]
+        assert np.array_equal(rows, table) and np.array_equal(rows_grad, table_grad) and len(rows) == rank["pairs"] > 0
+        assert rank["whole"] not in (rank["pairs"], 2 * rank["pairs"]), "the check below would be ambiguous"
+        assert rank["whole"] in table_made, "the evaluation's table and its gradient: every vertex of the block"
+        assert rank["whole"] not in rows_made, "training made a tensor of every vertex of the block"

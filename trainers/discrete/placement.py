@@ -24,7 +24,7 @@ from dgbench.errors import DgbenchError
 from dgbench.memory import return_freed_memory
 from dgbench.models.contract import LayoutSequence, SequenceMask
 from dgbench.models.sparse import CsrArrays, SparseOperator, block_diagonal, graph_attention, spmm
-from dgbench.trainers.discrete.partition import (SnapshotEdges, VertexPartition, as_snapshot_edges,
+from dgbench.trainers.discrete.partition import (SnapshotEdges, StreamedEdges, VertexPartition, as_snapshot_edges,
                                                  build_rank_halo_plan, partition_vertices_detailed)
 from dgbench.trainers.discrete.comm_shape import CommShape, distinct_asks, even_shape, score_patterns, unit_weight
 from dgbench.trainers.discrete.data import DiscreteData, PairBatch
@@ -488,6 +488,17 @@ class VertexPlacement(Placement):
         self.part_sizes = [len(p) for p in self.plan.owned]
         self.halos = [self._halo_block(block) for block in self.blocks]
         self._range_halos: dict[tuple[int, int], HaloBlock] = {}  # other step ranges (groups)
+        self._release_kept_steps()
+
+    def _release_kept_steps(self) -> None:
+        """The halo blocks hold the rank's rows of every step: the few whole steps its per-rank data still kept
+        (Ã_t, X⁰ and Ã_t X⁰ of all N vertices, ≈ 5 MiB a step at N = 65,536, at every P) go; a step asked for
+        again is rebuilt from the store with the same numbers. Not under the group protocol, whose views are
+        built later from the data (docs/discrete-schemes.md, "Per-rank data")."""
+        if hasattr(self.data, "hand_over_steps") and not self.data.group_length:
+            self.data.hand_over_steps()
+            self.data.degree_features.clear()
+            return_freed_memory()
 
     def _halo_block(self, block: range) -> HaloBlock:
         """Exchange lists and local operator of one block; the block's halo rows travel together."""
@@ -556,10 +567,43 @@ class VertexPlacement(Placement):
         """This rank's pairs have their source here (``owned``); of the destinations only the halves
         held elsewhere travel: ids are asked for, then the values come back (1 float per distinct
         remote (step, vertex)), so the pair scores add little to the halo volume of ESDG §4.1."""
-        comm, rank, device = self.ctx.comm, self.ctx.rank, self.ctx.device
-        steps, rows, n, first = len(view.block), len(self.own), self.data.num_nodes, view.block.start
+        steps, n, first = len(view.block), self.data.num_nodes, view.block.start
         if self.ctx.world_size == 1:  # one rank holds every vertex in id order: the table is the halves
             return halves.reshape(steps, n, 2), first
+        values, wanted = self._own_and_asked_halves(view, halves, batches)
+        own = (np.arange(steps)[:, None] * n + self.own[None, :]).reshape(-1) * 2  # both halves of own rows
+        where = torch.from_numpy(np.concatenate([np.stack([own, own + 1], axis=1).reshape(-1), wanted * 2 + 1]))
+        table = halves.new_zeros(steps * n * 2).index_put((where.to(self.ctx.device),), values)
+        return table.view(steps, n, 2), first
+
+    def score(self, view: VertexView, halves: torch.Tensor, batches: list[PairBatch],
+              bias: torch.Tensor) -> torch.Tensor:
+        """Training's logits read straight from [own halves | asked halves] instead of a [steps, N, 2] table of
+        every vertex (:meth:`score_table`, for the evaluation): the same values added in the same order, and each
+        half's gradient summed in the same order, so the same numbers bit for bit, without the whole-N table and
+        its whole-N gradient at every P (docs/discrete-schemes.md, "Per-rank data")."""
+        if self.ctx.world_size == 1 or not batches:
+            return super().score(view, halves, batches, bias)
+        values, wanted = self._own_and_asked_halves(view, halves, batches)
+        steps, rows, n, first = len(view.block), len(self.own), self.data.num_nodes, view.block.start
+        step = np.concatenate([np.full(len(b.src), b.step - first, np.int64) for b in batches])
+        src = np.concatenate([b.src for b in batches]).astype(np.int64)
+        dst = np.concatenate([b.dst for b in batches]).astype(np.int64)
+        dst_place = (step * rows + self.plan.local_row[dst]) * 2 + 1
+        remote = self.owner[dst] != self.ctx.rank
+        order = np.argsort(wanted, kind="stable")
+        asked_at = order[np.searchsorted(wanted[order], step[remote] * n + dst[remote])]
+        dst_place[remote] = steps * rows * 2 + asked_at
+        where = torch.from_numpy(np.concatenate([(step * rows + self.plan.local_row[src]) * 2, dst_place]))
+        picked = values.index_select(0, where.to(values.device))
+        return picked[:len(src)] + picked[len(src):] + bias
+
+    def _own_and_asked_halves(self, view: VertexView, halves: torch.Tensor, batches: list[PairBatch]
+                              ) -> tuple[torch.Tensor, np.ndarray]:
+        """[this rank's halves, flattened | the destination halves its pairs need from other ranks] and the
+        (step - first) · N + vertex keys of the latter, in arrival order (grouped by holder)."""
+        comm, rank, device = self.ctx.comm, self.ctx.rank, self.ctx.device
+        rows, n, first = len(self.own), self.data.num_nodes, view.block.start
         keys = np.unique(np.concatenate([(b.step - first) * n + b.dst.astype(np.int64) for b in batches])
                          if batches else np.empty(0, np.int64))
         holder = self.owner[keys % n]
@@ -574,11 +618,7 @@ class VertexPlacement(Placement):
         served = halves.reshape(-1, 2)[:, 1].index_select(
             0, torch.from_numpy(asked_step * rows + self.plan.local_row[asked_vertex]).to(device))
         received = all_to_all_autograd(served.view(-1, 1), comm, asked_splits, want_splits, tag="scores").view(-1)
-        own = (np.arange(steps)[:, None] * n + self.own[None, :]).reshape(-1) * 2  # both halves of own rows
-        where = torch.from_numpy(np.concatenate([np.stack([own, own + 1], axis=1).reshape(-1), wanted * 2 + 1]))
-        values = torch.cat([halves.reshape(-1), received])
-        table = halves.new_zeros(steps * n * 2).index_put((where.to(device),), values)
-        return table.view(steps, n, 2), first
+        return torch.cat([halves.reshape(-1), received]), wanted
 
     def predicted_elements(self, profile: CommProfile, passes: list[int], pairs: list[PairBatch],
                            blocks: list[range] | None = None) -> dict[str, int] | None:
@@ -659,9 +699,12 @@ def partition_owner(data: DiscreteData, parts: int, method: str, seed: int) -> V
     volume; METIS or ranges as fallbacks). Per-rank data builds each step to read its edges and keeps only a few
     recent steps meanwhile: the main rank partitions, and kept every step's Ã_t, X⁰ and Ã_t X⁰ until its
     placement dropped them (≈ 50 MiB more than the other ranks at N = 65,536, T = 16); its placement builds the
-    steps again (docs/discrete-schemes.md, "Per-rank data")."""
+    steps again. The partitioner gets the steps' edges one at a time (:class:`StreamedEdges`): every step's
+    (src, dst) at once, and the hypergraph that ranges and METIS do not need, had raised the main rank's peak
+    above its training's (docs/discrete-schemes.md, "Per-rank data")."""
     if hasattr(data, "keep_recent_steps_only"):
         data.keep_recent_steps_only()
-    made = partition_vertices_detailed(input_edges(data), parts, method=method, seed=seed)
+    made = partition_vertices_detailed(StreamedEdges(data.num_nodes, data.num_steps, data.input_edges_of), parts,
+                                       method=method, seed=seed)
     return_freed_memory()
     return made

@@ -135,7 +135,12 @@ def _edges_and_owner(source: EdgeSource, owner: np.ndarray, num_parts: int) -> t
 def connectivity_volume(source: EdgeSource, owner: np.ndarray) -> int:
     """Σ over (snapshot t, vertex u) of (ranks reading ``X_t[u]`` other than u's owner) = λ - 1 summed."""
     edges, owner = _edges_and_owner(source, owner, int(np.max(owner)) + 1)
-    return sum(len(_halo_pairs(s, d, owner)[1]) for s, d in zip(edges.src, edges.dst))
+    return sum(halo_rows(s, d, owner) for s, d in edges.steps())
+
+
+def halo_rows(src: np.ndarray, dst: np.ndarray, owner: np.ndarray) -> int:
+    """Rows one snapshot's aggregation sends (its nets' Σ λ - 1) for the int64 vertex→rank map ``owner``."""
+    return len(_halo_pairs(src, dst, owner)[1])
 
 
 def build_halo_plan(source: EdgeSource, owner: np.ndarray, num_parts: int) -> HaloPlan:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dgbench.trainers.discrete.partition.edges import SnapshotEdges
+from dgbench.trainers.discrete.partition.edges import SnapshotEdges, StreamedEdges
 
 # Fixed seed: the merge hash must not depend on the partitioning seed (nets are the same input).
 _HASH_SEED = 0x5EED_CAFE
@@ -50,10 +50,10 @@ class ColumnNetHypergraph:
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def column_net_hypergraph(edges: SnapshotEdges) -> ColumnNetHypergraph:
-    """The merged column-net hypergraph of all snapshots (see the module docstring)."""
-    pins_per_step, sizes_per_step = zip(*(_snapshot_nets(s, d, edges.num_vertices)
-                                          for s, d in zip(edges.src, edges.dst)))
+def column_net_hypergraph(edges: SnapshotEdges | StreamedEdges) -> ColumnNetHypergraph:
+    """The merged column-net hypergraph of all snapshots (see the module docstring); one step's edges at a time
+    (only the nets' pins are kept)."""
+    pins_per_step, sizes_per_step = zip(*(_snapshot_nets(s, d, edges.num_vertices) for s, d in edges.steps()))
     pins, sizes = np.concatenate(pins_per_step), np.concatenate(sizes_per_step)
     return _merge_identical_nets(edges.num_vertices, pins, sizes)
 

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dgbench.errors import DgbenchError
-from dgbench.trainers.discrete.partition.edges import (EdgeSource, SnapshotEdges, as_snapshot_edges, block_imbalance,
-                                               vertex_weights)
-from dgbench.trainers.discrete.partition.hypergraph import column_net_hypergraph
+from dgbench.trainers.discrete.partition.edges import (EdgeSource, SnapshotEdges, StreamedEdges, as_snapshot_edges,
+                                                      block_imbalance, vertex_weights)
+from dgbench.trainers.discrete.partition.halo import halo_rows
+from dgbench.trainers.discrete.partition.hypergraph import ColumnNetHypergraph, column_net_hypergraph
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def resolve_method(method: str) -> str:
     return method
 
 
-def partition_vertices(source: EdgeSource, num_parts: int, method: str = "auto", seed: int = 0,
+def partition_vertices(source: EdgeSource | StreamedEdges, num_parts: int, method: str = "auto", seed: int = 0,
                        imbalance: float = 0.03, *, num_vertices: int | None = None,
                        threads: int = 1) -> np.ndarray:
     """Owner rank (int64, 0..num_parts-1) of every vertex; see :func:`partition_vertices_detailed`."""
@@ -97,34 +98,53 @@ def partition_vertices(source: EdgeSource, num_parts: int, method: str = "auto",
                                        num_vertices=num_vertices, threads=threads).owner
 
 
-def partition_vertices_detailed(source: EdgeSource, num_parts: int, method: str = "auto", seed: int = 0,
-                                imbalance: float = 0.03, *, num_vertices: int | None = None,
+def partition_vertices_detailed(source: EdgeSource | StreamedEdges, num_parts: int, method: str = "auto",
+                                seed: int = 0, imbalance: float = 0.03, *, num_vertices: int | None = None,
                                 threads: int = 1) -> VertexPartition:
     """Partition the vertices of all snapshots into ``num_parts`` blocks (deterministic given seed).
 
-    ``threads`` only affects Mt-KaHyPar's speed (its first use in a process fixes the count).
+    ``threads`` only affects Mt-KaHyPar's speed (its first use in a process fixes the count). Only the
+    hypergraph partitioner builds the column-net hypergraph; the others count the connectivity one step at a
+    time (the same Σ w·(λ-1)), so a :class:`StreamedEdges` source is never held whole except by METIS, which
+    takes the whole graph.
     """
-    edges = as_snapshot_edges(source, num_vertices)
+    edges = source if isinstance(source, StreamedEdges) else as_snapshot_edges(source, num_vertices)
     _check_arguments(edges, num_parts, imbalance)
     concrete = resolve_method(method)
+    if isinstance(edges, StreamedEdges) and concrete == "metis" and num_parts > 1:
+        edges = edges.materialised()  # METIS takes the whole graph: one pass, then every step at once
     weights = vertex_weights(edges)
-    hypergraph = column_net_hypergraph(edges)
+    hypergraph = column_net_hypergraph(edges) if concrete == "hypergraph" and num_parts > 1 else None
     started = time.perf_counter()
     reported = None
     if num_parts == 1:
         owner = np.zeros(edges.num_vertices, dtype=np.int64)
-    elif concrete == "hypergraph" and hypergraph.num_nets:
+    elif hypergraph is not None and hypergraph.num_nets:
         owner, reported = _mtkahypar_partition(hypergraph, weights, num_parts, seed, imbalance, threads)
-    elif concrete == "metis" and edges.num_edges:
+    elif concrete == "metis":
+        assert isinstance(edges, SnapshotEdges)
         owner = _metis_partition(edges, weights, num_parts, seed, imbalance)
     else:  # range, or a graph without a single cross-vertex edge, where every balanced split costs 0
         owner = range_partition(weights, num_parts)
     seconds = time.perf_counter() - started
-    return VertexPartition(owner, concrete, hypergraph.connectivity(owner), reported,
+    return VertexPartition(owner, concrete, _connectivity(edges, hypergraph, owner, num_parts), reported,
                            block_imbalance(owner, weights, num_parts), seconds, requested=method)
 
 
-def _check_arguments(edges: SnapshotEdges, num_parts: int, imbalance: float) -> None:
+def _connectivity(edges: SnapshotEdges | StreamedEdges, hypergraph: ColumnNetHypergraph | None, owner: np.ndarray,
+                  num_parts: int) -> int:
+    """Σ over nets of w·(λ-1): from the hypergraph when one was built, else summed step by step (one net per
+    (step, source), merged or not: the same sum)."""
+    if hypergraph is not None:
+        return hypergraph.connectivity(owner)
+    if num_parts == 1:
+        return 0
+    return sum(halo_rows(src, dst, owner) for src, dst in edges.steps())
+
+
+def _check_arguments(edges: SnapshotEdges | StreamedEdges, num_parts: int, imbalance: float) -> None:
+    if edges.num_snapshots == 0:
+        raise DgbenchError("snapshots: no snapshots to partition")
     if not 1 <= num_parts <= edges.num_vertices:
         raise DgbenchError(f"cannot partition {edges.num_vertices} vertices into {num_parts} parts "
                            f"(need 1 <= parts <= vertices)")
@@ -183,6 +203,8 @@ def _mtkahypar_partition(hypergraph, weights: np.ndarray, num_parts: int, seed: 
 
 def _metis_partition(edges: SnapshotEdges, weights: np.ndarray, num_parts: int, seed: int,
                      imbalance: float) -> np.ndarray:
+    if not edges.num_edges:  # no edge at all: every balanced split costs 0
+        return range_partition(weights, num_parts)
     import pymetis
     n = edges.num_vertices
     src, dst = np.concatenate(edges.src), np.concatenate(edges.dst)
