@@ -37,6 +37,7 @@ from dgbench.trainers.continuous.loop import BatchCounters, ContinuousTrainer, L
 from dgbench.trainers.continuous.sampler import STRATEGIES
 from dgbench.trainers.contract import ContinuousScheme, Partition
 from dgbench.trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
+from dgbench.trainers.experiment import EVALUATION_INPUT
 
 if TYPE_CHECKING:
     from dgbench.trainers.experiment import ResolvedRun
@@ -151,7 +152,7 @@ def _evaluation(run: ResolvedRun) -> list[EvaluationSet]:
     assert isinstance(task, TaskOptions)
     if task.max_batches is not None:  # a bounded probe scores each pass's random negatives (loop.py)
         return []
-    return run.once("evaluation", lambda: evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives,
+    return run.once(EVALUATION_INPUT, lambda: evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives,
                                                           task.eval_negatives, task.max_events, task.task))
 
 

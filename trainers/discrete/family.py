@@ -34,6 +34,7 @@ from dgbench.trainers.discrete.placement import CommProfile
 from dgbench.trainers.discrete.loop import DiscreteTrainer
 from dgbench.trainers.discrete.presence import PRESENCE_CHOICES, stored_lifetimes
 from dgbench.trainers.epochs import Selection, check_eval_every, merge_rank_epochs, model_selection_block, run_epochs
+from dgbench.trainers.experiment import EVALUATION_INPUT
 from dgbench.loaders.smoothing import EDGE_LIFE, M_PRODUCT, MODEL_SMOOTHING, RAW, store_smoothing
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ def _check_minibatches(run: ResolvedRun) -> None:
 def _evaluation(run: ResolvedRun) -> list:
     task = run.task
     assert isinstance(task, TaskOptions)
-    return run.once("evaluation", lambda: evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives,
+    return run.once(EVALUATION_INPUT, lambda: evaluation_sets(run.config.dataset, task.negatives, task.extra_negatives,
                                                           task.eval_negatives, task=task.task))
 
 
