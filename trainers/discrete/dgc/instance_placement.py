@@ -30,7 +30,7 @@ import torch
 
 from dgbench.dist import DistContext, PhaseTimer, all_to_all_autograd
 from dgbench.errors import DgbenchError
-from dgbench.models.contract import Dependency, SequenceModule, State
+from dgbench.models.contract import Dependency, LayoutSequence, SequenceModule, State
 from dgbench.models.sparse import graph_attention
 from dgbench.trainers.discrete.dgc.chunks import PRESENCE_EDGES, PRESENCE_LIFETIME, SuperGraph, build_supergraph
 from dgbench.trainers.discrete.dgc.fusion import fuse_chunks
@@ -104,7 +104,7 @@ class _Collectives:
 
 
 @dataclass
-class InstanceView:
+class InstanceView(LayoutSequence):
     """One forward of one rank (see the module docstring); cells are [steps, rows] of its grid."""
 
     placement: "InstancePlacement"
@@ -141,17 +141,6 @@ class InstanceView:
 
     def input_features(self) -> torch.Tensor:
         return self.placement.features
-
-    def convolve(self, x: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor | None = None
-                 ) -> torch.Tensor:
-        """Ã x W (+ b): aggregate first, then one product over every local step (the contract's default)."""
-        ax = self.aggregate(x)
-        if weight.dim() == 3:
-            out = torch.bmm(ax, weight)
-            return out if bias is None else out + bias
-        flat = ax.reshape(-1, ax.shape[-1])
-        out = flat @ weight if bias is None else torch.addmm(bias, flat, weight)
-        return out.view(*ax.shape[:-1], weight.shape[-1])
 
     def attend(self, dst_score: torch.Tensor, src_score: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         steps, rows, heads, width = values.shape

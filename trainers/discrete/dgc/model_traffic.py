@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 import torch
 
 from dgbench.errors import DgbenchError
-from dgbench.models.contract import Dependency, SequenceModule, State
+from dgbench.models.contract import Dependency, LayoutSequence, SequenceModule, State
 from dgbench.trainers.discrete.dgc.chunks import REACH_ALL, REACH_PREVIOUS, TrafficProfile
 
 
 @dataclass
-class _RecordingView:
+class _RecordingView(LayoutSequence):
     in_features: int
     spatial: list[int] = field(default_factory=list)
     temporal: list[tuple[Dependency, int]] = field(default_factory=list)
@@ -43,17 +43,6 @@ class _RecordingView:
 
     def input_features(self) -> torch.Tensor:
         return torch.zeros(1, 1, self.in_features)
-
-    def convolve(self, x: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor | None = None
-                 ) -> torch.Tensor:
-        """Ã x W (+ b): aggregate first, then one product over every local step (the contract's default)."""
-        ax = self.aggregate(x)
-        if weight.dim() == 3:
-            out = torch.bmm(ax, weight)
-            return out if bias is None else out + bias
-        flat = ax.reshape(-1, ax.shape[-1])
-        out = flat @ weight if bias is None else torch.addmm(bias, flat, weight)
-        return out.view(*ax.shape[:-1], weight.shape[-1])
 
     def attend(self, dst_score: torch.Tensor, src_score: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         self.last_op = "attend"
