@@ -20,12 +20,8 @@ STAMP = "-pid"  # <prefix>-pid<pid>-<random>: whose scratch folder it is
 def write_atomic(path: str | Path, content: str) -> Path:
     """Write ``content`` to ``path`` (readable by everyone, like a normal file) in one rename."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = _temporary_beside(path, content)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(content)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -33,17 +29,27 @@ def write_atomic(path: str | Path, content: str) -> Path:
     return path
 
 
-def create_new(path: str | Path, content: str, attempts: int = 1000) -> Path:
-    """Write ``content`` to a new file at ``path`` atomically, never replacing one: when the name is taken,
-    ``<stem>-2<suffix>``, ``<stem>-3<suffix>``... (the first free one, claimed by a hard link, which fails
-    when the name exists, so two writers never get the same name). Returns the path written."""
-    path = Path(path)
+def _temporary_beside(path: Path, content: str) -> str:
+    """``content`` in a new hidden file beside ``path`` (same file system, so a rename is atomic), mode 0644."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(content)
         os.chmod(tmp, 0o644)  # mkstemp makes it private
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def create_new(path: str | Path, content: str, attempts: int = 1000) -> Path:
+    """Write ``content`` to a new file at ``path`` atomically, never replacing one: when the name is taken,
+    ``<stem>-2<suffix>``, ``<stem>-3<suffix>``... (the first free one, claimed by a hard link, which fails
+    when the name exists, so two writers never get the same name). Returns the path written."""
+    path = Path(path)
+    tmp = _temporary_beside(path, content)
+    try:
         for number in range(1, attempts + 1):
             target = path if number == 1 else path.with_name(f"{path.stem}-{number}{path.suffix}")
             try:
