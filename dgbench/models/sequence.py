@@ -134,6 +134,12 @@ _SIGMOID_BACKWARD_INTO = torch.ops.aten.sigmoid_backward.grad_input  # the same 
 _TANH_BACKWARD_INTO = torch.ops.aten.tanh_backward.grad_input
 
 
+def _tanh_into(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """tanh(x) = 2σ(2x) - 1 into ``out``: ATen's float tanh took 5.8x its sigmoid's time on this CPU (250 against
+    43 µs at [6, 16384]); the four passes here ~70 µs. Equal to tanh up to ~2e-7 absolute (float32)."""
+    return torch.mul(x, 2, out=out).sigmoid_().mul_(2).sub_(1)
+
+
 def _sigmoids_first(gates: torch.Tensor) -> torch.Tensor:
     """Rows [i, f, g, o] of LSTM weights (torch's order) as [i, f, o, g], and back (the swap is its own
     inverse): the three σ gates, then tanh's."""
@@ -169,6 +175,8 @@ class _LSTMRecurrence(torch.autograd.Function):
         width = w_hh.shape[1]
         w_ih, w_hh, bias = _sigmoids_first(w_ih), _sigmoids_first(w_hh), _sigmoids_first(bias)
         weight = torch.cat([w_ih, w_hh, bias[:, None]], dim=1)  # against [x_t; h_{t-1}; 1]
+        doubled = weight.clone()  # g's rows times 2 (exact): σ of every gate at once, then tanh(z) = 2σ(2z) - 1
+        doubled[3 * width:] *= 2
         inputs = x.new_empty((steps, in_width + width + 1, rows))
         inputs[:, :in_width] = x.transpose(1, 2)
         inputs[:, in_width + width] = 1
@@ -179,11 +187,11 @@ class _LSTMRecurrence(torch.autograd.Function):
         last = x.new_empty((width, rows))  # h of the last step (the others are the next step's inputs)
         cells[0] = c0.t()
         for t in range(steps):
-            gate = torch.mm(weight, inputs[t], out=gates[t])
-            gate[:3 * width].sigmoid_(), gate[3 * width:].tanh_()  # after their activations
+            gate = torch.mm(doubled, inputs[t], out=gates[t]).sigmoid_()
             i, f, o, g = gate.chunk(4)
+            g.mul_(2).sub_(1)  # tanh of g's pre-activation
             torch.mul(f, cells[t], out=cells[t + 1]).addcmul_(i, g)
-            torch.tanh(cells[t + 1], out=squashed[t])
+            _tanh_into(cells[t + 1], squashed[t])
             torch.mul(o, squashed[t], out=inputs[t + 1, in_width:in_width + width] if t + 1 < steps else last)
         ctx.save_for_backward(weight, gates, cells, squashed, inputs)
         out = x.new_empty((steps, rows, width))
@@ -206,7 +214,8 @@ class _LSTMRecurrence(torch.autograd.Function):
         per_step = grad_out.new_empty((steps, max(in_width, width), rows))
         per_step[:, :width] = grad_out.transpose(1, 2)
         grad_weight_t = weight.new_zeros((weight.shape[1], weight.shape[0]))  # Σ_t inputs_t ∂gates_tᵀ
-        into_x, into_hidden = weight[:, :in_width].t(), weight[:, in_width:in_width + width].t()
+        into_inputs = weight[:, :in_width + width].t().contiguous()  # [∂x_t; ∂h_{t-1}] = this @ ∂gates_t
+        grad_inputs = gates.new_empty((in_width + width, rows))
         step_grad = gates.new_empty(gates.shape[1:])  # ∂ of one step's gates before their activations
         d_i, d_f, d_o, d_g = step_grad.chunk(4)
         sigmoid_part = step_grad[:3 * width]
@@ -224,11 +233,12 @@ class _LSTMRecurrence(torch.autograd.Function):
             _TANH_BACKWARD_INTO(d_g, g, grad_input=d_g)
             grad_c = dc.mul_(f)
             grad_weight_t.addmm_(inputs[t], step_grad.t())
-            if t:  # ∂h_{t-1} += W_hhᵀ ∂gates_t, accumulated where step t-1 reads it
-                per_step[t - 1, :width].addmm_(into_hidden, step_grad)
+            torch.mm(into_inputs, step_grad, out=grad_inputs)  # [∂x_t; W_hhᵀ ∂gates_t]
+            if t:  # ∂h_{t-1} += W_hhᵀ ∂gates_t, where step t-1 reads it
+                per_step[t - 1, :width].add_(grad_inputs[in_width:])
             else:
-                grad_h0 = into_hidden @ step_grad
-            torch.mm(into_x, step_grad, out=per_step[t, :in_width])  # ∂x_t, over the ∂h_t read above
+                grad_h0 = grad_inputs[in_width:].clone()
+            per_step[t, :in_width] = grad_inputs[:in_width]  # ∂x_t, over the ∂h_t read above
         grad_x = per_step[:, :in_width].transpose(1, 2).contiguous()
         grad_weight = _sigmoids_first(grad_weight_t.t())
         return (grad_x, grad_weight[:, :in_width], grad_weight[:, in_width + width], grad_h0.t(), grad_c.t(),
