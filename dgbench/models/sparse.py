@@ -365,9 +365,23 @@ def _grouped_times(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _grouped_transpose_times(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """``xᵀ grad`` for contiguous [rows, K] ``x`` and [rows, N] ``grad`` (a narrow product's ∂weight): the same
+    row groups as :func:`_grouped_times`, [g·K, g·N] = x_gᵀ grad_g, of which the g diagonal [K, N] blocks are
+    summed (0.35-0.6x the plain product's time at 131k rows). Equal to rounding (other partial sums)."""
+    rows, inner, columns = x.shape[0], x.shape[1], grad.shape[1]
+    group = _row_group(columns)
+    whole = rows - rows % group
+    if group == 1 or whole == 0:
+        return x.t() @ grad
+    blocks = x[:whole].view(whole // group, group * inner).t() @ grad[:whole].view(whole // group, group * columns)
+    out = blocks.view(group, inner, group, columns).diagonal(dim1=0, dim2=2).sum(-1)
+    return out.addmm_(x[whole:].t(), grad[whole:]) if whole < rows else out
+
+
 class _NarrowProduct(torch.autograd.Function):
-    """``x @ weight`` with both products of its backward that have the long side as rows (the forward and
-    ∂x = ∂out weightᵀ) grouped; ∂weight = xᵀ ∂out is the plain product autograd takes for ``mm``."""
+    """``x @ weight`` with every product of the long side grouped (:func:`_grouped_times`): the forward,
+    ∂x = ∂out weightᵀ and ∂weight = xᵀ ∂out."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -379,7 +393,7 @@ class _NarrowProduct(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         grad = grad.contiguous()
         grad_x = _grouped_times(grad, weight.t()) if ctx.needs_input_grad[0] else None
-        grad_weight = x.t().mm(grad) if ctx.needs_input_grad[1] else None
+        grad_weight = _grouped_transpose_times(x, grad) if ctx.needs_input_grad[1] else None
         return grad_x, grad_weight
 
 
