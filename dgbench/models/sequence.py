@@ -156,17 +156,18 @@ class _LSTMRecurrence(torch.autograd.Function):
     so oneDNN's fused LSTM and autograd's per-op bookkeeping both cost more than the arithmetic; the
     backward here is the textbook BPTT over the saved gates (checked by gradcheck in float64).
 
-    Inside, every per-step tensor is *feature-major*, [width, rows], and the gates are ordered [i, f, o, g]:
-    the σ gates are one contiguous block and tanh's another, so each activation is one call over
-    contiguous memory in full-width vector loops. In the [rows, 4F] layout a gate is a strided column
-    slice that ATen walks 6 or 12 floats at a time (sigmoid and tanh 6-16x slower at 16384 rows).
+    Inside, every per-step tensor is *feature-major*, [width, rows], and the gates are ordered [i, f, o, g],
+    so each activation is one call over contiguous memory in full-width vector loops (in the [rows, 4F]
+    layout a gate is a strided column slice that ATen walks 6 or 12 floats at a time: sigmoid and tanh
+    6-16x slower at 16384 rows). tanh is 2σ(2z) - 1 (:func:`_tanh_into`; ATen's float tanh costs ~6 σ): g's
+    weight rows are doubled, exactly, so one σ over the four gates' block serves them all.
 
     Every product is a short-and-wide one, [a few rows, K] @ [K, rows]: the step's input x_t, the previous
     h and a row of ones are stacked as one feature-major [in + F + 1, rows] column of ``inputs`` (x is
     transposed into it once), so the gates are one product with ``[W_ih | W_hh | b]`` (the bias rides along
     the ones), and the backward's weight gradient is one accumulated ``inputs_t ∂gates_tᵀ`` per step.
     Products with the long side as rows instead ([rows, 4F] @ [4F, in] for ∂x, [4F, rows] @ [rows, in] for
-    ∂W_ih) ran 3-7x slower per flop in MKL. docs/discrete-schemes.md ("The DGC / BLAD zoo") has the
+    ∂W_ih) ran 3-7x slower per flop in MKL. docs/performance.md ("WD-GCN: short-and-wide products") has the
     measurements."""
 
     @staticmethod
