@@ -1,5 +1,6 @@
 """The fast paths of the discrete-time epoch keep their contracts: EvolveGCN-O's one-node weight
-evolution is bit-identical to stepping ``nn.LSTMCell`` under autograd, and the vectorised
+evolution is bit-identical to stepping ``nn.LSTMCell`` under autograd, the narrow dense products (GCN
+updates, the scorer's halves) equal ``x @ w`` with their gradients, and the vectorised
 link-prediction sampler draws exact, distinct positives and true non-edges, seeded per split/epoch."""
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from dgbench.models.discrete import EvolveGCNOLayer
+from dgbench.models.sparse import narrow_product
 from dgbench.generators.esdg_random import build
 from dgbench.trainers.discrete.data import TEST, TRAIN, VAL, DiscreteData
 
@@ -20,6 +22,42 @@ def _evolve_with_autograd(layer: EvolveGCNOLayer, weight, cell, steps: int):
         weight, cell = layer.evolution(weight, (weight, cell))
         weights.append(weight)
     return torch.stack(weights), cell
+
+
+class _ProductShapes(torch.utils._python_dispatch.TorchDispatchMode):
+    """The (rows, columns) of every ``mm`` output inside the block."""
+
+    def __init__(self):
+        super().__init__()
+        self.outputs: list[tuple[int, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket is torch.ops.aten.mm:
+            self.outputs.append(tuple(out.shape))
+        return out
+
+
+@pytest.mark.parametrize("rows,inner,columns,group", [(4096, 6, 6, 2), (4099, 6, 6, 2), (1000, 2, 6, 2),
+                                                      (77, 6, 2, 8), (3, 6, 6, 2), (0, 6, 6, 2), (64, 6, 16, 1)])
+def test_narrow_products_equal_the_plain_product_and_its_gradients(rows, inner, columns, group):
+    """[rows, K] @ [K, N] with a narrow output runs on groups of rows against a block-diagonal weight (the
+    rows left over plainly): the product, ∂x and ∂w equal the plain product's (float64, to rounding)."""
+    g = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, inner, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(inner, columns, dtype=torch.float64, generator=g, requires_grad=True)
+    upstream = torch.randn(rows, columns, dtype=torch.float64, generator=g)
+    with _ProductShapes() as seen:
+        out = narrow_product(x, w)
+    grouped = rows // group
+    assert (grouped, group * columns) in seen.outputs if group > 1 and grouped else seen.outputs == [(rows, columns)]
+    expected = x.detach() @ w.detach()
+    torch.testing.assert_close(out, expected)
+    grad_x, grad_w = torch.autograd.grad(out, (x, w), upstream)
+    torch.testing.assert_close(grad_x, upstream @ w.detach().t())
+    torch.testing.assert_close(grad_w, x.detach().t() @ upstream)
+    steps = torch.randn(3, 5, inner, dtype=torch.float64, generator=g, requires_grad=True)  # leading dims kept
+    assert torch.autograd.gradcheck(narrow_product, (steps, w))
 
 
 @pytest.mark.parametrize("rows,width", [(2, 6), (6, 6), (3, 16)])

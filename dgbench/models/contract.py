@@ -26,6 +26,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from dgbench.models.sparse import narrow_product
+
 State = tuple[torch.Tensor, ...]
 
 
@@ -151,7 +153,7 @@ class LayoutSequence:
             out = torch.bmm(ax, weight)
             return out if bias is None else out + bias
         flat = ax.reshape(-1, ax.shape[-1])
-        out = flat @ weight if bias is None else torch.addmm(bias, flat, weight)
+        out = narrow_product(flat, weight) if bias is None else torch.addmm(bias, flat, weight)
         return out.view(*ax.shape[:-1], weight.shape[-1])
 
     def sequence_mask(self) -> SequenceMask | None:

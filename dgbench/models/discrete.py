@@ -28,6 +28,7 @@ from dgbench.errors import DgbenchError
 from dgbench.models.contract import BlockView, State
 from dgbench.options import Options, option
 from dgbench.models.sequence import LSTMSequence, MTransform
+from dgbench.models.sparse import narrow_product
 from dgbench.registry import register_model
 
 _TANH_BACKWARD = torch.ops.aten.tanh_backward.default  # the derivative kernels autograd itself calls
@@ -246,7 +247,7 @@ class DynamicGNN(nn.Module):
         computed once per vertex instead of once per pair.
         """
         x, new_state = self.embed_block(view, state)
-        halves = x @ self.scorer.weight.view(2, -1).t()
+        halves = narrow_product(x, self.scorer.weight.view(2, -1).t())
         return halves, new_state
 
     def embed_block(self, view: BlockView, state: list[State]) -> tuple[torch.Tensor, list[State]]:

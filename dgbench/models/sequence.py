@@ -134,6 +134,12 @@ _SIGMOID_BACKWARD_INTO = torch.ops.aten.sigmoid_backward.grad_input  # the same 
 _TANH_BACKWARD_INTO = torch.ops.aten.tanh_backward.grad_input
 
 
+def _tanh_into(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """tanh(x) = 2σ(2x) - 1 into ``out``: ATen's float tanh took 5.8x its sigmoid's time on this CPU (250 against
+    43 µs at [6, 16384]); the four passes here ~70 µs. Equal to tanh up to ~2e-7 absolute (float32)."""
+    return torch.mul(x, 2, out=out).sigmoid_().mul_(2).sub_(1)
+
+
 def _sigmoids_first(gates: torch.Tensor) -> torch.Tensor:
     """Rows [i, f, g, o] of LSTM weights (torch's order) as [i, f, o, g], and back (the swap is its own
     inverse): the three σ gates, then tanh's."""
@@ -143,65 +149,80 @@ def _sigmoids_first(gates: torch.Tensor) -> torch.Tensor:
 
 class _LSTMRecurrence(torch.autograd.Function):
     """One LSTM layer over all steps as one autograd node (torch.nn.LSTM's cell): per step ``gates =
-    W_ih x_t + ([W_hh | b_ih + b_hh] [h; 1])``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``; ``h = o tanh(c)``.
+    [W_ih | W_hh | b_ih + b_hh] [x_t; h_{t-1}; 1]``; i, f, g, o = σ, σ, tanh, σ; ``c = f c + i g``;
+    ``h = o tanh(c)``.
 
     At a few features per vertex the work per step is a handful of element-wise passes over [rows, 4F],
     so oneDNN's fused LSTM and autograd's per-op bookkeeping both cost more than the arithmetic; the
     backward here is the textbook BPTT over the saved gates (checked by gradcheck in float64).
 
-    Inside, every per-step tensor is *feature-major*, [width, rows], and the gates are ordered [i, f, o, g]:
-    the σ gates are one contiguous block and tanh's another, so each activation is one call over
-    contiguous memory in full-width vector loops. In the [rows, 4F] layout a gate is a strided column
-    slice that ATen walks 6 or 12 floats at a time (sigmoid and tanh 6-16x slower at 16384 rows).
-    Inputs and outputs keep the time layout [steps, rows, F]: the output and ∂h are transposed once
-    each, ∂x is written in the time layout directly. The bias is a column of the recurrent weight against a
-    row of ones under h (no broadcast copy into the gates, and its gradient comes with ∂W_hh's product).
-    docs/discrete-schemes.md ("The DGC / BLAD zoo") has the measurements."""
+    Inside, every per-step tensor is *feature-major*, [width, rows], and the gates are ordered [i, f, o, g],
+    so each activation is one call over contiguous memory in full-width vector loops (in the [rows, 4F]
+    layout a gate is a strided column slice that ATen walks 6 or 12 floats at a time: sigmoid and tanh
+    6-16x slower at 16384 rows). tanh is 2σ(2z) - 1 (:func:`_tanh_into`; ATen's float tanh costs ~6 σ): g's
+    weight rows are doubled, exactly, so one σ over the four gates' block serves them all.
+
+    Every product is a short-and-wide one, [a few rows, K] @ [K, rows]: the step's input x_t, the previous
+    h and a row of ones are stacked as one feature-major [in + F + 1, rows] column of ``inputs`` (x is
+    transposed into it once), so the gates are one product with ``[W_ih | W_hh | b]`` (the bias rides along
+    the ones), and the backward's weight gradient is one accumulated ``inputs_t ∂gates_tᵀ`` per step.
+    Products with the long side as rows instead ([rows, 4F] @ [4F, in] for ∂x, [4F, rows] @ [rows, in] for
+    ∂W_ih) ran 3-7x slower per flop in MKL. docs/performance.md ("WD-GCN: short-and-wide products") has the
+    measurements."""
 
     @staticmethod
     def forward(ctx, x, w_ih, bias, h0, c0, w_hh):
-        steps, rows, _ = x.shape
+        steps, rows, in_width = x.shape
         width = w_hh.shape[1]
         w_ih, w_hh, bias = _sigmoids_first(w_ih), _sigmoids_first(w_hh), _sigmoids_first(bias)
-        recurrent = torch.cat([w_hh, bias[:, None]], dim=1)  # [W_hh | b] against [h; 1]: the bias rides along
-        # every step's input part at once, W_ih x_t, then per step [W_hh | b] [h; 1] is added in place
-        gates = torch.bmm(w_ih.expand(steps, *w_ih.shape), x.transpose(1, 2))
+        weight = torch.cat([w_ih, w_hh, bias[:, None]], dim=1)  # against [x_t; h_{t-1}; 1]
+        doubled = weight.clone()  # g's rows times 2 (exact): σ of every gate at once, then tanh(z) = 2σ(2z) - 1
+        doubled[3 * width:] *= 2
+        inputs = x.new_empty((steps, in_width + width + 1, rows))
+        inputs[:, :in_width] = x.transpose(1, 2)
+        inputs[:, in_width + width] = 1
+        inputs[0, in_width:in_width + width] = h0.t()
+        gates = x.new_empty((steps, 4 * width, rows))
         cells = x.new_empty((steps + 1, width, rows))
-        hidden = x.new_empty((steps + 1, width + 1, rows))  # h_t, then a row of ones
         squashed = x.new_empty((steps, width, rows))  # tanh(c_t)
-        hidden[:, width] = 1
-        cells[0], hidden[0, :width] = c0.t(), h0.t()
+        last = x.new_empty((width, rows))  # h of the last step (the others are the next step's inputs)
+        cells[0] = c0.t()
         for t in range(steps):
-            gate = gates[t].addmm_(recurrent, hidden[t])
-            gate[:3 * width].sigmoid_(), gate[3 * width:].tanh_()  # after their activations
+            gate = torch.mm(doubled, inputs[t], out=gates[t]).sigmoid_()
             i, f, o, g = gate.chunk(4)
+            g.mul_(2).sub_(1)  # tanh of g's pre-activation
             torch.mul(f, cells[t], out=cells[t + 1]).addcmul_(i, g)
-            torch.tanh(cells[t + 1], out=squashed[t])
-            torch.mul(o, squashed[t], out=hidden[t + 1, :width])
-        ctx.save_for_backward(x, w_ih, w_hh, gates, cells, squashed, hidden)
-        return hidden[1:, :width].transpose(1, 2).contiguous(), cells[steps].t().contiguous()
+            _tanh_into(cells[t + 1], squashed[t])
+            torch.mul(o, squashed[t], out=inputs[t + 1, in_width:in_width + width] if t + 1 < steps else last)
+        ctx.save_for_backward(weight, gates, cells, squashed, inputs)
+        out = x.new_empty((steps, rows, width))
+        out[:-1] = inputs[1:, in_width:in_width + width].transpose(1, 2)
+        out[-1] = last.t()
+        return out, cells[steps].t().contiguous()
 
     @staticmethod
     def backward(ctx, grad_out, grad_cell):
-        """BPTT one step at a time through one [4F, rows] buffer of ∂gates: each step's products (∂x_t, the
-        weights' gradients, ∂h_{t-1}) are taken while that step's ∂gates is in cache, so no [steps, 4F, rows]
-        gradient is ever held: beyond the saved tensors the backward allocates ∂h and ∂x (the output's size
-        each) and a few [4F, rows] and [F, rows] buffers, whatever the number of steps."""
-        x, w_ih, w_hh, gates, cells, squashed, hidden = ctx.saved_tensors
-        steps, width = x.shape[0], w_hh.shape[1]
-        grad_hidden = grad_out.transpose(1, 2).contiguous()  # ∂h per step, feature-major; the recurrence adds in
-        grad_x = x.new_empty(x.shape)  # written step by step in the time layout: ∂x_t = ∂gates_tᵀ W_ih
-        grad_w_ih = w_ih.new_zeros(w_ih.shape)
-        # [∂W_hh | ∂b]ᵀ = Σ_t [h_{t-1}; 1] ∂gates_tᵀ, accumulated transposed: [F+1, rows] @ [rows, 4F] reads both
-        # operands along their rows (∂gates_t [h_{t-1}; 1]ᵀ walked h's transpose, ~1.5x the time per step)
-        grad_recurrent_t = w_hh.new_zeros((width + 1, 4 * width))
+        """BPTT one step at a time through one [4F, rows] buffer of ∂gates: each step's products (∂x_t,
+        ∂h_{t-1}, the weights' gradient) are taken while that step's ∂gates is in cache, so no [steps, 4F, rows]
+        gradient is ever held. ∂h of every step (feature-major) is one buffer the recurrence adds into; once
+        step t has read its ∂h, ∂x_t is written over it, and the buffer is transposed into the time layout
+        once at the end: beyond the saved tensors the backward allocates that buffer and ∂x (the output's
+        size each when in = F) and a few [4F, rows] and [F, rows] buffers, whatever the number of steps."""
+        weight, gates, cells, squashed, inputs = ctx.saved_tensors
+        steps, width, rows = cells.shape[0] - 1, cells.shape[1], cells.shape[2]
+        in_width = inputs.shape[1] - width - 1
+        # ∂h_t per step, feature-major, then ∂x_t in the same rows once step t is done with ∂h_t
+        per_step = grad_out.new_empty((steps, max(in_width, width), rows))
+        per_step[:, :width] = grad_out.transpose(1, 2)
+        grad_weight_t = weight.new_zeros((weight.shape[1], weight.shape[0]))  # Σ_t inputs_t ∂gates_tᵀ
+        into_inputs = weight[:, :in_width + width].t().contiguous()  # [∂x_t; ∂h_{t-1}] = this @ ∂gates_t
+        grad_inputs = gates.new_empty((in_width + width, rows))
         step_grad = gates.new_empty(gates.shape[1:])  # ∂ of one step's gates before their activations
         d_i, d_f, d_o, d_g = step_grad.chunk(4)
         sigmoid_part = step_grad[:3 * width]
-        into_hidden = w_hh.t()
         grad_h0, grad_c = None, grad_cell.t()
         for t in reversed(range(steps)):
-            dh = grad_hidden[t]
+            dh = per_step[t, :width]
             i, f, o, g = gates[t].chunk(4)
             dc = torch.mul(dh, o)
             _TANH_BACKWARD_INTO(dc, squashed[t], grad_input=dc).add_(grad_c)
@@ -212,16 +233,17 @@ class _LSTMRecurrence(torch.autograd.Function):
             _SIGMOID_BACKWARD_INTO(sigmoid_part, gates[t][:3 * width], grad_input=sigmoid_part)
             _TANH_BACKWARD_INTO(d_g, g, grad_input=d_g)
             grad_c = dc.mul_(f)
-            torch.mm(step_grad.t(), w_ih, out=grad_x[t])
-            grad_w_ih.addmm_(step_grad, x[t])
-            grad_recurrent_t.addmm_(hidden[t], step_grad.t())
-            if t:  # ∂h_{t-1} += W_hhᵀ ∂gates_t, accumulated where step t-1 reads it
-                grad_hidden[t - 1].addmm_(into_hidden, step_grad)
+            grad_weight_t.addmm_(inputs[t], step_grad.t())
+            torch.mm(into_inputs, step_grad, out=grad_inputs)  # [∂x_t; W_hhᵀ ∂gates_t]
+            if t:  # ∂h_{t-1} += W_hhᵀ ∂gates_t, where step t-1 reads it
+                per_step[t - 1, :width].add_(grad_inputs[in_width:])
             else:
-                grad_h0 = into_hidden @ step_grad
-        grad_recurrent = grad_recurrent_t.t()
-        return (grad_x, _sigmoids_first(grad_w_ih), _sigmoids_first(grad_recurrent[:, width]), grad_h0.t(),
-                grad_c.t(), _sigmoids_first(grad_recurrent[:, :width]))
+                grad_h0 = grad_inputs[in_width:].clone()
+            per_step[t, :in_width] = grad_inputs[:in_width]  # ∂x_t, over the ∂h_t read above
+        grad_x = per_step[:, :in_width].transpose(1, 2).contiguous()
+        grad_weight = _sigmoids_first(grad_weight_t.t())
+        return (grad_x, grad_weight[:, :in_width], grad_weight[:, in_width + width], grad_h0.t(), grad_c.t(),
+                grad_weight[:, in_width:in_width + width])
 
 
 class _GRURecurrence(torch.autograd.Function):
