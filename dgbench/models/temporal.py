@@ -78,6 +78,8 @@ class StateLayout:
         head = torch.where(keep, rows[:, :self.state_dim + 1], updates[:, :self.state_dim + 1])
         if not self.mail_slots:
             return torch.cat([head, rows[:, self.state_dim + 1:]], dim=1)
+        if self.mail_slots == 1:  # the one slot is replaced: the update's [mail | mail t] is the row's tail
+            return torch.cat([head, updates[:, self.state_dim + 1:]], dim=1)
         _, _, mails, mail_ts = self.split(rows)
         mail = updates[:, self.state_dim + 1:self.state_dim + 1 + self.mail_dim]
         mails = torch.cat([mail[:, None], mails[:, :-1]], dim=1)
@@ -491,8 +493,10 @@ class TemporalModel(nn.Module):
         root_view, neighbor_view = split_views(views, count, self.uses_neighbors)
         h = self.embed(inputs, root_view, inputs.root_t, neighbor_view)
         endpoints = inputs.root_index[:2 * len(inputs.t)]
-        endpoint_view = root_view.rows(endpoints) if isinstance(root_view, PairViews) else root_view[endpoints]
-        return F.embedding(inputs.root_index, h), endpoint_view
+        endpoint_view = (root_view.rows(endpoints) if isinstance(root_view, PairViews)
+                         else root_view.index_select(0, endpoints))  # detached by write_rows: no backward
+        # each event root's row among the distinct roots' (gather_rows: its backward sums with index_add_, no sort)
+        return gather_rows(inputs.root_index, h)[0], endpoint_view
 
     def new_rows(self, inputs: BatchInputs, view: torch.Tensor) -> torch.Tensor:
         """Update rows of [src, dst]: updated memory at t and the new message [own memory, partner

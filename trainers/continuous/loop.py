@@ -183,7 +183,7 @@ class ContinuousTrainer:
             return views.rows(torch.from_numpy(plan.root_index[:2 * b]).to(views.pair.device))
         if plan.root_index is None:
             return views[:2 * b]
-        return views[torch.from_numpy(plan.root_index[:2 * b]).to(views.device)]
+        return views.index_select(0, torch.from_numpy(plan.root_index[:2 * b]).to(views.device))
 
     def _root_embeddings(self, plan: BatchPlan, inputs: BatchInputs, views: torch.Tensor | PairViews
                          ) -> torch.Tensor:
