@@ -452,10 +452,10 @@ class TemporalModel(nn.Module):
     def forward(self, inputs: BatchInputs, views: torch.Tensor | PairViews | None = None) -> BatchOutputs:
         """Scores and update rows. ``views``: :meth:`node_view` of the roots then the real neighbours
         (computed by the caller, or by the owners under DepComm), else computed here from the rows;
-        :class:`PairViews` where the model ``reads_pair_views`` (then the roots' views are gathered here)."""
+        :class:`PairViews` where the model ``reads_pair_views`` (then the roots' views are gathered here; under
+        ``--protocol batch`` too, where the pairs are the distinct vertices)."""
         b = len(inputs.t)
-        if isinstance(views, PairViews):
-            assert inputs.root_index is None, "--protocol batch views are the distinct roots' already"
+        if isinstance(views, PairViews) and inputs.root_index is None:
             roots, neighbors = views.split(3 * b)
             root_view, root_t = roots.gathered(), inputs.t.repeat(3)
             h = self.embed(inputs, root_view, root_t, neighbors if self.uses_neighbors and len(neighbors) else None)

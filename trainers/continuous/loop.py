@@ -213,8 +213,9 @@ class ContinuousTrainer:
         """Forward (and backward) of this rank's share, and the batch's write-back; returns (loss share,
         outputs or None). Every rank takes part in every collective, with or without events."""
         with torch.set_grad_enabled(train):
-            # TGN reads its neighbours' views from the distinct pairs' (tgl's training step; docs/performance.md)
-            keep_pairs = train and self.model.reads_pair_views and plan.root_index is None and len(plan.events) > 0
+            # TGN reads its neighbours' views from the distinct pairs' (training under either protocol; evaluation:
+            # _score_candidates; docs/performance.md)
+            keep_pairs = train and self.model.reads_pair_views and len(plan.events) > 0
             views, rows = self._paired_views(plan, keep_pairs)
             if len(plan.events) == 0:
                 assert isinstance(views, torch.Tensor)
