@@ -487,7 +487,7 @@ class TemporalModel(nn.Module):
     def embed_roots(self, inputs: BatchInputs, views: torch.Tensor | PairViews) -> tuple[torch.Tensor, torch.Tensor]:
         """``--protocol batch``: (embedding of every event root, view of every event endpoint [src, dst]),
         computed once per distinct root vertex (``views``: the distinct roots' views, then the real neighbours';
-        :class:`PairViews` in evaluation where the model ``reads_pair_views``)."""
+        :class:`PairViews` where the model ``reads_pair_views``, in training and evaluation)."""
         assert inputs.root_index is not None and inputs.root_t is not None
         count = len(inputs.root_t)
         root_view, neighbor_view = split_views(views, count, self.uses_neighbors)
