@@ -110,10 +110,10 @@ def test_gather_rows_is_indexing_with_its_gradients(unused_block):
         torch.testing.assert_close(grads[1], want[1], rtol=1e-12, atol=1e-12)
 
 
-def _tgn_losses_float64(store: Path) -> list[float]:
-    """Per-batch losses of a float64 ``single`` TGN epoch under tgl (the step's forms compared to 1e-12)."""
+def _tgn_losses_float64(store: Path, protocol: str = "tgl") -> list[float]:
+    """Per-batch losses of a float64 ``single`` TGN epoch under ``protocol`` (the step's forms compared to 1e-12)."""
     run = resolve(RunConfig("single", "tgn", store, batch_size=100, memory_dim=8, neighbors=5, lr=0.01, seed=0,
-                            extra={"prefetch": 0}))
+                            protocol=protocol, extra={"prefetch": 0}))
     ctx = DistContext(0, 1, "gloo", torch.device("cpu"), Comm(0, 1, torch.device("cpu")))
     problem = partition_problem(run)
     torch.manual_seed(0)
@@ -127,11 +127,13 @@ def _tgn_losses_float64(store: Path) -> list[float]:
     return trainer.losses
 
 
+@pytest.mark.parametrize("protocol", ["tgl", "batch"])
 @pytest.mark.parametrize("density", [0.0, 2.0], ids=["grid", "real-slots"])
-def test_tgn_reads_neighbour_views_from_the_pairs_as_from_the_positions(stream_store, monkeypatch, density):
+def test_tgn_reads_neighbour_views_from_the_pairs_as_from_the_positions(stream_store, monkeypatch, density, protocol):
     """TGN's training step reading its neighbours' views straight from the distinct (vertex, time) pairs
     (PairViews; the grid holds pair 0's view in its padding cells) trains as with the views gathered per
-    position first: float64 losses equal to 1e-12, in both attention forms."""
+    position first: float64 losses equal to 1e-12, in both attention forms, under both protocols (under
+    ``batch`` the pairs are the batch's distinct vertices)."""
     monkeypatch.setattr(temporal, "FLAT_ATTENTION_DENSITY", density)
     seen: list[type] = []
     attend = temporal.TGN._attend
@@ -141,11 +143,11 @@ def test_tgn_reads_neighbour_views_from_the_pairs_as_from_the_positions(stream_s
         return attend(self, inputs, query, neighbor_hidden)
 
     monkeypatch.setattr(temporal.TGN, "_attend", recording_attend)
-    paired = _tgn_losses_float64(stream_store)
+    paired = _tgn_losses_float64(stream_store, protocol)
     assert seen and set(seen) == {temporal.PairViews}
     seen.clear()
     monkeypatch.setattr(temporal.TGN, "reads_pair_views", False)
-    gathered = _tgn_losses_float64(stream_store)
+    gathered = _tgn_losses_float64(stream_store, protocol)
     assert seen and set(seen) == {torch.Tensor}
     assert len(paired) == len(gathered) > 5
     np.testing.assert_allclose(paired, gathered, rtol=1e-12, atol=0)

@@ -78,6 +78,8 @@ class StateLayout:
         head = torch.where(keep, rows[:, :self.state_dim + 1], updates[:, :self.state_dim + 1])
         if not self.mail_slots:
             return torch.cat([head, rows[:, self.state_dim + 1:]], dim=1)
+        if self.mail_slots == 1:  # the one slot is replaced: the update's [mail | mail t] is the row's tail
+            return torch.cat([head, updates[:, self.state_dim + 1:]], dim=1)
         _, _, mails, mail_ts = self.split(rows)
         mail = updates[:, self.state_dim + 1:self.state_dim + 1 + self.mail_dim]
         mails = torch.cat([mail[:, None], mails[:, :-1]], dim=1)
@@ -158,6 +160,14 @@ class PairViews:
 
     def split(self, first: int) -> tuple[PairViews, PairViews]:
         return PairViews(self.pairs, self.pair[:first]), PairViews(self.pairs, self.pair[first:])
+
+    def part(self, start: int, stop: int) -> PairViews:
+        """Positions ``start:stop`` (an attention block's roots or slots), still ungathered."""
+        return PairViews(self.pairs, self.pair[start:stop])
+
+    def rows(self, positions: torch.Tensor) -> torch.Tensor:
+        """The views of ``positions`` (an index into the positions), gathered."""
+        return gather_rows(self.pair.index_select(0, positions), self.pairs)[0]
 
     def gathered(self) -> torch.Tensor:
         """The positions' views as one tensor (``pairs[pair]``, gradients summed per pair)."""
@@ -318,14 +328,31 @@ class EdgePredictor(nn.Module):
         return self.out(F.relu(projected_src + projected_dst)).squeeze(-1).T
 
 
-def split_views(views: torch.Tensor, roots: int, uses_neighbors: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+def split_views(views: torch.Tensor | PairViews, roots: int, uses_neighbors: bool
+                ) -> tuple[torch.Tensor | PairViews, torch.Tensor | PairViews | None]:
     """(the first ``roots`` views, the rest or None where the model reads no neighbours or none are there) by
     ``split``: its backward is one concatenation, where each slice's backward fills a zero tensor of all the
-    views and the two are then summed (on LastFM's slice, batch 600, ~18,500 views a step)."""
+    views and the two are then summed (on LastFM's slice, batch 600, ~18,500 views a step). :class:`PairViews`
+    split into two :class:`PairViews` (nothing gathered)."""
     if len(views) <= roots:
         return views, None
-    root_view, rest = views.split([roots, len(views) - roots])
+    root_view, rest = views.split(roots) if isinstance(views, PairViews) else views.split([roots, len(views) - roots])
     return root_view, (rest if uses_neighbors else None)
+
+
+def gathered(views: torch.Tensor | PairViews) -> torch.Tensor:
+    """``views`` as one tensor (a :class:`PairViews` gathered to its positions)."""
+    return views.gathered() if isinstance(views, PairViews) else views
+
+
+def positions(views: torch.Tensor | PairViews, start: int, stop: int) -> torch.Tensor | PairViews:
+    """Positions ``start:stop`` of ``views``, a :class:`PairViews` left ungathered."""
+    return views.part(start, stop) if isinstance(views, PairViews) else views[start:stop]
+
+
+def new_rows_like(views: torch.Tensor | PairViews, count: int, width: int) -> torch.Tensor:
+    """An empty (count, width) tensor of the views' dtype and device."""
+    return (views.pairs if isinstance(views, PairViews) else views).new_empty(count, width)
 
 
 def leading_columns(rows: torch.Tensor, width: int) -> torch.Tensor:
@@ -425,10 +452,10 @@ class TemporalModel(nn.Module):
     def forward(self, inputs: BatchInputs, views: torch.Tensor | PairViews | None = None) -> BatchOutputs:
         """Scores and update rows. ``views``: :meth:`node_view` of the roots then the real neighbours
         (computed by the caller, or by the owners under DepComm), else computed here from the rows;
-        :class:`PairViews` where the model ``reads_pair_views`` (then the roots' views are gathered here)."""
+        :class:`PairViews` where the model ``reads_pair_views`` (then the roots' views are gathered here; under
+        ``--protocol batch`` too, where the pairs are the distinct vertices)."""
         b = len(inputs.t)
-        if isinstance(views, PairViews):
-            assert inputs.root_index is None, "--protocol batch views are the distinct roots' already"
+        if isinstance(views, PairViews) and inputs.root_index is None:
             roots, neighbors = views.split(3 * b)
             root_view, root_t = roots.gathered(), inputs.t.repeat(3)
             h = self.embed(inputs, root_view, root_t, neighbors if self.uses_neighbors and len(neighbors) else None)
@@ -457,14 +484,19 @@ class TemporalModel(nn.Module):
         new_rows, delivered = self.write_rows(inputs, endpoint_view)
         return BatchOutputs(pos, neg, new_rows, delivered)
 
-    def embed_roots(self, inputs: BatchInputs, views: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed_roots(self, inputs: BatchInputs, views: torch.Tensor | PairViews) -> tuple[torch.Tensor, torch.Tensor]:
         """``--protocol batch``: (embedding of every event root, view of every event endpoint [src, dst]),
-        computed once per distinct root vertex (``views``: the distinct roots' views, then the real neighbours')."""
+        computed once per distinct root vertex (``views``: the distinct roots' views, then the real neighbours';
+        :class:`PairViews` where the model ``reads_pair_views``, in training and evaluation)."""
         assert inputs.root_index is not None and inputs.root_t is not None
         count = len(inputs.root_t)
         root_view, neighbor_view = split_views(views, count, self.uses_neighbors)
         h = self.embed(inputs, root_view, inputs.root_t, neighbor_view)
-        return F.embedding(inputs.root_index, h), root_view[inputs.root_index[:2 * len(inputs.t)]]
+        endpoints = inputs.root_index[:2 * len(inputs.t)]
+        endpoint_view = (root_view.rows(endpoints) if isinstance(root_view, PairViews)
+                         else root_view.index_select(0, endpoints))  # detached by write_rows: no backward
+        # each event root's row among the distinct roots' (gather_rows: its backward sums with index_add_, no sort)
+        return gather_rows(inputs.root_index, h)[0], endpoint_view
 
     def new_rows(self, inputs: BatchInputs, view: torch.Tensor) -> torch.Tensor:
         """Update rows of [src, dst]: updated memory at t and the new message [own memory, partner
@@ -511,21 +543,24 @@ class TGN(TemporalModel):
         """Attention of each root over its sampled neighbours. Without gradient (evaluation), over blocks of
         ``ROOT_BLOCK`` roots and their slots: every step is per root, so each root's embedding is the same to
         float rounding (a block's GEMMs may take another MKL kernel), and a block's (roots, k, width) grids
-        stay in cache instead of a whole evaluation batch's (its K negatives make ~4x a training batch's roots)."""
+        stay in cache instead of a whole evaluation batch's (its K negatives make ~4x a training batch's roots).
+        Views given as :class:`PairViews` (evaluation) are gathered per block straight from the distinct
+        (vertex, time) pairs: the neighbours' into the block's grid, the roots' as the block's rows; no view is
+        copied per position for the whole batch (~100,000 positions of an evaluation batch: a fresh ~40 MB
+        tensor, whose page faults cost more than the copy; docs/performance.md)."""
         roots = len(root_view)
-        if isinstance(neighbor_view, PairViews) and not torch.is_grad_enabled():
-            neighbor_view = neighbor_view.gathered()
         if torch.is_grad_enabled() or neighbor_view is None or roots <= ROOT_BLOCK:
-            return self._embed(inputs, root_view, neighbor_view)
+            return self._embed(inputs, gathered(root_view), neighbor_view)
         mask = inputs.neighbor_mask
         slot_end = torch.cumsum(mask.sum(1), 0).tolist()  # neighbour views are row-major over the real slots
-        out = root_view.new_empty(roots, self.memory_dim)
+        out = new_rows_like(root_view, roots, self.memory_dim)
         for start in range(0, roots, ROOT_BLOCK):
             stop = min(start + ROOT_BLOCK, roots)
             block = replace(inputs, neighbor_mask=mask[start:stop], neighbor_dt=inputs.neighbor_dt[start:stop],
                             neighbor_edge_features=inputs.neighbor_edge_features[start:stop])
             first_slot = slot_end[start - 1] if start else 0
-            out[start:stop] = self._embed(block, root_view[start:stop], neighbor_view[first_slot:slot_end[stop - 1]])
+            out[start:stop] = self._embed(block, gathered(positions(root_view, start, stop)),
+                                          positions(neighbor_view, first_slot, slot_end[stop - 1]))
         return out
 
     def _embed(self, inputs: BatchInputs, root_view: torch.Tensor, neighbor_view: torch.Tensor | PairViews | None

@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from dgbench.dist import DistContext, PhaseTimer
 from dgbench.metrics import link_prediction_metrics
-from dgbench.models.temporal import BatchInputs, PairViews, TemporalModel
+from dgbench.models.temporal import BatchInputs, PairViews, TemporalModel, split_views
 from dgbench.options import Options
 from dgbench.progress import bar as progress_bar
 from dgbench.tasks.evalset import EvaluationSet
@@ -178,20 +178,23 @@ class ContinuousTrainer:
         """The views of the batch's [src, dst] roots (their write-back reads them)."""
         b = len(plan.events)
         if isinstance(views, PairViews):
-            return views.split(2 * b)[0].gathered()
+            if plan.root_index is None:
+                return views.split(2 * b)[0].gathered()
+            return views.rows(torch.from_numpy(plan.root_index[:2 * b]).to(views.pair.device))
         if plan.root_index is None:
             return views[:2 * b]
-        return views[torch.from_numpy(plan.root_index[:2 * b]).to(views.device)]
+        return views.index_select(0, torch.from_numpy(plan.root_index[:2 * b]).to(views.device))
 
-    def _root_embeddings(self, plan: BatchPlan, inputs: BatchInputs, views: torch.Tensor) -> torch.Tensor:
+    def _root_embeddings(self, plan: BatchPlan, inputs: BatchInputs, views: torch.Tensor | PairViews
+                         ) -> torch.Tensor:
         """The embedding of every root of ``plan`` (its blocks of b, in order) at its query time."""
         if plan.root_index is not None:
             return self.model.embed_roots(inputs, views)[0]
         count = len(plan.roots)
         root_t = torch.from_numpy(np.tile(self.stream.t[plan.events], count // len(plan.events))).to(
             self.ctx.device, self.dtype)
-        neighbor_view = views[count:] if self.model.uses_neighbors and len(views) > count else None
-        return self.model.embed(inputs, views[:count], root_t, neighbor_view)
+        root_view, neighbor_view = split_views(views, count, self.model.uses_neighbors)
+        return self.model.embed(inputs, root_view, root_t, neighbor_view)
 
     def _begin_write(self, plan: BatchPlan, inputs: BatchInputs | None, views: torch.Tensor | PairViews | None,
                      outputs: Any) -> PendingWrite:
@@ -210,8 +213,9 @@ class ContinuousTrainer:
         """Forward (and backward) of this rank's share, and the batch's write-back; returns (loss share,
         outputs or None). Every rank takes part in every collective, with or without events."""
         with torch.set_grad_enabled(train):
-            # TGN reads its neighbours' views from the distinct pairs' (tgl's training step; docs/performance.md)
-            keep_pairs = train and self.model.reads_pair_views and plan.root_index is None and len(plan.events) > 0
+            # TGN reads its neighbours' views from the distinct pairs' (training under either protocol; evaluation:
+            # _score_candidates; docs/performance.md)
+            keep_pairs = train and self.model.reads_pair_views and len(plan.events) > 0
             views, rows = self._paired_views(plan, keep_pairs)
             if len(plan.events) == 0:
                 assert isinstance(views, torch.Tensor)
@@ -408,8 +412,9 @@ class ContinuousTrainer:
         predictor — run over the roots [src, dst, negatives...] once, so the K negatives cost K roots each
         (``forward`` would embed [src, dst, negative] again for every negative), and a source shared by the
         candidates is projected once (:meth:`~dgbench.models.temporal.EdgePredictor.score_blocks`); then the
-        batch's write-back."""
-        views, rows = self._views(plan)
+        batch's write-back. TGN's views stay one row per distinct (vertex, time) pair (:class:`PairViews`), each
+        attention block gathering its own (:meth:`~dgbench.models.temporal.TGN.embed`)."""
+        views, rows = self._paired_views(plan, keep_pairs=self.model.reads_pair_views)
         b, k = len(plan.events), plan.candidates
         if b == 0:
             self._begin_write(plan, None, None, None).finish()

@@ -123,7 +123,8 @@ class NodeState:
         self.table[:, self.layout.mail_ts_start:] = -1.0
 
     def _rows(self, ids: np.ndarray) -> torch.Tensor:
-        return self.table[torch.from_numpy(self.local_index[ids]).to(self.ctx.device)]
+        # index_select, not indexing: on CPU a row gather by indexing (``table[index]``) takes ~2-4x as long
+        return self.table.index_select(0, torch.from_numpy(self.local_index[ids]).to(self.ctx.device))
 
     def _store(self, ids: np.ndarray, rows: torch.Tensor, priority: np.ndarray) -> None:
         unique_ids, winner = last_wins(ids, priority)
@@ -132,8 +133,9 @@ class NodeState:
         device = self.ctx.device
         index = torch.from_numpy(self.local_index[unique_ids]).to(device)
         sets_memory = torch.from_numpy(priority[winner] >= 0).to(device)
-        self.table[index] = self.layout.merge(self.table[index], rows[torch.from_numpy(winner).to(rows.device)],
-                                              sets_memory)
+        merged = self.layout.merge(self.table.index_select(0, index),
+                                   rows.index_select(0, torch.from_numpy(winner).to(rows.device)), sets_memory)
+        self.table.index_copy_(0, index, merged.to(self.table.dtype))
 
     def route(self, ids: np.ndarray) -> FetchRoute:
         return FetchRoute(ids, np.array([len(ids)]), np.arange(len(ids)))
