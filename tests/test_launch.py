@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import pytest
 import torch
 import torch.distributed as dist
 
+import dgbench.launch as launch_module
 from dgbench.dist import DistContext, from_main
 from dgbench.launch import launch
 from dgbench.errors import DgbenchError
@@ -80,3 +82,28 @@ def test_control_exchanges_count_as_time_but_not_volume():
     total = comm.totals()
     assert total.seconds == pytest.approx(0.30)
     assert (total.bytes, total.elements, total.calls) == (400, 100, 1)
+
+
+def _environment_and_parent(ctx: DistContext, name: str) -> tuple[str | None, int, bool]:
+    parent = os.getppid()
+    threads = len(os.listdir(f"/proc/{parent}/task")) if os.path.isdir(f"/proc/{parent}/task") else 1
+    return os.environ.get(name), threads, "dgbench.fork_server" in sys.modules
+
+
+def test_each_launch_gives_its_ranks_the_launchers_environment_of_that_moment(monkeypatch):
+    # the fork server keeps the environment it started with; ranks take the launcher's, as spawned ones do
+    name = "DGBENCH_TEST_LAUNCH_ENV"
+    monkeypatch.setenv(name, "first")
+    assert [value for value, _, _ in launch(_environment_and_parent, 2, (name,))] == ["first"] * 2
+    monkeypatch.setenv(name, "second")
+    assert [value for value, _, _ in launch(_environment_and_parent, 2, (name,))] == ["second"] * 2
+    monkeypatch.delenv(name)
+    assert [value for value, _, _ in launch(_environment_and_parent, 2, (name,))] == [None] * 2
+
+
+@pytest.mark.skipif(launch_module.START_METHOD != "forkserver" or not sys.platform.startswith("linux"),
+                    reason="ranks fork from a server where multiprocessing has one (Linux /proc read here)")
+def test_ranks_fork_from_a_warm_server_that_runs_no_other_thread():
+    # a fork copies the forking thread alone: a thread of the server holding a lock would leave it held
+    for _, server_threads, preloaded in launch(_environment_and_parent, 2, ("HOME",)):
+        assert preloaded and server_threads == 1
