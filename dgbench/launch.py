@@ -16,11 +16,12 @@ A job always ends, and ends whole:
 * ``nproc`` is bounded by what the machine can hold (memory for each rank's footprint, a few ranks per
   core, one GPU per NCCL rank) unless forced; more ranks than cores runs, with a warning.
 
-Ranks are forked from a fork server (multiprocessing's ``forkserver``) that imported torch once
-(dgbench/fork_server.py), not started as fresh interpreters: a rank then starts in a fraction of a second
-instead of seconds. The server is a clean interpreter (not a fork of the launcher), is started by the first
-multi-rank launch and serves the launcher's later ones, and exits with the launcher. Each rank takes the
-launcher's environment as it is at the launch, as a spawned process would. See docs/python-api.md.
+Ranks are forked from a fork server (multiprocessing's ``forkserver``) that imported torch and the modules
+named with :func:`preload_for_ranks` once (dgbench/fork_server.py), not started as fresh interpreters: a rank
+then starts in a fraction of a second instead of seconds. The server is a clean interpreter (not a fork of the
+launcher), is started by the first multi-rank launch, serves the launcher's later ones and exits with the
+launcher. Each rank takes the launcher's environment as it is at the launch, as a spawned process would.
+See docs/python-api.md.
 """
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def _take_the_launchers_environment(environ: dict[str, str]) -> None:
     is the one it started with. What the server's imports added (and the launcher lacks) stays."""
     server = sys.modules.get("dgbench.fork_server")
     if server is not None:
-        for name in set(server.INHERITED_ENVIRON) - set(environ):
+        for name in (set(server.INHERITED_ENVIRON) | server.SET_FOR_THE_IMPORTS) - set(environ):
             os.environ.pop(name, None)
     os.environ.update(environ)
 
@@ -306,6 +307,13 @@ def _run_this_rank(fn: Callable[..., Any], args: Sequence[Any], backend: str, ti
         return every
     finally:
         shutdown()
+
+
+def preload_for_ranks(*modules: str) -> None:
+    """Modules every rank of this process's launches imports: the fork server imports them once, when it
+    starts (at the first multi-rank launch; a server already running is not changed). Only modules whose
+    import starts no thread (dgbench/fork_server.py says why and which do)."""
+    FORK_SERVER_PRELOAD.extend(m for m in modules if m not in FORK_SERVER_PRELOAD)
 
 
 def _rank_context() -> Any:

@@ -4,12 +4,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
 
 import dgbench.launch as launch_module
+import dgbench.trainers.experiment  # noqa: F401 - names the modules its ranks import for the fork server
 from dgbench.dist import DistContext, from_main
 from dgbench.launch import launch
 from dgbench.errors import DgbenchError
@@ -84,26 +86,32 @@ def test_control_exchanges_count_as_time_but_not_volume():
     assert (total.bytes, total.elements, total.calls) == (400, 100, 1)
 
 
-def _environment_and_parent(ctx: DistContext, name: str) -> tuple[str | None, int, bool]:
-    parent = os.getppid()
-    threads = len(os.listdir(f"/proc/{parent}/task")) if os.path.isdir(f"/proc/{parent}/task") else 1
-    return os.environ.get(name), threads, "dgbench.fork_server" in sys.modules
+def _environment_and_server(ctx: DistContext, name: str) -> dict:
+    parent = Path(f"/proc/{os.getppid()}")
+    return {"value": os.environ.get(name), "forked_from_the_server": "dgbench.fork_server" in sys.modules,
+            "server_threads": len(list((parent / "task").iterdir())) if parent.is_dir() else None,
+            "server_imported_pyarrow": parent.is_dir() and "libarrow" in (parent / "maps").read_text()}
 
 
 def test_each_launch_gives_its_ranks_the_launchers_environment_of_that_moment(monkeypatch):
     # the fork server keeps the environment it started with; ranks take the launcher's, as spawned ones do
     name = "DGBENCH_TEST_LAUNCH_ENV"
-    monkeypatch.setenv(name, "first")
-    assert [value for value, _, _ in launch(_environment_and_parent, 2, (name,))] == ["first"] * 2
-    monkeypatch.setenv(name, "second")
-    assert [value for value, _, _ in launch(_environment_and_parent, 2, (name,))] == ["second"] * 2
-    monkeypatch.delenv(name)
-    assert [value for value, _, _ in launch(_environment_and_parent, 2, (name,))] == [None] * 2
+    for value in ("first", "second", None):
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value)
+        assert [rank["value"] for rank in launch(_environment_and_server, 2, (name,))] == [value] * 2
 
 
 @pytest.mark.skipif(launch_module.START_METHOD != "forkserver" or not sys.platform.startswith("linux"),
                     reason="ranks fork from a server where multiprocessing has one (Linux /proc read here)")
-def test_ranks_fork_from_a_warm_server_that_runs_no_other_thread():
-    # a fork copies the forking thread alone: a thread of the server holding a lock would leave it held
-    for _, server_threads, preloaded in launch(_environment_and_parent, 2, ("HOME",)):
-        assert preloaded and server_threads == 1
+def test_ranks_fork_from_a_warm_server_that_runs_no_other_thread(monkeypatch):
+    # a fork copies the forking thread alone: a thread of the server holding a lock would leave it held. The
+    # trainers (imported above) name their modules for the server, pyarrow's among them, whose allocator would
+    # start a thread unless the server's own setting (not the ranks') turns it off
+    arrow_jemalloc_conf = "JE_ARROW_MALLOC_CONF"  # set by dgbench/fork_server.py (importing it here would set it)
+    monkeypatch.delenv(arrow_jemalloc_conf, raising=False)
+    for rank in launch(_environment_and_server, 2, (arrow_jemalloc_conf,)):
+        assert rank["forked_from_the_server"] and rank["server_imported_pyarrow"]
+        assert rank["server_threads"] == 1 and rank["value"] is None
