@@ -109,15 +109,25 @@ def _take_the_launchers_environment(environ: dict[str, str]) -> None:
 
 
 _result_sent = False  # this rank's result (or error) is on the queue: nothing is left to release
+_releasing = False  # the result is being flushed (the queue closed and its feeder thread joined)
+_stop_asked: int | None = None  # the signal that asked this rank to stop while it was releasing
 
 
 def _exit_quietly(signum: int, frame: FrameType | None) -> None:
     """SIGTERM in a rank: exit through Python (not the default action), so that multiprocessing releases
     what it holds instead of leaving it to be reported as leaked. Once the result is sent the launcher has it
     (it stops ranks after collecting every result, or after a failure): exit at once, since a SystemExit raised
-    inside an exit-time finalizer would print an "Exception ignored" traceback after a successful run."""
+    inside an exit-time finalizer would print an "Exception ignored" traceback after a successful run.
+
+    While the result is being flushed the stop waits for the flush (the launcher often has the result then, and
+    stops the ranks at once): a SystemExit inside the queue's close would leave its feeder thread without its
+    end marker, and the exit would wait on that thread until the launcher's SIGKILL, STOP_GRACE_S later."""
+    global _stop_asked
     if _result_sent:
         os._exit(128 + signum)
+    if _releasing:
+        _stop_asked = signum
+        return
     sys.exit(128 + signum)
 
 
@@ -152,10 +162,13 @@ def _rank_main(rank: int, nproc: int, port: int, backend: str, timeout_s: float,
         detail = str(exc) if isinstance(exc, DgbenchError) else traceback.format_exc(limit=6)
         results.put((rank, "error", detail))
     finally:
-        global _result_sent
+        global _result_sent, _releasing
+        _releasing = True
         results.close()
         results.join_thread()  # flushed: the launcher can read it whatever happens to this process next
         _result_sent = True
+        if _stop_asked is not None:
+            os._exit(128 + _stop_asked)
         shutdown()
 
 

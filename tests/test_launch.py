@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -115,3 +117,23 @@ def test_ranks_fork_from_a_warm_server_that_runs_no_other_thread(monkeypatch):
     for rank in launch(_environment_and_server, 2, (arrow_jemalloc_conf,)):
         assert rank["forked_from_the_server"] and rank["server_imported_pyarrow"]
         assert rank["server_threads"] == 1 and rank["value"] is None
+
+
+def _rank(ctx: DistContext) -> int:
+    return ctx.rank
+
+
+def test_ranks_stopped_after_reporting_exit_when_asked_not_after_the_kill(monkeypatch):
+    # the launcher stops the ranks as soon as it has every result, often while a rank still flushes its own: a
+    # SystemExit raised there left the queue's feeder thread waiting, and the rank's exit on it until SIGKILL
+    exit_codes: list[int | None] = []
+    stop = launch_module._stop
+
+    def stop_and_record(procs: list, *args: Any) -> None:
+        stop(procs, *args)
+        exit_codes.extend(p.exitcode for p in procs)
+
+    monkeypatch.setattr(launch_module, "_stop", stop_and_record)
+    for _ in range(12):  # one launch in four was killed before
+        assert launch(_rank, 2) == [0, 1]
+    assert -signal.SIGKILL not in exit_codes, exit_codes
