@@ -75,22 +75,21 @@ def _free_port() -> int:
 
 def _die_with_parent(launcher: int) -> None:
     """Linux: this process gets SIGKILL when the launcher dies, however it dies. Its parent is the launcher
-    (spawn) or the fork server, which exits once the launcher and every rank closed their end of its
-    "alive" pipe: a rank closes its copy here, so that the launcher's death alone ends the server."""
+    (spawn) or the fork server, which exits with the launcher (_close_the_fork_servers_alive_pipe)."""
     parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         return
-    _close_the_fork_servers_alive_pipe()
     if os.getppid() != parent or _process_state(launcher) in (None, "Z", "X"):  # died before prctl took effect
         os._exit(1)
 
 
 def _close_the_fork_servers_alive_pipe() -> None:
     """A process forked by the fork server holds the server's "alive" pipe (for processes it would start
-    itself through the server); the server stays up while any holder lives. A rank starts none: it closes it."""
+    itself through the server), and the server exits only once every holder closed it: a rank starts none and
+    closes it, so that the launcher's death alone ends the server, and with it (PDEATHSIG) its ranks."""
     server = multiprocessing.forkserver._forkserver
     alive = getattr(server, "_forkserver_alive_fd", None)
     if alive is not None and getattr(server, "_forkserver_pid", None) is None:  # not the launcher's own end
@@ -100,7 +99,8 @@ def _close_the_fork_servers_alive_pipe() -> None:
 
 def _take_the_launchers_environment(environ: dict[str, str]) -> None:
     """The launcher's environment as it was at the launch, as a spawned rank inherits it: the fork server's
-    is the one it started with. What the server's imports added (and the launcher lacks) stays."""
+    is the one it started with. What the imports of torch and the like added (and the launcher lacks) stays;
+    what the server set for its own imports (dgbench/fork_server.py) goes."""
     server = sys.modules.get("dgbench.fork_server")
     if server is not None:
         for name in (set(server.INHERITED_ENVIRON) | server.SET_FOR_THE_IMPORTS) - set(environ):
@@ -149,6 +149,7 @@ def _rank_main(rank: int, nproc: int, port: int, backend: str, timeout_s: float,
     signal.signal(signal.SIGTERM, _exit_quietly)  # the launcher stopping this rank: exit, releasing the queue
     if sys.platform.startswith("linux"):
         _die_with_parent(launcher)
+    _close_the_fork_servers_alive_pipe()
     _take_the_launchers_environment(environ)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
