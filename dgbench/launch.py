@@ -15,6 +15,13 @@ A job always ends, and ends whole:
   a finaliser (where Python would print "Exception ignored" and drop it) is raised again just after;
 * ``nproc`` is bounded by what the machine can hold (memory for each rank's footprint, a few ranks per
   core, one GPU per NCCL rank) unless forced; more ranks than cores runs, with a warning.
+
+Ranks are forked from a fork server (multiprocessing's ``forkserver``) that imported torch and the modules
+named with :func:`preload_for_ranks` once (dgbench/fork_server.py), not started as fresh interpreters: a rank
+then starts in a fraction of a second instead of seconds. The server is a clean interpreter (not a fork of the
+launcher), is started by the first multi-rank launch, serves the launcher's later ones and exits with the
+launcher. Each rank takes the launcher's environment as it is at the launch, as a spawned process would.
+See docs/python-api.md.
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
+import multiprocessing.forkserver
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -46,6 +54,8 @@ RANKS_PER_CORE = 8  # beyond this, ranks mostly wait for a core: refused unless 
 FORCE_ENV = "DGBENCH_FORCE_NPROC"  # "1": start the ranks asked for, whatever the machine
 STOP_GRACE_S = 3.0  # SIGTERM first; SIGKILL for ranks still there (a stopped rank ignores SIGTERM)
 PR_SET_PDEATHSIG = 1
+FORK_SERVER_PRELOAD = ["dgbench.fork_server"]  # imported once by the server, for every rank it forks
+START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 _STOPPING = threading.Event()  # set while ranks are being stopped
 
 
@@ -63,27 +73,61 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent(parent: int) -> None:
-    """Linux: this process gets SIGKILL when the launcher dies, however it dies."""
+def _die_with_parent(launcher: int) -> None:
+    """Linux: this process gets SIGKILL when the launcher dies, however it dies. Its parent is the launcher
+    (spawn) or the fork server, which exits with the launcher (_close_the_fork_servers_alive_pipe)."""
+    parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent:  # the launcher died before prctl took effect
+    if os.getppid() != parent or _process_state(launcher) in (None, "Z", "X"):  # died before prctl took effect
         os._exit(1)
 
 
+def _close_the_fork_servers_alive_pipe() -> None:
+    """A process forked by the fork server holds the server's "alive" pipe (for processes it would start
+    itself through the server), and the server exits only once every holder closed it: a rank starts none and
+    closes it, so that the launcher's death alone ends the server, and with it (PDEATHSIG) its ranks."""
+    server = multiprocessing.forkserver._forkserver
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None and getattr(server, "_forkserver_pid", None) is None:  # not the launcher's own end
+        os.close(alive)
+        server._forkserver_alive_fd = None
+
+
+def _take_the_launchers_environment(environ: dict[str, str]) -> None:
+    """The launcher's environment as it was at the launch, as a spawned rank inherits it: the fork server's
+    is the one it started with. What the imports of torch and the like added (and the launcher lacks) stays;
+    what the server set for its own imports (dgbench/fork_server.py) goes."""
+    server = sys.modules.get("dgbench.fork_server")
+    if server is not None:
+        for name in (set(server.INHERITED_ENVIRON) | server.SET_FOR_THE_IMPORTS) - set(environ):
+            os.environ.pop(name, None)
+    os.environ.update(environ)
+
+
 _result_sent = False  # this rank's result (or error) is on the queue: nothing is left to release
+_releasing = False  # the result is being flushed (the queue closed and its feeder thread joined)
+_stop_asked: int | None = None  # the signal that asked this rank to stop while it was releasing
 
 
 def _exit_quietly(signum: int, frame: FrameType | None) -> None:
     """SIGTERM in a rank: exit through Python (not the default action), so that multiprocessing releases
     what it holds instead of leaving it to be reported as leaked. Once the result is sent the launcher has it
     (it stops ranks after collecting every result, or after a failure): exit at once, since a SystemExit raised
-    inside an exit-time finalizer would print an "Exception ignored" traceback after a successful run."""
+    inside an exit-time finalizer would print an "Exception ignored" traceback after a successful run.
+
+    While the result is being flushed the stop waits for the flush (the launcher often has the result then, and
+    stops the ranks at once): a SystemExit inside the queue's close would leave its feeder thread without its
+    end marker, and the exit would wait on that thread until the launcher's SIGKILL, STOP_GRACE_S later."""
+    global _stop_asked
     if _result_sent:
         os._exit(128 + signum)
+    if _releasing:
+        _stop_asked = signum
+        return
     sys.exit(128 + signum)
 
 
@@ -100,11 +144,13 @@ def _blosc_thread_lock() -> None:
 
 
 def _rank_main(rank: int, nproc: int, port: int, backend: str, timeout_s: float, fn: Callable,
-               args: tuple, results: Any, parent: int) -> None:
+               args: tuple, results: Any, launcher: int, environ: dict[str, str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C and stops every rank
     signal.signal(signal.SIGTERM, _exit_quietly)  # the launcher stopping this rank: exit, releasing the queue
     if sys.platform.startswith("linux"):
-        _die_with_parent(parent)
+        _die_with_parent(launcher)
+    _close_the_fork_servers_alive_pipe()
+    _take_the_launchers_environment(environ)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // nproc))
@@ -117,10 +163,13 @@ def _rank_main(rank: int, nproc: int, port: int, backend: str, timeout_s: float,
         detail = str(exc) if isinstance(exc, DgbenchError) else traceback.format_exc(limit=6)
         results.put((rank, "error", detail))
     finally:
-        global _result_sent
+        global _result_sent, _releasing
+        _releasing = True
         results.close()
         results.join_thread()  # flushed: the launcher can read it whatever happens to this process next
         _result_sent = True
+        if _stop_asked is not None:
+            os._exit(128 + _stop_asked)
         shutdown()
 
 
@@ -274,12 +323,28 @@ def _run_this_rank(fn: Callable[..., Any], args: Sequence[Any], backend: str, ti
         shutdown()
 
 
+def preload_for_ranks(*modules: str) -> None:
+    """Modules every rank of this process's launches imports: the fork server imports them once, when it
+    starts (at the first multi-rank launch; a server already running is not changed). Only modules whose
+    import starts no thread (dgbench/fork_server.py says why and which do)."""
+    FORK_SERVER_PRELOAD.extend(m for m in modules if m not in FORK_SERVER_PRELOAD)
+
+
+def _rank_context() -> Any:
+    """The multiprocessing context ranks start from: the fork server where the platform has one."""
+    mp_ctx = mp.get_context(START_METHOD)
+    if START_METHOD == "forkserver":
+        mp_ctx.set_forkserver_preload(FORK_SERVER_PRELOAD)  # used when the server starts (the first launch)
+    return mp_ctx
+
+
 def _spawn(fn: Callable[..., Any], nproc: int, args: tuple, backend: str, timeout_s: float) -> list[Any]:
-    mp_ctx = mp.get_context("spawn")
+    mp_ctx = _rank_context()
     results = mp_ctx.Queue()
     port = _free_port()
+    environ = dict(os.environ)
     procs = [mp_ctx.Process(target=_rank_main, args=(r, nproc, port, backend, timeout_s, fn, args, results,
-                                                     os.getpid()))
+                                                     os.getpid(), environ))
              for r in range(nproc)]
     try:
         for p in procs:

@@ -18,6 +18,8 @@ from dgbench.launch import launch
 from dgbench.trainers.config import RunConfig
 from dgbench.trainers.experiment import family_hooks, resolve, train_runs
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs beside the other xdist worker
+
 EPOCHS = 4
 TIGHT = 1e-9
 FORCED_BEST = 1  # epoch 2 of 4, 0-based as the record's epochs

@@ -2,12 +2,18 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
 
+import dgbench.launch as launch_module
+import dgbench.trainers.experiment  # noqa: F401 - names the modules its ranks import for the fork server
 from dgbench.dist import DistContext, from_main
 from dgbench.launch import launch
 from dgbench.errors import DgbenchError
@@ -80,3 +86,54 @@ def test_control_exchanges_count_as_time_but_not_volume():
     total = comm.totals()
     assert total.seconds == pytest.approx(0.30)
     assert (total.bytes, total.elements, total.calls) == (400, 100, 1)
+
+
+def _environment_and_server(ctx: DistContext, name: str) -> dict:
+    parent = Path(f"/proc/{os.getppid()}")
+    return {"value": os.environ.get(name), "forked_from_the_server": "dgbench.fork_server" in sys.modules,
+            "server_threads": len(list((parent / "task").iterdir())) if parent.is_dir() else None,
+            "server_imported_pyarrow": parent.is_dir() and "libarrow" in (parent / "maps").read_text()}
+
+
+def test_each_launch_gives_its_ranks_the_launchers_environment_of_that_moment(monkeypatch):
+    # the fork server keeps the environment it started with; ranks take the launcher's, as spawned ones do
+    name = "DGBENCH_TEST_LAUNCH_ENV"
+    for value in ("first", "second", None):
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value)
+        assert [rank["value"] for rank in launch(_environment_and_server, 2, (name,))] == [value] * 2
+
+
+@pytest.mark.skipif(launch_module.START_METHOD != "forkserver" or not sys.platform.startswith("linux"),
+                    reason="ranks fork from a server where multiprocessing has one (Linux /proc read here)")
+def test_ranks_fork_from_a_warm_server_that_runs_no_other_thread(monkeypatch):
+    # a fork copies the forking thread alone: a thread of the server holding a lock would leave it held. The
+    # trainers (imported above) name their modules for the server, pyarrow's among them, whose allocator would
+    # start a thread unless the server's own setting (not the ranks') turns it off
+    arrow_jemalloc_conf = "JE_ARROW_MALLOC_CONF"  # set by dgbench/fork_server.py (importing it here would set it)
+    monkeypatch.delenv(arrow_jemalloc_conf, raising=False)
+    for rank in launch(_environment_and_server, 2, (arrow_jemalloc_conf,)):
+        assert rank["forked_from_the_server"] and rank["server_imported_pyarrow"]
+        assert rank["server_threads"] == 1 and rank["value"] is None
+
+
+def _rank(ctx: DistContext) -> int:
+    return ctx.rank
+
+
+def test_ranks_stopped_after_reporting_exit_when_asked_not_after_the_kill(monkeypatch):
+    # the launcher stops the ranks as soon as it has every result, often while a rank still flushes its own: a
+    # SystemExit raised there left the queue's feeder thread waiting, and the rank's exit on it until SIGKILL
+    exit_codes: list[int | None] = []
+    stop = launch_module._stop
+
+    def stop_and_record(procs: list, *args: Any) -> None:
+        stop(procs, *args)
+        exit_codes.extend(p.exitcode for p in procs)
+
+    monkeypatch.setattr(launch_module, "_stop", stop_and_record)
+    for _ in range(12):  # one launch in four was killed before
+        assert launch(_rank, 2) == [0, 1]
+    assert -signal.SIGKILL not in exit_codes, exit_codes

@@ -27,6 +27,8 @@ SCRIPT = textwrap.dedent("""
     from dgbench.launch import launch
 
     def started(ctx, folder):
+        with open(os.path.join(folder, f"rank{ctx.rank}.parent"), "w") as f:
+            f.write(str(os.getppid()))
         with open(os.path.join(folder, f"rank{ctx.rank}.pid"), "w") as f:
             f.write(str(os.getpid()))
 
@@ -130,9 +132,8 @@ def launcher_factory(tmp_path):
         return made[-1]
 
     yield make
-    for launcher in made:
-        if launcher.proc.poll() is None:
-            launcher.kill_all()
+    for launcher in made:  # the whole group, also where the launcher is gone and a rank or its server is not
+        launcher.kill_all()
 
 
 def test_a_stopped_rank_ends_the_whole_job_within_the_timeout(launcher_factory):
@@ -157,6 +158,16 @@ def test_a_signal_to_the_launcher_stops_every_rank(launcher_factory, how):
     code, err = launcher.exit_within(15)
     assert code == 1 and f"interrupted by {how.split()[-1]}" in err and "no record was written" in err, err
     assert alive(pids) == []
+
+
+def test_a_killed_launcher_leaves_no_rank_and_no_fork_server(launcher_factory):
+    """SIGKILL runs no handler: the ranks die with their parent, the fork server, which exits with the launcher."""
+    launcher = launcher_factory("train_forever", 2)
+    pids = launcher.wait_started()
+    parents = {int((launcher.folder / f"rank{r}.parent").read_text()) for r in range(2)} - {launcher.proc.pid}
+    launcher.proc.kill()
+    launcher.proc.wait()
+    assert alive(pids + sorted(parents)) == []
 
 
 def test_an_interrupt_landing_in_a_finalizer_is_not_swallowed(launcher_factory):

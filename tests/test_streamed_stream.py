@@ -19,6 +19,8 @@ from dgbench.trainers.continuous.sven.formulas import minmax_greedy, minmax_gree
 from dgbench.trainers.continuous.sven.partition import partition_nodes, training_blocks
 from tests.node_label_sets import event_label_arrays
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs beside the other xdist worker
+
 
 def _open(path: Path) -> EdgeStreamStore:
     store = open_store(path)

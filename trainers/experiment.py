@@ -24,7 +24,7 @@ import torch
 from dgbench import progress
 from dgbench.dist import DistContext, share_from_main
 from dgbench.errors import DgbenchError
-from dgbench.launch import launch, spawns_ranks
+from dgbench.launch import launch, preload_for_ranks, spawns_ranks
 from dgbench.memory import return_freed_memory
 from dgbench.options import Options, as_hyperparameters, build_options, check_value, refuse_foreign, specs
 from dgbench.registry import MODELS, SCHEMES, ModelEntry, load_plugins, model_of
@@ -35,6 +35,7 @@ from dgbench.trainers.contract import Family, Partition, Scheme, scheme_of
 FAMILY_OF_KIND: dict[str, Family] = {SNAPSHOTS: "discrete", STREAM: "continuous"}
 FAMILY_MODULES: dict[Family, str] = {"discrete": "dgbench.trainers.discrete.family",
                                      "continuous": "dgbench.trainers.continuous.family"}
+preload_for_ranks(__name__, *FAMILY_MODULES.values())  # what train_runs' ranks import: once, in the fork server
 STORE_KIND_WORDS = {SNAPSHOTS: "a snapshot store", STREAM: "an edge-stream store"}
 T = TypeVar("T")
 EVALUATION_INPUT = "evaluation"  # the run's evaluation sets in ResolvedRun.inputs (both families' key)
