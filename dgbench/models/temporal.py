@@ -350,6 +350,13 @@ def positions(views: torch.Tensor | PairViews, start: int, stop: int) -> torch.T
     return views.part(start, stop) if isinstance(views, PairViews) else views[start:stop]
 
 
+def rows_at(views: torch.Tensor | PairViews, index: torch.Tensor) -> torch.Tensor:
+    """The views of the positions ``index``, gathered (a :class:`PairViews` straight from its pairs)."""
+    if isinstance(views, PairViews):
+        return views.rows(index.to(views.pair.device))
+    return views.index_select(0, index.to(views.device))
+
+
 def new_rows_like(views: torch.Tensor | PairViews, count: int, width: int) -> torch.Tensor:
     """An empty (count, width) tensor of the views' dtype and device."""
     return (views.pairs if isinstance(views, PairViews) else views).new_empty(count, width)
@@ -493,8 +500,7 @@ class TemporalModel(nn.Module):
         root_view, neighbor_view = split_views(views, count, self.uses_neighbors)
         h = self.embed(inputs, root_view, inputs.root_t, neighbor_view)
         endpoints = inputs.root_index[:2 * len(inputs.t)]
-        endpoint_view = (root_view.rows(endpoints) if isinstance(root_view, PairViews)
-                         else root_view.index_select(0, endpoints))  # detached by write_rows: no backward
+        endpoint_view = rows_at(root_view, endpoints)  # detached by write_rows: no backward
         # each event root's row among the distinct roots' (gather_rows: its backward sums with index_add_, no sort)
         return gather_rows(inputs.root_index, h)[0], endpoint_view
 

@@ -29,7 +29,8 @@ from torch.nn import functional as F
 
 from dgbench.dist import DistContext, PhaseTimer
 from dgbench.metrics import link_prediction_metrics
-from dgbench.models.temporal import BatchInputs, PairViews, TemporalModel, split_views
+from dgbench.models.temporal import (BatchInputs, PairViews, TemporalModel, gathered, positions, rows_at,
+                                     split_views)
 from dgbench.options import Options
 from dgbench.progress import bar as progress_bar
 from dgbench.tasks.evalset import EvaluationSet
@@ -177,13 +178,9 @@ class ContinuousTrainer:
     def _endpoint_views(self, plan: BatchPlan, views: torch.Tensor | PairViews) -> torch.Tensor:
         """The views of the batch's [src, dst] roots (their write-back reads them)."""
         b = len(plan.events)
-        if isinstance(views, PairViews):
-            if plan.root_index is None:
-                return views.split(2 * b)[0].gathered()
-            return views.rows(torch.from_numpy(plan.root_index[:2 * b]).to(views.pair.device))
         if plan.root_index is None:
-            return views[:2 * b]
-        return views.index_select(0, torch.from_numpy(plan.root_index[:2 * b]).to(views.device))
+            return gathered(positions(views, 0, 2 * b))
+        return rows_at(views, torch.from_numpy(plan.root_index[:2 * b]))
 
     def _root_embeddings(self, plan: BatchPlan, inputs: BatchInputs, views: torch.Tensor | PairViews
                          ) -> torch.Tensor:
