@@ -186,8 +186,9 @@ def click_options(owners: Iterable[tuple[str, type[Options]]]) -> list[click.Opt
     it and each owner's default. Choices and bounds are checked per owner when the run is resolved."""
     merged: dict[str, _Merged] = {}
     for label, options_type in owners:
+        hints = typing.get_type_hints(options_type)
         for spec in specs(options_type):
-            kind = _base_type(typing.get_type_hints(options_type)[spec.name])
+            kind = _base_type(hints[spec.name])
             entry = merged.setdefault(spec.name, _Merged(spec, kind, [], []))
             entry.owners.append((label, defaults(options_type)[spec.name]))
             entry.choices += [c for c in (spec.choices or ()) if c not in entry.choices]
